@@ -1,0 +1,182 @@
+"""Configuration of one simulated GRPO run (the simulator's own config; studies.RunConfig maps onto it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+DATASETS = ("easy", "hard", "xhard", "veasy", "dual", "tri")
+MODELS = ("tabular", "linear", "mlp", "interference", "skills")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+LR_RULES = ("constant", "linear", "sqrt")
+SCALE_REWARDS = ("group", "batch", "none")
+OBJECTIVES = ("pg", "ppo", "cispo")
+METRIC_MODES = ("exact", "sampled")
+
+
+class ConfigError(ValueError):
+    """An impossible or inconsistent configuration; the message is one line meant for the user."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Hyperparameters of one simulated run. Vocabulary from DESIGN.md: compute C = bp * n * m in rollouts."""
+
+    # --- allocation (PAPER.md "The question") ---
+    n: int = 8
+    """Rollouts per problem (GRPO group size)."""
+    bp: int = 32
+    """Problems per step (B_p)."""
+    budget: int = 2**20
+    """Compute cap in rollouts; the run takes m = budget // (bp * n) steps."""
+    seed: int = 0
+    """Seed of the training randomness (rollout sampling, problem order)."""
+    problem_seed: int | None = None
+    """Seed of the problem sets and the initial policy; None uses `seed`. Fix it to pair runs across n."""
+
+    # --- problems ---
+    dataset: str = "easy"
+    """Difficulty preset, one of DATASETS (ranges of avg@16 under the initial policy, DESIGN.md)."""
+    d: int = 1024
+    """Number of training problems (D)."""
+    d_val: int = 1024
+    """Number of held-out validation problems (move only through shared parameters)."""
+    K: int = 8
+    """Candidate answers per problem; exactly one is correct."""
+
+    # --- policy ---
+    model: str = "tabular"
+    """Policy model, one of MODELS; `interference` is the default shared preset (an `mlp`)."""
+    dim: int = 64
+    """Feature / embedding dimension of a shared policy."""
+    hidden: int = 32
+    """Hidden units of the `mlp` policy."""
+    share: float = 1.0
+    """How much problems share parameters: 0 = tabular-like, 1 = fully shared (meaning per model)."""
+
+    # --- optimiser (PAPER.md "Healthy recipe") ---
+    optimizer: str = "adam"
+    """sgd, adam, or adamw (decoupled weight decay toward the initial parameters)."""
+    lr: float = 0.1
+    """Base learning rate at the reference batch `lr_ref_batch`."""
+    lr_rule: str = "constant"
+    """How lr scales with batch = bp * n: constant, linear (lr * B / B_ref) or sqrt (lr * sqrt(B / B_ref))."""
+    lr_ref_batch: int = 256
+    """Reference batch for `lr_rule` (the paper: 1024 for the LLM)."""
+    weight_decay: float = 0.0
+    """Decay toward the initial parameters (AdamW-style, decoupled); 0 disables it."""
+    beta1: float = 0.9
+    beta2: float = 0.999
+    adam_eps: float = 1e-8
+
+    # --- objective ---
+    scale_rewards: str = "group"
+    """Advantage normalisation: group (divide by group std), batch (by batch std) or none (mean baseline only)."""
+    objective: str = "pg"
+    """pg (plain policy gradient), ppo (clipped ratio) or cispo (clipped IS weight, stop-gradient)."""
+    clip_eps: float = 0.2
+    """Clipping range of ppo / cispo ratios."""
+    ppo_epochs: int = 1
+    """Passes over each batch for ppo / cispo."""
+    minibatches: int = 1
+    """Minibatches per pass for ppo / cispo (each an optimiser step)."""
+    kl_coef: float = 0.0
+    """Coefficient of KL(pi || pi_init) per problem; 0 disables it."""
+    entropy_coef: float = 0.0
+    """Coefficient of the entropy bonus; 0 disables it."""
+    zero_variance_filter: bool = False
+    """Drop groups whose n rewards all agree from the update (they carry no signal)."""
+    n_est: int = 0
+    """Rollouts used for the baseline (decoupled baseline, PAPER.md finding 9); 0 = the same n rollouts."""
+
+    # --- metrics ---
+    k: int = 4
+    """k of best_k (pass@k) and worst_k (all k correct)."""
+    metric_mode: str = "exact"
+    """exact (from pass@1) or sampled (k draws per problem)."""
+    n_evals: int = 32
+    """Number of log-spaced evaluation points between the first step and the budget."""
+    snapshots: bool = True
+    """Keep per-problem pass@1 vectors at each evaluation point."""
+    response_len: float = 0.0
+    """Mean response length in tokens for the token-compute model; 0 disables `tokens` growth."""
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def batch(self) -> int:
+        return self.bp * self.n
+
+    @property
+    def steps(self) -> int:
+        """m, the number of optimiser steps the budget pays for."""
+        return self.budget // self.batch
+
+    def effective_lr(self) -> float:
+        """Learning rate after the batch-scaling rule (PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
+        ratio = self.batch / self.lr_ref_batch
+        if self.lr_rule == "linear":
+            return self.lr * ratio
+        if self.lr_rule == "sqrt":
+            return self.lr * ratio**0.5
+        return self.lr
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+
+
+def validate(c: SimConfig) -> None:
+    """Check one config; raise ConfigError with a one-line message quoting the bad values."""
+    _choice("dataset", c.dataset, DATASETS)
+    _choice("model", c.model, MODELS)
+    _choice("optimizer", c.optimizer, OPTIMIZERS)
+    _choice("lr_rule", c.lr_rule, LR_RULES)
+    _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)
+    _choice("objective", c.objective, OBJECTIVES)
+    _choice("metric_mode", c.metric_mode, METRIC_MODES)
+    if c.n < 1:
+        raise ConfigError(f"n must be >= 1, got {c.n}")
+    if c.n < 2 and c.n_est == 0:
+        raise ConfigError(f"n = {c.n} < 2 leaves the group baseline without signal; use n >= 2 or set n_est")
+    if c.n_est < 0 or c.n_est == 1:
+        raise ConfigError(f"n_est must be 0 (use the n rollouts) or >= 2, got {c.n_est}")
+    if c.bp < 1:
+        raise ConfigError(f"bp must be >= 1, got {c.bp}")
+    if c.d < 1 or c.d_val < 1:
+        raise ConfigError(f"d and d_val must be >= 1, got d={c.d}, d_val={c.d_val}")
+    if c.bp > c.d:
+        raise ConfigError(f"bp = {c.bp} exceeds the training set size d = {c.d}")
+    if c.budget < c.batch:
+        raise ConfigError(f"budget {c.budget} is smaller than one step (bp * n = {c.batch} rollouts)")
+    if c.K < 2:
+        raise ConfigError(f"K must be >= 2 candidate answers, got {c.K}")
+    if c.dim < 1 or c.hidden < 1:
+        raise ConfigError(f"dim and hidden must be >= 1, got dim={c.dim}, hidden={c.hidden}")
+    if not 0.0 <= c.share <= 1.0:
+        raise ConfigError(f"share must lie in [0, 1], got {c.share}")
+    if not c.lr > 0:
+        raise ConfigError(f"lr must be positive, got {c.lr}")
+    if c.lr_ref_batch < 1:
+        raise ConfigError(f"lr_ref_batch must be >= 1, got {c.lr_ref_batch}")
+    for name in ("weight_decay", "kl_coef", "entropy_coef", "response_len"):
+        if getattr(c, name) < 0:
+            raise ConfigError(f"{name} must be >= 0, got {getattr(c, name)}")
+    if not 0 <= c.beta1 < 1 or not 0 <= c.beta2 < 1 or c.adam_eps <= 0:
+        raise ConfigError(f"bad Adam constants beta1={c.beta1}, beta2={c.beta2}, eps={c.adam_eps}")
+    if c.clip_eps <= 0:
+        raise ConfigError(f"clip_eps must be positive, got {c.clip_eps}")
+    if c.ppo_epochs < 1 or c.minibatches < 1 or c.minibatches > c.bp:
+        raise ConfigError(f"need ppo_epochs >= 1 and 1 <= minibatches <= bp, got {c.ppo_epochs}, {c.minibatches}")
+    if c.k < 1:
+        raise ConfigError(f"k must be >= 1, got {c.k}")
+    if c.n_evals < 2:
+        raise ConfigError(f"n_evals must be >= 2, got {c.n_evals}")
