@@ -108,9 +108,14 @@ class SimConfig:
         return self.bp * self.n
 
     @property
+    def rollouts_per_step(self) -> int:
+        """Rollouts one step costs: bp * n, plus bp * n_est for a decoupled baseline (its rollouts count)."""
+        return self.bp * (self.n + self.n_est)
+
+    @property
     def steps(self) -> int:
-        """m, the number of optimiser steps the budget pays for."""
-        return self.budget // self.batch
+        """m, the number of GRPO steps the budget pays for (budget // rollouts_per_step)."""
+        return self.budget // self.rollouts_per_step
 
     def effective_lr(self) -> float:
         """Learning rate after the batch-scaling rule (PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
@@ -155,8 +160,8 @@ def validate(c: SimConfig) -> None:
         raise ConfigError(f"d and d_val must be >= 1, got d={c.d}, d_val={c.d_val}")
     if c.bp > c.d:
         raise ConfigError(f"bp = {c.bp} exceeds the training set size d = {c.d}")
-    if c.budget < c.batch:
-        raise ConfigError(f"budget {c.budget} is smaller than one step (bp * n = {c.batch} rollouts)")
+    if c.budget < c.rollouts_per_step:
+        raise ConfigError(f"budget {c.budget} is smaller than one step ({c.rollouts_per_step} rollouts)")
     if c.K < 2:
         raise ConfigError(f"K must be >= 2 candidate answers, got {c.K}")
     if c.dim < 1 or c.hidden < 1:
@@ -176,6 +181,15 @@ def validate(c: SimConfig) -> None:
         raise ConfigError(f"clip_eps must be positive, got {c.clip_eps}")
     if c.ppo_epochs < 1 or c.minibatches < 1 or c.minibatches > c.bp:
         raise ConfigError(f"need ppo_epochs >= 1 and 1 <= minibatches <= bp, got {c.ppo_epochs}, {c.minibatches}")
+    if c.objective == "pg" and (c.ppo_epochs != 1 or c.minibatches != 1):
+        raise ConfigError(
+            f"ppo_epochs = {c.ppo_epochs} and minibatches = {c.minibatches} need objective ppo or cispo "
+            "(plain pg makes exactly one update per batch)"
+        )
+    if c.optimizer == "adam" and c.weight_decay > 0:
+        raise ConfigError(f"weight_decay = {c.weight_decay} needs optimizer adamw or sgd (adam has no decay)")
+    if c.model == "skills":
+        raise ConfigError("model 'skills' is not implemented yet (issue 4)")
     if c.k < 1:
         raise ConfigError(f"k must be >= 1, got {c.k}")
     if c.n_evals < 2:

@@ -1,0 +1,392 @@
+"""The GRPO step and evaluation as Numba kernels (PAPER.md "The question", DESIGN.md "Simulator").
+
+One step, for each of the bp problems of the batch (shapes in comments):
+1. logits z (K,) -> pi = softmax(z); the n rollouts are ONE multinomial draw of answer counts N (K,), sampled as
+   a chain of K-1 binomials, so a step costs O(bp * K * dim) whatever n is.
+2. Binary reward (answer == correct). Advantages A = (r - mean) / scale with `scale_rewards`:
+   group (population std of the group), batch (population std of all bp*n rewards) or none; zero whenever the
+   scale is zero (all rewards agree). With a decoupled baseline the mean/std come from n_est separate rollouts.
+3. Surrogate J_g = (1/n) sum_j w_j A_j log pi(a_j); since A_j and the weight w_j depend only on the answer,
+   dJ_g/dz = (v - sum(v) pi) / n with v_k = N_k A(k) w_k, where w = 1 (pg), the ratio r_k = pi_k/pi_old_k where
+   PPO's clipped min is not active and 0 where it is (ppo), or the stop-gradient weight min(r_k, 1 + eps)
+   (cispo). Exact KL(pi || pi_init) and entropy terms are added per problem; the batch loss is the mean over the
+   bp groups (over the kept groups under zero-variance filtering).
+4. Backward through the policy (sandbox/policies.py) and an optimiser step: sgd, adam or adamw (decoupled decay
+   toward the initial parameters). Private per-problem blocks (tabular logits) use lazy Adam: a problem's
+   moments and bias correction advance only on steps where it is in the batch, so independent problems stay
+   exactly independent; shared parameters use dense Adam.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from sandbox.policies import log_softmax, problem_backward_shared, problem_logits
+
+SGD, ADAM, ADAMW = 0, 1, 2
+SCALE_GROUP, SCALE_BATCH, SCALE_NONE = 0, 1, 2
+PG, PPO, CISPO = 0, 1, 2
+
+# float hyperparameters hp[...]
+HP_LR, HP_B1, HP_B2, HP_EPS, HP_WD, HP_CLIP, HP_KL, HP_ENT = range(8)
+# int hyperparameters ip[...]
+IP_N, IP_BP, IP_NEST, IP_OPT, IP_SCALE, IP_OBJ, IP_EPOCHS, IP_MB, IP_ZVF = range(9)
+# int state st[...]
+ST_POS, ST_T, ST_STEP = range(3)
+# float accumulators acc[...] (since the last evaluation unless "total")
+AC_TOKENS, AC_ZV, AC_GROUPS, AC_GNORM, AC_UPDATES, AC_TOK, AC_ROLL = range(7)
+
+ZERO_PASS1 = 1e-3
+"""Exact-mode zero_frac counts problems with pass@1 below this (a softmax never reaches exactly 0)."""
+
+# status codes returned by the kernels
+OK, BAD_LOGITS, BAD_GRAD = 0, 1, 2
+REASONS = {BAD_LOGITS: "non-finite logits", BAD_GRAD: "non-finite gradient", 3: "non-finite metrics"}
+
+
+@njit(cache=True)
+def sample_counts(pi, n, out):
+    """Counts (K,) of n categorical draws from pi as a chain of binomials (one multinomial draw)."""
+    K = pi.shape[0]
+    rem = n
+    mass = 1.0
+    for k in range(K - 1):
+        if rem == 0:
+            out[k] = 0
+            continue
+        q = pi[k] / mass if mass > 0.0 else 1.0
+        if q >= 1.0:
+            c = rem
+        elif q <= 0.0:
+            c = 0
+        else:
+            c = np.random.binomial(rem, q)  # noqa: NPY002
+        out[k] = c
+        rem -= c
+        mass -= pi[k]
+    out[K - 1] = rem
+
+
+@njit(cache=True)
+def seed_kernel_rng(seed):
+    """Seed Numba's per-thread generator (MT19937) that every sampling kernel draws from."""
+    np.random.seed(seed)
+
+
+@njit(cache=True)
+def advantages(c, n, mean, std, scale, batch_std):
+    """(A_correct, A_wrong) of a group with c of n correct, baseline mean/std (GRPO, PAPER.md "The question")."""
+    if scale == SCALE_GROUP:
+        den = std
+    elif scale == SCALE_BATCH:
+        den = batch_std
+    else:
+        den = 1.0
+    if den <= 1e-12:
+        return 0.0, 0.0
+    return (1.0 - mean) / den, (0.0 - mean) / den
+
+
+@njit(cache=True)
+def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objective, clip, kl, ent, out):
+    """Ascent direction dJ/dz (K,) of one group (module docstring, step 3), before the 1/groups average."""
+    K = pi.shape[0]
+    sv = 0.0
+    for k in range(K):
+        a = a_c if k == corr else a_w
+        v = counts[k] * a
+        if objective != PG and v != 0.0:
+            r = np.exp(logp[k] - logp_old[k])
+            if objective == PPO:
+                if (a > 0.0 and r >= 1.0 + clip) or (a < 0.0 and r <= 1.0 - clip):
+                    v = 0.0
+                else:
+                    v *= r
+            else:
+                v *= min(r, 1.0 + clip)
+        out[k] = v
+        sv += v
+    for k in range(K):
+        out[k] = (out[k] - sv * pi[k]) / n
+    if kl > 0.0:
+        kl_val = 0.0
+        for k in range(K):
+            kl_val += pi[k] * (logp[k] - logp0[k])
+        for k in range(K):
+            out[k] -= kl * pi[k] * (logp[k] - logp0[k] - kl_val)
+    if ent > 0.0:
+        h = 0.0
+        for k in range(K):
+            h -= pi[k] * logp[k]
+        for k in range(K):
+            out[k] -= ent * pi[k] * (logp[k] + h)
+
+
+@njit(cache=True)
+def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
+                 theta, theta0, m1, m2, row_t, stamp, perm, st, acc, hp, ip, m_end):
+    """Run GRPO steps st[ST_STEP] .. m_end-1 in place on theta and the optimiser state. Returns a status code."""
+    K = logp0.shape[1]
+    n = ip[IP_N]
+    bp = ip[IP_BP]
+    n_est = ip[IP_NEST]
+    opt = ip[IP_OPT]
+    scale = ip[IP_SCALE]
+    objective = ip[IP_OBJ]
+    n_mb = 1 if objective == PG else ip[IP_MB]
+    n_updates = 1 if objective == PG else ip[IP_EPOCHS] * n_mb
+    zvf = ip[IP_ZVF] != 0
+    lr = hp[HP_LR]
+    b1 = hp[HP_B1]
+    b2 = hp[HP_B2]
+    eps = hp[HP_EPS]
+    wd = hp[HP_WD] if opt != ADAM else 0.0
+    clip = hp[HP_CLIP]
+    kl = hp[HP_KL]
+    ent = hp[HP_ENT]
+    has_priv = s_pr != 0.0
+
+    W = 2 * max(1, data[3][1]) + 1
+    batch = np.empty(bp, dtype=np.int64)
+    counts = np.empty((bp, K), dtype=np.int64)
+    logp_old = np.empty((bp, K))
+    a_c = np.empty(bp)
+    a_w = np.empty(bp)
+    keep = np.empty(bp, dtype=np.bool_)
+    work = np.zeros((bp, W))
+    z = np.empty(K)
+    pi = np.empty(K)
+    logp = np.empty(K)
+    dz = np.empty(K)
+    gz = np.empty(K)
+    gshared = np.zeros(S)
+    pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
+    touched = np.empty(bp, dtype=np.int64)
+
+    while st[ST_STEP] < m_end:
+        step = st[ST_STEP]
+        # --- batch of problems: epochs over a shuffled training set
+        for b in range(bp):
+            if st[ST_POS] >= d:
+                np.random.shuffle(perm)  # noqa: NPY002 (numba kernel RNG)
+                st[ST_POS] = 0
+            batch[b] = perm[st[ST_POS]]
+            st[ST_POS] += 1
+        # --- rollouts: one multinomial per problem; baselines
+        tot_c = 0.0
+        for b in range(bp):
+            g = batch[b]
+            if not problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work[b]):
+                return BAD_LOGITS
+            log_softmax(z, logp_old[b])
+            for k in range(K):
+                pi[k] = np.exp(logp_old[b, k])
+            sample_counts(pi, n, counts[b])
+            cg = correct[g]
+            c = counts[b, cg]
+            tot_c += c
+            tok = 0.0
+            for k in range(K):
+                tok += counts[b, k] * lens[g, k]
+            if n_est > 0:
+                ce = np.random.binomial(n_est, pi[cg])  # noqa: NPY002
+                mean = ce / n_est
+                if pi[cg] < 1.0:
+                    wl = 0.0
+                    for k in range(K):
+                        if k != cg:
+                            wl += pi[k] * lens[g, k]
+                    tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pi[cg])
+                else:
+                    tok += n_est * lens[g, cg]
+            else:
+                mean = c / n
+            a_c[b] = mean
+            zero_var = c == 0 or c == n
+            keep[b] = not (zvf and zero_var)
+            if zero_var:
+                acc[AC_ZV] += 1.0
+            acc[AC_GROUPS] += 1.0
+            acc[AC_TOKENS] += tok
+            acc[AC_TOK] += tok
+        acc[AC_ROLL] += bp * (n + n_est)
+        bmean = tot_c / (bp * n)
+        batch_std = np.sqrt(max(bmean * (1.0 - bmean), 0.0))
+        for b in range(bp):
+            mean = a_c[b]
+            c = counts[b, correct[batch[b]]]
+            std = np.sqrt(max(mean * (1.0 - mean), 0.0))
+            ac, aw = advantages(c, n, mean, std, scale, batch_std)
+            if n_est == 0 and (c == 0 or c == n):
+                ac, aw = 0.0, 0.0
+            a_c[b] = ac
+            a_w[b] = aw
+        # --- updates: one for pg; ppo_epochs * minibatches for ppo / cispo
+        for u in range(n_updates):
+            mb = u % n_mb
+            b_lo = (mb * bp) // n_mb
+            b_hi = ((mb + 1) * bp) // n_mb
+            n_keep = 0
+            for b in range(b_lo, b_hi):
+                if keep[b]:
+                    n_keep += 1
+            if n_keep == 0:
+                continue
+            inv = 1.0 / n_keep
+            for j in range(S):
+                gshared[j] = 0.0
+            n_touched = 0
+            for b in range(b_lo, b_hi):
+                if not keep[b]:
+                    continue
+                g = batch[b]
+                if u == 0:
+                    # theta unchanged since the rollouts: reuse their log-probs and activations
+                    for k in range(K):
+                        logp[k] = logp_old[b, k]
+                else:
+                    if not problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work[b]):
+                        return BAD_LOGITS
+                    log_softmax(z, logp)
+                for k in range(K):
+                    pi[k] = np.exp(logp[k])
+                gl = logp0[g] if g < d else logp0[0]
+                logit_gradient(counts[b], n, correct[g], a_c[b], a_w[b], pi, logp, logp_old[b], gl,
+                               objective, clip, kl, ent, dz)
+                for k in range(K):
+                    dz[k] = -dz[k] * inv  # descent gradient of the batch loss
+                problem_backward_shared(kind, theta, data, S, s_sh, g, dz, gshared, gz, work[b])
+                if has_priv:
+                    if stamp[g] != step * n_updates + u + 1:
+                        stamp[g] = step * n_updates + u + 1
+                        touched[n_touched] = g
+                        n_touched += 1
+                        for k in range(K):
+                            pgrad[g, k] = 0.0
+                    for k in range(K):
+                        pgrad[g, k] += s_pr * dz[k]
+            # --- gradient norm and divergence check
+            gn = 0.0
+            for j in range(S):
+                gn += gshared[j] * gshared[j]
+            for t in range(n_touched):
+                g = touched[t]
+                for k in range(K):
+                    gn += pgrad[g, k] * pgrad[g, k]
+            if not np.isfinite(gn):
+                return BAD_GRAD
+            acc[AC_GNORM] += np.sqrt(gn)
+            acc[AC_UPDATES] += 1.0
+            # --- optimiser: dense on shared parameters
+            st[ST_T] += 1
+            t = st[ST_T]
+            bc1 = 1.0 - b1**t
+            bc2 = 1.0 - b2**t
+            for j in range(S):
+                if wd > 0.0:
+                    theta[j] -= lr * wd * (theta[j] - theta0[j])
+                gj = gshared[j]
+                if opt == SGD:
+                    theta[j] -= lr * gj
+                else:
+                    m1[j] = b1 * m1[j] + (1.0 - b1) * gj
+                    m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
+                    theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+            # --- lazy (per-row) optimiser on the private blocks of the problems in this update
+            for t_i in range(n_touched):
+                g = touched[t_i]
+                row_t[g] += 1
+                rt = row_t[g]
+                rc1 = 1.0 - b1**rt
+                rc2 = 1.0 - b2**rt
+                base = S + g * K
+                for k in range(K):
+                    j = base + k
+                    if wd > 0.0:
+                        theta[j] -= lr * wd * (theta[j] - theta0[j])
+                    gj = pgrad[g, k]
+                    if opt == SGD:
+                        theta[j] -= lr * gj
+                    else:
+                        m1[j] = b1 * m1[j] + (1.0 - b1) * gj
+                        m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
+                        theta[j] -= lr * (m1[j] / rc1) / (np.sqrt(m2[j] / rc2) + eps)
+        st[ST_STEP] += 1
+    return OK
+
+
+@njit(cache=True)
+def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled,
+              pass1_train, pass1_val, out):
+    """pass@1 of every problem and the metric aggregates (see metrics.py). Returns False if non-finite.
+
+    out: [train_mean, train_best_k, train_worst_k, train_zero_frac, val_mean, val_best_k, val_worst_k,
+    val_zero_frac, entropy, kl, expected response length, expected zero-variance share at group size n]
+    (entropy, kl, lengths and zero-variance share over the training problems).
+    """
+    K = logp0.shape[1]
+    G = offset.shape[0]
+    z = np.empty(K)
+    logp = np.empty(K)
+    work = np.zeros(2 * max(1, data[3][1]) + 1)
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for g in range(G):
+        if not problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work):
+            return False
+        log_softmax(z, logp)
+        p = np.exp(logp[correct[g]])
+        if sampled:
+            c = np.random.binomial(k_metric, min(max(p, 0.0), 1.0))  # noqa: NPY002
+            mean = c / k_metric
+            best = 1.0 if c > 0 else 0.0
+            worst = 1.0 if c == k_metric else 0.0
+            zero = 1.0 if c == 0 else 0.0
+        else:
+            mean = p
+            best = 1.0 - (1.0 - p) ** k_metric
+            worst = p**k_metric
+            zero = 1.0 if p < ZERO_PASS1 else 0.0
+        o = 0 if g < d else 4
+        out[o] += mean
+        out[o + 1] += best
+        out[o + 2] += worst
+        out[o + 3] += zero
+        if g < d:
+            pass1_train[g] = p
+            h = 0.0
+            klv = 0.0
+            ln = 0.0
+            for k in range(K):
+                pk = np.exp(logp[k])
+                h -= pk * logp[k]
+                klv += pk * (logp[k] - logp0[g, k])
+                ln += pk * lens[g, k]
+            out[8] += h
+            out[9] += klv
+            out[10] += ln
+            out[11] += p**n + (1.0 - p) ** n
+        else:
+            pass1_val[g - d] = p
+    for j in range(4):
+        out[j] /= d
+        out[4 + j] /= G - d
+    for j in range(8, 12):
+        out[j] /= d
+    for j in range(out.shape[0]):
+        if not np.isfinite(out[j]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
+    """Log-softmax (d, K) of the training problems under theta (the KL reference pi_init)."""
+    out = np.empty((d, K))
+    z = np.empty(K)
+    work = np.zeros(2 * max(1, data[3][1]) + 1)
+    for g in range(d):
+        problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work)
+        log_softmax(z, out[g])
+    return out

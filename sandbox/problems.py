@@ -1,0 +1,173 @@
+"""Simulated problem sets with the paper's difficulty presets (PAPER.md "Healthy recipe", DESIGN.md datasets).
+
+Every problem has K candidate answers, exactly one correct, and an initial pass@1 p_i set by a prior offset
+b_i on the correct logit of the initial policy. Problems are selected the way the paper selects them: a broad
+pool of candidates is drawn, avg@16 (16 sampled rollouts under the initial policy) is *measured*, and the
+candidates whose measured avg@16 falls in the preset's range are kept. True pass rates therefore straddle the
+range edges, as they do for the paper's Easy / Hard splits. Everything is drawn from one numpy Generator
+seeded with `problem_seed`, so runs with different n see identical problems (pairing across n).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sandbox.config import SimConfig
+
+# Ranges of measured avg@16 (inclusive). xhard is "0 correct of 128 samples" (PAPER.md: pass@128 = 0).
+RANGES: dict[str, tuple[float, float]] = {
+    "easy": (0.3, 0.6),
+    "hard": (0.0, 0.0625),
+    "veasy": (0.6, 0.9),
+}
+MIXES: dict[str, tuple[tuple[str, float], ...]] = {
+    "easy": (("easy", 1.0),),
+    "hard": (("hard", 1.0),),
+    "xhard": (("xhard", 1.0),),
+    "veasy": (("veasy", 1.0),),
+    "dual": (("hard", 0.5), ("easy", 0.5)),
+    "tri": (("hard", 0.5), ("easy", 0.25), ("veasy", 0.25)),
+}
+POOL_LOGIT_RANGE = (float(np.log(1e-4 / (1 - 1e-4))), float(np.log(0.995 / 0.005)))
+"""The broad candidate pool: true pass@1 logit-uniform between 1e-4 and 0.995 (a base model that solves some
+problems almost never and some almost always)."""
+MEASURE_SAMPLES = 16
+XHARD_SAMPLES = 128
+INTERFERENCE_DIM = 16
+"""Embedding dimension of the `interference` preset (issue 4: x_i ~ N(0, I_16))."""
+TEACHER_HIDDEN = 64
+"""tanh units of the random teacher whose argmax defines the correct answer of embedded problems (issue 4)."""
+LINEAR_SHARED_WEIGHT = 0.2
+"""Weight of the shared direction on the correct answer in the `linear` features (issue 4 prototype)."""
+CORRECT_LEN_FACTOR = 1.5
+"""Response-length model: correct answers are this much longer than wrong ones on average, so the mean length
+drifts upward as training raises pass@1 (as reasoning length grows in RL runs)."""
+LEN_SIGMA = 0.25
+"""Log-normal spread of per-answer response lengths."""
+
+
+@dataclass(frozen=True)
+class ProblemSet:
+    """Train problems are rows 0..d-1, validation problems rows d..d+d_val-1 of every array.
+
+    Shapes: G = d + d_val; `correct` (G,), `p0` (G,) true initial pass@1, `avg16` (G,) the measured avg@16 that
+    selected the problem, `offset` (G,) prior offset b_i on the correct logit, `x` (G, dim_x) embeddings,
+    `U` (G, K, dim) linear features (empty unless model == linear), `lens` (G, K) tokens per answer.
+    """
+
+    d: int
+    d_val: int
+    K: int
+    correct: np.ndarray
+    p0: np.ndarray
+    avg16: np.ndarray
+    offset: np.ndarray
+    source: np.ndarray
+    x: np.ndarray
+    U: np.ndarray
+    lens: np.ndarray
+
+
+def offset_for_pass_rate(p: np.ndarray, K: int) -> np.ndarray:
+    """Prior offset b on the correct logit (others 0) so that softmax gives the correct answer probability p."""
+    p = np.asarray(p, dtype=np.float64)
+    return np.log(p * (K - 1) / (1.0 - p))
+
+
+def _select(rng: np.random.Generator, preset: str, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Draw candidates from the broad pool until `count` pass the measured-difficulty filter of `preset`."""
+    kept_p: list[np.ndarray] = []
+    kept_m: list[np.ndarray] = []
+    have = 0
+    while have < count:
+        chunk = max(4 * count, 1024)
+        u = rng.uniform(POOL_LOGIT_RANGE[0], POOL_LOGIT_RANGE[1], size=chunk)
+        p = 1.0 / (1.0 + np.exp(-u))
+        if preset == "xhard":
+            measured = rng.binomial(XHARD_SAMPLES, p) / XHARD_SAMPLES
+            keep = measured == 0.0
+        else:
+            lo, hi = RANGES[preset]
+            measured = rng.binomial(MEASURE_SAMPLES, p) / MEASURE_SAMPLES
+            keep = (measured >= lo - 1e-12) & (measured <= hi + 1e-12)
+        kept_p.append(p[keep])
+        kept_m.append(measured[keep])
+        have += int(keep.sum())
+    return np.concatenate(kept_p)[:count], np.concatenate(kept_m)[:count]
+
+
+def _split_counts(total: int, mix: tuple[tuple[str, float], ...]) -> list[int]:
+    counts = [int(round(total * w)) for _, w in mix]
+    counts[0] += total - sum(counts)
+    return counts
+
+
+def embedding_dim(config: SimConfig) -> int:
+    """Embedding dimension of the problems: 16 for the `interference` preset, `dim` otherwise."""
+    return INTERFERENCE_DIM if config.model == "interference" else config.dim
+
+
+def make_problems(config: SimConfig) -> ProblemSet:
+    """Build the train and validation sets of `config.dataset` from `problem_seed` (or `seed`)."""
+    pseed = config.seed if config.problem_seed is None else config.problem_seed
+    rng = np.random.default_rng([int(pseed), 0x150C0])
+    K = config.K
+    parts_p, parts_m, parts_s = [], [], []
+    mix = MIXES[config.dataset]
+    for size in (config.d, config.d_val):
+        ps, ms, ss = [], [], []
+        for (preset, _), cnt in zip(mix, _split_counts(size, mix), strict=True):
+            if cnt == 0:
+                continue
+            p, m = _select(rng, preset, cnt)
+            ps.append(p)
+            ms.append(m)
+            ss.append(np.full(cnt, preset))
+        order = rng.permutation(size)
+        parts_p.append(np.concatenate(ps)[order])
+        parts_m.append(np.concatenate(ms)[order])
+        parts_s.append(np.concatenate(ss)[order])
+    p0 = np.concatenate(parts_p)
+    avg16 = np.concatenate(parts_m)
+    source = np.concatenate(parts_s)
+    G = p0.size
+
+    # Embeddings and a random teacher network: the correct answer is a smooth function of the embedding, so a
+    # shared policy can generalise to held-out problems (issue 4, second prototype).
+    dim_x = embedding_dim(config)
+    x = rng.standard_normal((G, dim_x))
+    v1 = rng.standard_normal((dim_x, TEACHER_HIDDEN)) / np.sqrt(dim_x)
+    v2 = rng.standard_normal((TEACHER_HIDDEN, K))
+    correct = np.argmax(np.tanh(x @ v1) @ v2, axis=1).astype(np.int64)
+
+    if config.model == "linear":
+        # U_i = G_i / sqrt(dim) + 0.2 * e_{c_i} u^T: random problem-specific features plus one shared unit
+        # direction u on the correct answer (issue 4, first prototype). Correct answers uniform at random here.
+        correct = rng.integers(0, K, size=G).astype(np.int64)
+        u = rng.standard_normal(config.dim)
+        u /= np.linalg.norm(u)
+        U = rng.standard_normal((G, K, config.dim)) / np.sqrt(config.dim)
+        U[np.arange(G), correct, :] += LINEAR_SHARED_WEIGHT * u
+    else:
+        U = np.zeros((0, 0, 0))
+
+    lens = np.zeros((G, K))
+    if config.response_len > 0:
+        lens = config.response_len * np.exp(LEN_SIGMA * rng.standard_normal((G, K)) - 0.5 * LEN_SIGMA**2)
+        lens[np.arange(G), correct] *= CORRECT_LEN_FACTOR
+
+    return ProblemSet(
+        d=config.d,
+        d_val=config.d_val,
+        K=K,
+        correct=correct,
+        p0=p0,
+        avg16=avg16,
+        offset=offset_for_pass_rate(p0, K),
+        source=source,
+        x=np.ascontiguousarray(x),
+        U=np.ascontiguousarray(U),
+        lens=lens,
+    )

@@ -1,0 +1,157 @@
+"""`run(config) -> SimResult`: one simulated GRPO run to a rollout budget (docs/CONTRACTS.md, DESIGN.md table).
+
+The run trains for m = config.steps steps and evaluates at log-spaced steps (the first row at m = 0), so
+learning curves are resolved at small budgets without paying for evaluation at every step. Divergence
+(non-finite logits, gradients or metrics) stops the run with status "diverged", the step and the reason; the
+rows evaluated so far are kept. The same config gives the same table bit for bit.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sandbox import grpo
+from sandbox.config import SimConfig
+from sandbox.policies import build_policy
+from sandbox.problems import make_problems
+
+STRING_COLUMNS = ("backend", "model", "dataset")
+COLUMNS = (
+    "backend", "model", "dataset", "seed", "n", "bp", "batch", "m", "compute", "tokens", "epoch", "lr", "k",
+    "train_mean", "train_best_k", "train_worst_k", "train_zero_frac",
+    "val_mean", "val_best_k", "val_worst_k", "val_zero_frac",
+    "entropy", "kl", "grad_norm", "response_len", "zero_var_frac",
+)
+_OPT = {"sgd": grpo.SGD, "adam": grpo.ADAM, "adamw": grpo.ADAMW}
+_SCALE = {"group": grpo.SCALE_GROUP, "batch": grpo.SCALE_BATCH, "none": grpo.SCALE_NONE}
+_OBJ = {"pg": grpo.PG, "ppo": grpo.PPO, "cispo": grpo.CISPO}
+
+
+@dataclass
+class SimResult:
+    """Learning-curve table (columns COLUMNS, E rows), per-problem pass@1 snapshots and the run status."""
+
+    config: SimConfig
+    table: dict[str, np.ndarray]
+    pass1: dict[str, np.ndarray]
+    status: str = "ok"
+    diverged_step: int | None = None
+    reason: str | None = None
+    info: dict = field(default_factory=dict)
+
+
+def eval_steps(steps: int, n_evals: int) -> np.ndarray:
+    """0 followed by ~n_evals unique log-spaced steps in [1, steps], always including the last step."""
+    pts = np.unique(np.round(np.geomspace(1, steps, num=n_evals)).astype(np.int64))
+    return np.concatenate([[0], pts[(pts >= 1) & (pts <= steps)]]).astype(np.int64)
+
+
+def run(config: SimConfig, progress: bool = False) -> SimResult:
+    """Train one simulated GRPO run (sandbox/grpo.py) and return its learning-curve table."""
+    if not isinstance(config, SimConfig):
+        raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
+    t0 = time.perf_counter()
+    problems = make_problems(config)
+    policy = build_policy(config, problems)
+    pargs = policy.args()
+    d, K = config.d, config.K
+    theta = policy.theta0.copy()
+    theta0 = policy.theta0.copy()
+    logp0 = grpo.initial_log_probs(*pargs, theta, K)
+    m1 = np.zeros_like(theta)
+    m2 = np.zeros_like(theta)
+    row_t = np.zeros(d, dtype=np.int64)
+    stamp = np.zeros(d, dtype=np.int64)
+    perm = np.arange(d, dtype=np.int64)
+    st = np.zeros(3, dtype=np.int64)
+    st[grpo.ST_POS] = d  # shuffle before the first batch
+    acc = np.zeros(7)
+    lr = config.effective_lr()
+    hp = np.array([lr, config.beta1, config.beta2, config.adam_eps, config.weight_decay, config.clip_eps,
+                   config.kl_coef, config.entropy_coef], dtype=np.float64)
+    ip = np.array([config.n, config.bp, config.n_est, _OPT[config.optimizer], _SCALE[config.scale_rewards],
+                   _OBJ[config.objective], config.ppo_epochs, config.minibatches,
+                   int(config.zero_variance_filter)], dtype=np.int64)
+    steps_total = config.steps
+    ev = eval_steps(steps_total, config.n_evals)
+    E = ev.size
+    p_train = np.full((E, d), np.nan, dtype=np.float32)
+    p_val = np.full((E, config.d_val), np.nan, dtype=np.float32)
+    row_p_train = np.empty(d)
+    row_p_val = np.empty(config.d_val)
+    stats = np.full((E, 16), np.nan)
+    out = np.empty(12)
+    sampled = config.metric_mode == "sampled"
+    grpo.seed_kernel_rng(np.uint32(config.seed % 2**32))
+
+    status, div_step, reason = "ok", None, None
+    filled = 0
+    prev_acc = acc.copy()
+    for e in range(E):
+        if ev[e] > 0:
+            code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, row_t, stamp, perm,
+                                     st, acc, hp, ip, ev[e])
+            if code != grpo.OK:
+                status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[code]
+                break
+        ok = grpo._evaluate(*pargs, problems.lens, logp0, theta, config.n, config.k, sampled,
+                            row_p_train, row_p_val, out)
+        if not ok:
+            status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[3]
+            break
+        if config.snapshots:
+            p_train[e] = row_p_train
+            p_val[e] = row_p_val
+        delta = acc - prev_acc
+        prev_acc = acc.copy()
+        stats[e, :12] = out
+        if ev[e] > 0:
+            stats[e, 10] = delta[grpo.AC_TOK] / delta[grpo.AC_ROLL] if delta[grpo.AC_ROLL] > 0 else 0.0
+            stats[e, 11] = delta[grpo.AC_ZV] / delta[grpo.AC_GROUPS]
+            stats[e, 12] = delta[grpo.AC_GNORM] / delta[grpo.AC_UPDATES] if delta[grpo.AC_UPDATES] else 0.0
+        stats[e, 13] = acc[grpo.AC_TOKENS]
+        filled = e + 1
+        if progress:
+            print(f"\rsim {config.model}/{config.dataset} n={config.n} step {ev[e]}/{steps_total} "
+                  f"val_mean={out[4]:.4f}", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+
+    ev = ev[:filled]
+    stats = stats[:filled]
+    m = ev.astype(np.int64)
+    rollouts = config.bp * (config.n + config.n_est)
+    table: dict[str, np.ndarray] = {
+        "backend": np.full(filled, "sim"),
+        "model": np.full(filled, config.model),
+        "dataset": np.full(filled, config.dataset),
+        "seed": np.full(filled, config.seed, dtype=np.int64),
+        "n": np.full(filled, config.n, dtype=np.int64),
+        "bp": np.full(filled, config.bp, dtype=np.int64),
+        "batch": np.full(filled, config.batch, dtype=np.int64),
+        "m": m,
+        "compute": m * rollouts,
+        "tokens": stats[:, 13].copy(),
+        "epoch": m * config.bp / d,
+        "lr": np.full(filled, lr),
+        "k": np.full(filled, config.k, dtype=np.int64),
+        "train_mean": stats[:, 0], "train_best_k": stats[:, 1], "train_worst_k": stats[:, 2],
+        "train_zero_frac": stats[:, 3],
+        "val_mean": stats[:, 4], "val_best_k": stats[:, 5], "val_worst_k": stats[:, 6],
+        "val_zero_frac": stats[:, 7],
+        "entropy": stats[:, 8], "kl": stats[:, 9], "grad_norm": stats[:, 12],
+        "response_len": stats[:, 10], "zero_var_frac": stats[:, 11],
+    }
+    table = {c: np.ascontiguousarray(table[c]) for c in COLUMNS}
+    pass1 = {"compute": table["compute"].copy(), "train": p_train[:filled], "val": p_val[:filled]}
+    if not config.snapshots:
+        pass1 = {"compute": table["compute"].copy(), "train": np.zeros((filled, 0), np.float32),
+                 "val": np.zeros((filled, 0), np.float32)}
+    info = {"seconds": time.perf_counter() - t0, "steps": steps_total, "n_params": policy.n_params,
+            "p0_train_mean": float(problems.p0[:d].mean()), "p0_val_mean": float(problems.p0[d:].mean())}
+    return SimResult(config=config, table=table, pass1=pass1, status=status, diverged_step=div_step,
+                     reason=reason, info=info)
