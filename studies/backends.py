@@ -1,0 +1,152 @@
+"""Registry of backend adapters: RunConfig -> engine config -> the common learning-curve table (DESIGN.md).
+
+This is the only module of studies/ that imports sandbox/ or llm_backend/, and it does so lazily inside the
+adapters, so `studies` works without torch and `import studies` never compiles Numba kernels.
+Adding a backend is one entry in BACKENDS (the LLM issue adds "llm").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from studies.config import RunConfig, StudiesError
+
+PASS1_COLUMNS = ("run_id", "compute", "split", "problem", "pass1")
+
+
+@dataclass
+class RunOutput:
+    """What an adapter returns for one run."""
+
+    table: pd.DataFrame
+    """Learning-curve table (DESIGN.md columns), one row per evaluation point, `run_id` first."""
+    pass1: pd.DataFrame
+    """Per-problem pass@1 snapshots, tidy: run_id, compute, split ("train" | "val"), problem, pass1."""
+    status: str = "done"
+    """"done", or "diverged" when parameters or metrics became NaN/inf (the curve stops there)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Extra facts for the status record: diverged_step, reason, wall_s, engine details."""
+
+
+class Adapter(Protocol):
+    """What studies needs of a backend."""
+
+    name: str
+
+    def validate(self, cfg: RunConfig) -> None:
+        """Raise StudiesError (one line) if the backend cannot run `cfg` (unknown preset, bad option...)."""
+
+    def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
+        """Run `cfg` to its budget and return its tables."""
+
+    def needs_gpu(self, cfg: RunConfig) -> bool:
+        """Whether a Ray task for `cfg` must reserve a GPU."""
+
+
+# RunConfig fields passed to the simulator under the same name when not None (DESIGN.md vocabulary).
+_SIM_SHARED = (
+    "n", "bp", "budget", "seed", "problem_seed", "dataset", "d", "model", "optimizer", "lr", "lr_rule",
+    "weight_decay", "scale_rewards", "objective", "kl_coef", "entropy_coef", "zero_variance_filter", "n_est",
+    "k", "n_evals",
+)
+
+
+class SimAdapter:
+    """The Numba simulator (sandbox/). Backend options: any other SimConfig field (K, dim, share...)."""
+
+    name = "sim"
+
+    def sim_config(self, cfg: RunConfig):
+        from sandbox.config import ConfigError, SimConfig
+
+        kwargs: dict[str, Any] = {k: getattr(cfg, k) for k in _SIM_SHARED if getattr(cfg, k) is not None}
+        specific = {f.name: f for f in fields(SimConfig)}
+        for key, value in cfg.options:
+            if key in _SIM_SHARED or key not in specific:
+                allowed = ", ".join(sorted(set(specific) - set(_SIM_SHARED)))
+                raise StudiesError(f"unknown sim option {key!r}; choose from {allowed}")
+            kwargs[key] = _coerce(key, value, type(specific[key].default))
+        try:
+            return SimConfig(**kwargs)
+        except ConfigError as e:
+            raise StudiesError(str(e)) from None
+
+    def validate(self, cfg: RunConfig) -> None:
+        self.sim_config(cfg)
+
+    def needs_gpu(self, cfg: RunConfig) -> bool:
+        return False
+
+    def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
+        import sandbox
+
+        res = sandbox.run(self.sim_config(cfg), progress=progress)
+        run_id = cfg.run_id
+        table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
+        table.insert(0, "run_id", run_id)
+        pass1 = tidy_pass1(run_id, res.pass1.get("compute"), {s: res.pass1.get(s) for s in ("train", "val")})
+        status = "diverged" if res.status == "diverged" else "done"
+        info = {"diverged_step": res.diverged_step, "reason": res.reason}
+        return RunOutput(table=table, pass1=pass1, status=status, info=info)
+
+
+def _coerce(key: str, value: Any, kind: type) -> Any:
+    """Cast an option parsed from the command line to the type of the engine's field."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise StudiesError(f"option {key} must be true or false, got {value!r}")
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise StudiesError(f"option {key} must be an integer, got {value!r}")
+        return int(value)
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise StudiesError(f"option {key} must be a number, got {value!r}")
+        return float(value)
+    return value
+
+
+def tidy_pass1(run_id: str, compute, splits: dict[str, np.ndarray | None]) -> pd.DataFrame:
+    """(E,) compute and (E, d) pass@1 arrays per split -> tidy (run_id, compute, split, problem, pass1)."""
+    parts = []
+    for split, arr in splits.items():
+        if arr is None or compute is None:
+            continue
+        arr = np.asarray(arr, dtype=np.float32)
+        e, d = arr.shape
+        parts.append(pd.DataFrame({
+            "run_id": run_id,
+            "compute": np.repeat(np.asarray(compute, dtype=np.int64), d),
+            "split": split,
+            "problem": np.tile(np.arange(d, dtype=np.int32), e),
+            "pass1": arr.reshape(-1),
+        }))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
+            PASS1_COLUMNS, ("str", "int64", "str", "int32", "float32"), strict=True)})
+    return pd.concat(parts, ignore_index=True)
+
+
+BACKENDS: dict[str, Adapter] = {"sim": SimAdapter()}
+"""Registered adapters by name. The LLM issue adds "llm" here."""
+
+_NOT_YET = {"llm": "the llm backend is not available yet"}
+
+
+def get_backend(name: str) -> Adapter:
+    """The adapter called `name`; StudiesError (one line) for unknown or not-yet-available backends."""
+    if name in BACKENDS:
+        return BACKENDS[name]
+    if name in _NOT_YET:
+        raise StudiesError(_NOT_YET[name])
+    raise StudiesError(f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}")
+
+
+def register_backend(name: str, adapter: Adapter) -> None:
+    """Add or replace an adapter (plugins and tests)."""
+    BACKENDS[name] = adapter

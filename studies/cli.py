@@ -1,0 +1,424 @@
+"""The `isocompute` command line: thin click commands over importable functions (STYLE.md habit 2).
+
+Every bad input ends as one line on stderr and exit code 2 (DESIGN.md "CLI contracts"); that mapping
+happens in one place, `_Main.main`. Heavy modules (engines, fitting, plotting) load inside the commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from studies.config import (
+    OBJECTIVES,
+    SCALE_REWARDS,
+    RunConfig,
+    StudiesError,
+    parse_count,
+    parse_count_list,
+    parse_option,
+)
+
+HELP = RunConfig.field_help()
+LR_RULES = ("constant", "linear", "sqrt")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
+
+
+# ---------------------------------------------------------------------------------------------- param types
+class CountType(click.ParamType):
+    """An integer written as 1024, 4e6 or 2^22."""
+
+    name = "COUNT"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_count(value)
+        except StudiesError as e:
+            self.fail(str(e), param, ctx)
+
+
+class CountListType(click.ParamType):
+    """A comma list of counts, with 2^a..2^b ranges of powers of two."""
+
+    name = "LIST"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> list[int]:
+        if isinstance(value, list):
+            return value
+        try:
+            return parse_count_list(value)
+        except StudiesError as e:
+            self.fail(str(e), param, ctx)
+
+
+COUNT, COUNT_LIST = CountType(), CountListType()
+
+
+# ------------------------------------------------------------------------------------------------ the group
+class _Main(click.Group):
+    """The root group: lazy sub-commands from other packages and the one place where errors become exit 2."""
+
+    LAZY = {"llm": ("llm_backend.cli", "llm"), "figs": ("paper_figs.cli", "figs"),
+            "claims": ("studies.claims", "claims")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        lazy = [name for name, (mod, _) in self.LAZY.items() if _module_exists(mod)]
+        return sorted(set(super().list_commands(ctx)) | set(lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is not None or name not in self.LAZY:
+            return cmd
+        mod_name, attr = self.LAZY[name]
+        if not _module_exists(mod_name):
+            return None
+        try:
+            cmd = getattr(importlib.import_module(mod_name), attr)
+        except ImportError as e:
+            raise StudiesError(f"the {name} commands cannot load: {e}") from None
+        self.add_command(cmd, name)
+        return cmd
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            click.echo("error: interrupted (finished runs are kept; rerun to resume)", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            click.echo(f"error: {_one_line(e.format_message())}", err=True)
+            sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
+        except StudiesError as e:
+            click.echo(f"error: {_one_line(str(e))}", err=True)
+            sys.exit(2)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(msg.split())
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="isocompute", message="%(prog)s %(version)s")
+def main() -> None:
+    """Compute-optimal allocation of RL sampling compute C = bp * n * m (IsoCompute Playbook).
+
+    Run one configuration, sweep allocations into a resumable results directory, and fit the
+    compute-optimal frontier n*(C) of a sweep or of your own logs.
+    """
+
+
+# ----------------------------------------------------------------------------------------- shared options
+def _apply(options: list[Callable]) -> Callable:
+    def deco(f: Callable) -> Callable:
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+
+    return deco
+
+
+_CONFIG_OPTIONS = [
+    click.option("--backend", default="sim", show_default=True, help=HELP["backend"]),
+    click.option("--model", default="tabular", show_default=True, help=HELP["model"]),
+    click.option("--dataset", default="easy", show_default=True, help=HELP["dataset"]),
+    click.option("--problem-seed", type=int, default=None, help=HELP["problem_seed"]),
+    click.option("--lr", type=float, default=None, help=HELP["lr"]),
+    click.option("--lr-rule", type=click.Choice(LR_RULES), default=None, help=HELP["lr_rule"]),
+    click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=None, help=HELP["optimizer"]),
+    click.option("--weight-decay", type=float, default=None, help=HELP["weight_decay"]),
+    click.option("--scale-rewards", type=click.Choice(SCALE_REWARDS), default="group", show_default=True,
+                 help=HELP["scale_rewards"]),
+    click.option("--kl-coef", type=float, default=0.0, show_default=True, help=HELP["kl_coef"]),
+    click.option("--entropy-coef", type=float, default=0.0, show_default=True, help=HELP["entropy_coef"]),
+    click.option("--zero-variance-filter/--no-zero-variance-filter", default=False, show_default=True,
+                 help=HELP["zero_variance_filter"]),
+    click.option("--n-est", type=COUNT, default=0, show_default=True, help=HELP["n_est"]),
+    click.option("--objective", type=click.Choice(OBJECTIVES), default="pg", show_default=True,
+                 help=HELP["objective"]),
+    click.option("--k", type=int, default=4, show_default=True, help=HELP["k"]),
+    click.option("--n-evals", type=int, default=32, show_default=True, help=HELP["n_evals"]),
+    click.option("--d", type=COUNT, default=None, help=HELP["d"]),
+    click.option("--device", default="cpu", show_default=True, help=HELP["device"]),
+    click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+                 help=HELP["options"] + " Repeatable, e.g. --option K=8 --option share=0.5."),
+]
+
+
+def _config(**kw: Any) -> RunConfig:
+    """RunConfig from click's keyword arguments (option names equal field names)."""
+    kw["options"] = tuple(parse_option(o) for o in kw.get("options", ()))
+    return RunConfig(**kw)
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, NaN/inf to None (strict JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "tolist"):
+        return _clean(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(_clean(obj), allow_nan=False)
+
+
+# ------------------------------------------------------------------------------------------------------ run
+def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
+    """The `run --json` object: config, status and the last evaluation point."""
+    table = out.table
+    last = table.iloc[-1].to_dict() if len(table) else {}
+    best = float(table["val_mean"].max()) if "val_mean" in table and len(table) else None
+    return {
+        "run_id": cfg.run_id,
+        "status": out.status,
+        "diverged_step": out.info.get("diverged_step"),
+        "reason": out.info.get("reason"),
+        "steps": cfg.steps,
+        "rows": len(table),
+        "wall_s": round(wall_s, 3),
+        "best_val_mean": best,
+        "final": last,
+        "config": cfg.to_dict(),
+    }
+
+
+@main.command()
+@click.option("--n", type=COUNT, default=8, show_default=True, help=HELP["n"])
+@click.option("--bp", type=COUNT, default=32, show_default=True, help=HELP["bp"])
+@click.option("--budget", type=COUNT, default=2**20, show_default=True,
+              help=HELP["budget"] + " E.g. 4e6 or 2^22.")
+@click.option("--seed", type=int, default=0, show_default=True, help=HELP["seed"])
+@_apply(_CONFIG_OPTIONS)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the run on stdout.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the learning-curve table to FILE (.csv, .parquet or .jsonl).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: when a terminal).")
+def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> None:
+    """Train one configuration to its budget and summarise it."""
+    from studies.backends import get_backend
+    from studies.io import save_table
+
+    cfg = _config(**kw)
+    adapter = get_backend(cfg.backend)
+    adapter.validate(cfg)
+    if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
+        raise StudiesError(f"unknown table format {out.suffix or '(none)'} of {out}; use csv/parquet/jsonl")
+    t0 = time.perf_counter()
+    result = adapter.run(cfg, progress=sys.stderr.isatty() if progress is None else progress)
+    summary = run_summary(cfg, result, time.perf_counter() - t0)
+    if out is not None:
+        save_table(result.table, out)
+    if as_json:
+        click.echo(_dumps(summary))
+        return
+    f = summary["final"]
+    click.echo(f"{cfg.run_id}: {summary['status']}, m = {cfg.steps} steps of bp * n = {cfg.batch} rollouts, "
+               f"{summary['wall_s']:.2f} s")
+    if summary["status"] == "diverged":
+        click.echo(f"  diverged at step {summary['diverged_step']}: {summary['reason']}")
+    for col in ("compute", "train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac"):
+        if col in f:
+            click.echo(f"  {col:>14} {f[col]:.6g}" if isinstance(f[col], float) else f"  {col:>14} {f[col]}")
+    if out is not None:
+        click.echo(f"  table written to {out}")
+
+
+# ---------------------------------------------------------------------------------------------------- sweep
+@main.command()
+@click.argument("study", type=click.Choice(["n-vs-m", "fixed-batch", "joint"]))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Results directory (created; rerunning into it skips finished runs).")
+@click.option("--n", type=COUNT_LIST, default="2^1..2^8", show_default=True,
+              help="Rollouts per problem: a comma list or powers of two, e.g. 2,4,8 or 2^1..2^8.")
+@click.option("--bp", type=COUNT_LIST, default=None,
+              help="Problems per step: one value for n-vs-m (default 32), a list for joint.")
+@click.option("--batch", type=COUNT_LIST, default=None, help="fixed-batch: values of bp * n, e.g. 256,1024.")
+@click.option("--bmax", type=COUNT, default=None, help="joint: keep only bp * n <= BMAX (paper: 16384 Hard).")
+@click.option("--budget", type=COUNT, default=2**20, show_default=True,
+              help=HELP["budget"] + " E.g. 4e6 or 2^22.")
+@click.option("--seeds", type=int, default=1, show_default=True, help="Repeat the grid over seeds 0..S-1.")
+@_apply(_CONFIG_OPTIONS)
+@click.option("--jobs", type=int, default=None, help="Local worker processes (default: the number of cores).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local process pool, or one Ray task per run (GPU runs reserve a GPU).")
+@click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance).")
+@click.option("--force", is_flag=True, help="Rerun runs that are already finished in the directory.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
+def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: list[int] | None,
+          bmax: int | None, budget: int, seeds: int, jobs: int | None, executor: str, address: str | None,
+          force: bool, progress: bool, **kw: Any) -> None:
+    """Run a STUDY (n-vs-m, fixed-batch or joint) over seeds into a resumable results directory."""
+    from studies.executors import run_sweep
+    from studies.store import ResultStore
+    from studies.sweeps import build_sweep
+
+    base_n = n[0] if n else 8
+    base_bp = bp[0] if bp else 32
+    base = _config(n=base_n, bp=base_bp, budget=max(budget, base_n * base_bp), seed=0, **kw)
+    configs = build_sweep(study, base, n=n, bp=bp, batch=batch, bmax=bmax, seeds=seeds, budget=budget)
+    with ResultStore(out_dir, study=study) as store:
+        s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,
+                      progress=progress, desc=study)
+    click.echo(f"{study}: {s.total} runs ({s.done} run now, {s.skipped} already finished, "
+               f"{len(s.diverged)} diverged, {len(s.failed)} failed) in {s.wall_s:.1f} s -> {out_dir}")
+    for run_id in s.diverged:
+        click.echo(f"warning: {run_id} diverged (kept in the manifest, left out of fits)", err=True)
+    if s.failed:
+        for run_id, err in s.failed.items():
+            click.echo(f"error: {run_id} failed: {err}", err=True)
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------------------------------------ fit, plot
+def _load(path: Path, columns: list[str]):
+    from studies.io import load_table, require_columns
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = load_table(path)
+    for w in caught:
+        click.echo(f"warning: {w.message}", err=True)
+    require_columns(table, columns, where=str(path))
+    return table
+
+
+def _import(module: str, attr: str) -> Any:
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name == module:
+            raise StudiesError(f"{module} is not available yet") from None
+        raise
+    return getattr(mod, attr)
+
+
+def _fmt_c(c: float) -> str:
+    if c > 0 and float(math.log2(c)).is_integer():
+        return f"2^{int(math.log2(c))}"
+    return f"{c:.3g}"
+
+
+def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo) -> None:
+    """Readable n*(C): one line per frontier grid point, then the per-curve and n* sigmoid fits."""
+    by, metric = report.get("by", "n"), report.get("metric", "val_mean")
+    frontier = report.get("frontier", [])
+    echo(f"compute-optimal {by}*(C) for {metric} ({len(report.get('curves', []))} curves, "
+         f"{len(frontier)} grid points)")
+    echo(f"{'compute':>12}  {metric:>10}  {by + '*':>8}")
+    for row in frontier:
+        v = row.get(by)
+        shown = "-" if v is None else v
+        echo(f"{_fmt_c(float(row['compute'])):>12}  {float(row['reward']):>10.4f}  {shown:>8}")
+    curves = report.get("curves", [])
+    if curves:
+        echo("per-curve fits R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b):")
+        for cur in curves:
+            params = ", ".join(f"{k}={_num(v)}" for k, v in (cur.get("params") or {}).items())
+            echo(f"  {by}={cur.get(by)}: {params}  r2={_num(cur.get('r2'))}")
+    ns = report.get("n_star_fit")
+    if ns:
+        params = ", ".join(f"{k}={_num(v)}" for k, v in (ns.get("params") or {}).items())
+        echo(f"log2 {by}* vs log C sigmoid: {params or ns.get('status')}  r2={_num(ns.get('r2'))}")
+    ex = report.get("extrapolation")
+    if ex:
+        cut = _fmt_c(float(ex.get("fit_max_compute") or 0))
+        if ex.get("mean_abs_error_steps") is not None:
+            echo(f"extrapolation from C <= {cut}: mean |err| {_num(ex['mean_abs_error_steps'])} grid steps, "
+                 f"at the largest C {_num(ex.get('final_error_steps'))} ({ex.get('status')})")
+        else:
+            echo(f"extrapolation from C <= {cut}: {ex.get('status')}")
+
+
+def _num(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--metric", default="val_mean", show_default=True, help="Reward column, e.g. val_best_k.")
+@click.option("--by", default="n", show_default=True, help="Column labelling the curves: n, bp, batch...")
+@click.option("--bin-width", type=float, default=0.005, show_default=True,
+              help="Reward bin of the record-breaking points (PAPER.md Section 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print the fit as one JSON object (DESIGN.md).")
+def fit(path: Path, metric: str, by: str, bin_width: float, as_json: bool) -> None:
+    """Fit sigmoids per configuration, the frontier and n*(C) of a results directory or a table file.
+
+    PATH: a results directory, or a CSV / Parquet / JSONL table with at least run_id, compute, the --by
+    column and the --metric column (your own verl or TRL logs work).
+    """
+    if not bin_width > 0:
+        raise StudiesError(f"--bin-width must be positive, got {bin_width}")
+    table = _load(path, ["run_id", "compute", by, metric])
+    fit_report = _import("studies.frontier", "fit_report")
+    try:
+        report = fit_report(table, metric=metric, by=by, bin_width=bin_width)
+    except ValueError as e:  # too few points, constant curves...: a property of the user's data
+        raise StudiesError(f"cannot fit {path}: {e}") from None
+    if as_json:
+        click.echo(_dumps(report))
+    else:
+        print_fit_report(_clean(report))
+        for w in report.get("warnings") or []:
+            click.echo(f"warning: {w}", err=True)
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--metric", default="val_mean", show_default=True, help="Reward column to plot.")
+@click.option("--by", default="n", show_default=True, help="Column that labels the curves.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Figure file (.png, .pdf, .svg); default: frontier.png in the results dir or beside PATH.")
+def plot(path: Path, metric: str, by: str, out: Path | None) -> None:
+    """Quick figure of a sweep: fitted curves with the frontier, and n*(C)."""
+    table = _load(path, ["run_id", "compute", by, metric])
+    if out is None:
+        out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
+    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise StudiesError(f"unknown figure format {out.suffix or '(none)'} of {out}; use .png, .pdf or .svg")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    plot_frontier = _import("studies.plots", "plot_frontier")
+    try:
+        plot_frontier(table, metric, by, out)
+    except ValueError as e:
+        raise StudiesError(f"cannot plot {path}: {e}") from None
+    click.echo(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Run a list of RunConfigs into a ResultStore: in-process, on a local process pool, or as Ray tasks.
+
+Workers only compute; the parent writes each result as it arrives (studies/store.py), so a killed sweep
+loses at most the runs in flight, and every executor yields the same files for the same configs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from studies.backends import Adapter, RunOutput, get_backend
+from studies.config import RunConfig, StudiesError
+from studies.store import ResultStore
+
+EXECUTORS = ("local", "ray")
+
+# (run_id, output or None, traceback or None, wall seconds)
+Result = tuple[str, RunOutput | None, str | None, float]
+
+
+@dataclass
+class SweepSummary:
+    """Counts of one sweep invocation."""
+
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    diverged: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def execute_one(adapter: Adapter, cfg: RunConfig, progress: bool = False) -> Result:
+    """Run one config; an exception becomes a traceback string (a failed run is data for the manifest)."""
+    t0 = time.perf_counter()
+    try:
+        out = adapter.run(cfg, progress=progress)
+    except Exception:  # noqa: BLE001 - recorded as a failed run, the sweep goes on
+        return cfg.run_id, None, traceback.format_exc(), time.perf_counter() - t0
+    return cfg.run_id, out, None, time.perf_counter() - t0
+
+
+def _worker_init() -> None:
+    """Pool workers: die with the parent (Linux PR_SET_PDEATHSIG) and leave Ctrl-C to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+
+
+def _run_local(tasks: list[tuple[Adapter, RunConfig]], jobs: int,
+               on_result: Callable[[Result], None]) -> None:
+    if jobs <= 1 or len(tasks) <= 1:
+        for adapter, cfg in tasks:
+            on_result(execute_one(adapter, cfg))
+        return
+    # spawn, not fork: the parent may hold threads (tqdm monitor, Ray) that fork would copy mid-state.
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=mp.get_context("spawn"),
+                               initializer=_worker_init)
+    try:
+        pending = {pool.submit(execute_one, adapter, cfg): cfg for adapter, cfg in tasks}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                cfg = pending.pop(fut)
+                try:
+                    result = fut.result()
+                except Exception:  # noqa: BLE001 - a worker that died (e.g. out of memory)
+                    result = (cfg.run_id, None, traceback.format_exc(), 0.0)
+                on_result(result)
+    except BaseException:
+        # Ctrl-C or an error while storing: stop the workers now instead of finishing the queue.
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _run_ray(tasks: list[tuple[Adapter, RunConfig]], address: str | None,
+             on_result: Callable[[Result], None]) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise StudiesError("the ray executor needs Ray: pip install 'isocompute[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            where = address or "a new local instance"
+            raise StudiesError(f"cannot start or reach Ray at {where}: {e}") from None
+        started = True
+    try:
+        remote = ray.remote(execute_one)
+        refs = {}
+        for adapter, cfg in tasks:
+            # One task per run; GPU runs (LLM on cuda) reserve a whole GPU so tasks never share one.
+            opts = {"num_cpus": 1, "num_gpus": 1 if adapter.needs_gpu(cfg) else 0, "max_retries": 0}
+            refs[remote.options(**opts).remote(adapter, cfg)] = cfg
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for ref in ready:
+                cfg = refs.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except Exception:  # noqa: BLE001 - a task or worker that died
+                    result = (cfg.run_id, None, traceback.format_exc(), 0.0)
+                on_result(result)
+    except BaseException:
+        for ref in refs:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_sweep(configs: list[RunConfig], store: ResultStore, *, executor: str = "local",
+              jobs: int | None = None, address: str | None = None, force: bool = False, progress: bool = True,
+              desc: str = "runs") -> SweepSummary:
+    """Run every config not yet finished in `store` (all of them with `force`) and store each as it ends.
+
+    All configs are validated by their backends before anything runs, so a typo fails in a second, not
+    after an hour of runs.
+    """
+    if executor not in EXECUTORS:
+        raise StudiesError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if jobs is not None and jobs < 1:
+        raise StudiesError(f"jobs must be >= 1, got {jobs}")
+    t0 = time.perf_counter()
+    unique = list({c.run_id: c for c in configs}.values())
+    adapters = {}
+    for cfg in unique:
+        adapter = get_backend(cfg.backend)
+        adapter.validate(cfg)
+        adapters[cfg.run_id] = adapter
+    store.register(unique)
+    if force:
+        for cfg in unique:
+            store.invalidate(cfg.run_id)
+        store.write_manifest()
+    todo = [c for c in unique if not store.is_finished(c.run_id)]
+    summary = SweepSummary(total=len(unique), skipped=len(unique) - len(todo))
+    by_id = {c.run_id: c for c in todo}
+    bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress or not todo, dynamic_ncols=True,
+               file=sys.stderr)
+
+    def on_result(result: Result) -> None:
+        run_id, out, err, wall = result
+        cfg = by_id[run_id]
+        if out is None:
+            store.mark_failed(cfg, err or "")
+            summary.failed[run_id] = (err or "").strip().splitlines()[-1] if err else "unknown error"
+        else:
+            rec = store.write_run(cfg, out, wall_s=round(wall, 3))
+            summary.done += 1
+            if rec["status"] == "diverged":
+                summary.diverged.append(run_id)
+        bar.update(1)
+        bar.set_postfix(failed=len(summary.failed), diverged=len(summary.diverged), refresh=False)
+
+    tasks = [(adapters[c.run_id], c) for c in todo]
+    try:
+        if executor == "ray":
+            _run_ray(tasks, address, on_result)
+        else:
+            _run_local(tasks, jobs or os.cpu_count() or 1, on_result)
+    finally:
+        bar.close()
+    summary.wall_s = time.perf_counter() - t0
+    return summary
