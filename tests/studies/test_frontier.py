@@ -1,0 +1,261 @@
+"""Sigmoid fits, frontier, n*(C), fit_report and extrapolation on synthetic curves with known answers
+(PAPER.md "Analysis workflow"; issue 3 acceptance).
+
+Tolerances (synthetic: 5 values of n, 4 seeds, 60 log-spaced points per run, noise sd 0.005):
+A and R0 within 0.01, ln C_mid within 0.15, b within 25 %, n*(C) equal to the true argmax on >= 90 % of the
+40-point grid, and the true reward lost by following the estimated n* below 0.005.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from studies.frontier import FrontierFit, extrapolation_check, fit_report, n_star_table, synthetic_table
+from studies.sigmoid import SigmoidFit, sigmoid
+
+BP = 32
+SPECS = {  # n: (R0, A, C_mid, b); larger n starts slower and plateaus higher, so n*(C) rises with C
+    4: (0.25, 0.52, 1e4, 1.5),
+    8: (0.25, 0.60, 3e4, 1.3),
+    16: (0.25, 0.66, 1e5, 1.1),
+    32: (0.25, 0.70, 3e5, 1.0),
+    64: (0.25, 0.73, 1e6, 0.9),
+}
+
+
+def _true_matrix(specs, grid):
+    """Known rewards, -inf where a configuration has no data (below one step, bp * n rollouts)."""
+    keys = list(specs)
+    T = np.array([sigmoid(grid, *specs[k]) for k in keys])
+    for i, k in enumerate(keys):
+        T[i, grid < BP * k * (1 - 1e-9)] = -np.inf
+    return keys, T
+
+
+# ---- SigmoidFit ----------------------------------------------------------------------------------
+
+
+def test_sigmoid_fit_recovers_noiseless_parameters():
+    C = np.geomspace(1e2, 1e8, 50)
+    fit = SigmoidFit().fit(C, sigmoid(C, 0.2, 0.7, 3e4, 0.8))
+    p = fit.params_
+    assert fit.ok_ and fit.status_ == "ok"
+    assert p["R0"] == pytest.approx(0.2, abs=1e-5) and p["A"] == pytest.approx(0.7, abs=1e-5)
+    assert p["C_mid"] == pytest.approx(3e4, rel=1e-4) and p["b"] == pytest.approx(0.8, rel=1e-4)
+    assert fit.r2_ == pytest.approx(1.0, abs=1e-9)
+    np.testing.assert_allclose(fit.predict(C), sigmoid(C, 0.2, 0.7, 3e4, 0.8), atol=1e-6)
+
+
+def test_sigmoid_fit_degenerate_inputs_never_raise():
+    C = np.geomspace(1, 1e4, 10)
+    flat = SigmoidFit().fit(C, np.full(10, 0.4))
+    assert not flat.ok_ and "constant" in flat.status_ and np.isnan(flat.r2_)
+    np.testing.assert_allclose(flat.predict([1.0, 1e6]), 0.4)
+    few = SigmoidFit().fit([1.0, 10.0, 100.0], [0.1, 0.2, 0.3])
+    assert not few.ok_ and "too few" in few.status_ and np.isnan(few.r2_)
+    empty = SigmoidFit().fit([], [])
+    assert not empty.ok_ and np.all(np.isnan(empty.predict([1.0, 2.0])))
+    junk = SigmoidFit().fit([np.nan, -1.0, 0.0, np.inf], [0.1, 0.2, np.nan, 0.3])
+    assert junk.n_points_ == 0 and not junk.ok_
+
+
+def test_sigmoid_fit_is_monotone_and_bounded_on_decreasing_data():
+    C = np.geomspace(1e2, 1e6, 30)
+    y = 0.6 - 0.05 * np.log10(C)
+    fit = SigmoidFit().fit(C, y)
+    p = fit.params_
+    assert p["A"] >= p["R0"] and p["b"] > 0
+    assert np.all(np.diff(fit.predict(C)) >= -1e-12)
+    span = np.ptp(y)
+    assert y.min() - 0.05 * span - 1e-9 <= p["R0"] and p["A"] <= y.max() + 0.05 * span + 1e-9
+    assert C.min() / 10 * (1 - 1e-9) <= p["C_mid"] <= C.max() * 10 * (1 + 1e-9)
+
+
+def test_sigmoid_fit_flags_parameters_at_bounds():
+    C = np.geomspace(1e2, 1e4, 30)
+    y = 0.1 * np.log10(C)  # still rising at the end: no plateau in the data, so A sits on its bound
+    fit = SigmoidFit().fit(C, y)
+    assert fit.ok_ and "A" in fit.at_bounds_
+
+
+def test_sigmoid_fit_in_log_space_for_n_star():
+    C = np.geomspace(1e3, 1e9, 40)
+    y = sigmoid(C, 2.0, 9.0, 1e6, 0.7)
+    fit = SigmoidFit(y_bounds=(1.0, 11.0)).fit(C, y)
+    assert fit.params_["C_mid"] == pytest.approx(1e6, rel=1e-3) and fit.params_["A"] == pytest.approx(
+        9.0, abs=1e-3
+    )
+
+
+# ---- frontier on known sigmoids ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rng_seed", [0, 1, 2])
+def test_fit_recovers_known_curves_and_frontier(rng_seed):
+    table = synthetic_table(
+        SPECS, seeds=4, points=60, bp=BP, noise=0.005, rng=np.random.default_rng(rng_seed)
+    )
+    ff = FrontierFit(metric="val_mean", by="n", grid_points=40).fit(table)
+    for n, (R0, A, C_mid, b) in SPECS.items():
+        p = ff.curves_[n].params_
+        assert abs(p["A"] - A) <= 0.01, (n, p)
+        assert abs(p["R0"] - R0) <= 0.01, (n, p)
+        assert abs(np.log(p["C_mid"] / C_mid)) <= 0.15, (n, p)
+        assert abs(p["b"] / b - 1) <= 0.25, (n, p)
+        assert ff.curves_[n].r2_ > 0.99
+    keys, T = _true_matrix(SPECS, ff.grid_)
+    true_n = np.array(keys)[T.argmax(0)]
+    got = ff.frontier_["n"].to_numpy()
+    assert len(got) == 40
+    assert np.mean(got == true_n) >= 0.9
+    regret = T.max(0) - T[[keys.index(g) for g in got], np.arange(40)]
+    assert regret.max() < 0.005
+    # n* rises with compute here, and the log2 n* sigmoid describes it
+    assert got[0] == 4 and got[-1] == 64
+    assert ff.n_star_fit_.r2_ > 0.9
+    assert 2.0 <= ff.n_star_fit_.params_["R0"] <= ff.n_star_fit_.params_["A"] <= 6.0
+
+
+def test_pooled_and_mean_aggregation_both_recover_A():
+    table = synthetic_table(SPECS, seeds=4, points=60, bp=BP, rng=np.random.default_rng(5))
+    for agg in ("pool", "mean"):
+        ff = FrontierFit(aggregate=agg).fit(table)
+        assert ff.aggregate_ == agg
+        for n, spec in SPECS.items():
+            assert abs(ff.curves_[n].params_["A"] - spec[1]) <= 0.01
+    assert FrontierFit().fit(table).aggregate_ == "mean"  # aligned evaluation points
+    jitter = table.assign(compute=table["compute"] * (1 + 1e-6 * table["seed"]))
+    assert FrontierFit().fit(jitter).aggregate_ == "pool"  # users' logs rarely share evaluation points
+
+
+def test_ties_go_to_the_smallest_configuration():
+    spec = (0.2, 0.6, 1e5, 1.0)
+    table = synthetic_table({8: spec, 4: spec}, seeds=1, points=40, bp=1, noise=0.0)
+    ff = FrontierFit().fit(table)
+    assert set(ff.frontier_["n"]) == {4}
+
+
+def test_frontier_prediction_is_the_envelope():
+    table = synthetic_table(SPECS, seeds=2, points=40, bp=BP, rng=np.random.default_rng(1))
+    ff = FrontierFit().fit(table)
+    _, P = ff.curve_matrix(ff.grid_)
+    np.testing.assert_allclose(ff.predict(ff.grid_), np.nanmax(P, 0))
+    np.testing.assert_allclose(ff.frontier_["reward"], np.nanmax(P, 0))
+
+
+def test_running_average_in_log2_space():
+    table = synthetic_table(SPECS, seeds=2, points=40, bp=BP, rng=np.random.default_rng(1))
+    ff = FrontierFit(smooth=5).fit(table)
+    l2 = np.log2(ff.frontier_["n"].to_numpy(dtype=float))
+    want = pd.Series(l2).rolling(5, center=True, min_periods=1).mean().to_numpy()
+    np.testing.assert_allclose(np.log2(ff.frontier_["n_smooth"]), want)
+
+
+# ---- fit_report: the `isocompute fit --json` contract ------------------------------------------------------
+
+
+def _minimal_table(rng_seed=0):
+    t = synthetic_table(SPECS, seeds=3, points=30, bp=BP, rng=np.random.default_rng(rng_seed))
+    return t[["run_id", "compute", "n", "bp", "val_mean"]]
+
+
+def test_fit_report_on_minimal_table_is_the_design_contract():
+    table = _minimal_table()
+    rep = fit_report(table, metric="val_mean", by="n", grid_points=25)
+    json.dumps(rep, allow_nan=False)  # plain JSON, no NaN
+    assert {"metric", "by", "curves", "frontier", "n_star_fit"} <= set(rep)
+    assert rep["metric"] == "val_mean" and rep["by"] == "n"
+    assert [c["n"] for c in rep["curves"]] == [4, 8, 16, 32, 64]
+    assert all(
+        set(c["params"]) == {"R0", "A", "C_mid", "b"} and isinstance(c["r2"], float) for c in rep["curves"]
+    )
+    assert len(rep["frontier"]) == 25
+    f0 = rep["frontier"][0]
+    assert set(f0) == {"compute", "reward", "n"} and type(f0["n"]) is int
+    cs = [f["compute"] for f in rep["frontier"]]
+    np.testing.assert_allclose(np.diff(np.log(cs)), np.log(cs[-1] / cs[0]) / 24)  # log-spaced
+    assert set(rep["n_star_fit"]) >= {"params", "r2"} and rep["n_star_fit"]["r2"] > 0.8
+    tab = n_star_table(rep)
+    assert list(tab.columns) == ["compute", "reward", "n", "n_fit"] and len(tab) == 25
+
+
+def test_fit_report_leaves_out_nonpositive_compute_and_names_diverged_runs():
+    table = _minimal_table()
+    base = fit_report(table, extrapolate=False)
+    extra = pd.DataFrame(
+        {
+            "run_id": ["n4-s0", "n8-s1"],
+            "compute": [0.0, -5.0],
+            "n": [4, 8],
+            "bp": BP,
+            "val_mean": [0.99, 0.99],
+        }
+    )
+    assert fit_report(pd.concat([table, extra]), extrapolate=False)["frontier"] == base["frontier"]
+    bad = table.copy()
+    bad.loc[(bad.run_id == "n16-s2") & (bad.compute > 1e6), "val_mean"] = np.nan
+    rep = fit_report(bad, extrapolate=False)
+    assert any("n16-s2" in w for w in rep["warnings"])
+    json.dumps(rep, allow_nan=False)
+
+
+def test_fit_report_degenerate_tables_do_not_crash():
+    one = pd.DataFrame({"run_id": "a", "compute": np.geomspace(10, 1e4, 8), "n": 8, "val_mean": 0.3})
+    rep = fit_report(one)
+    json.dumps(rep, allow_nan=False)
+    assert rep["curves"][0]["r2"] is None and rep["curves"][0]["status"].startswith("degenerate")
+    assert rep["n_star_fit"]["r2"] is None
+    assert {f["n"] for f in rep["frontier"]} == {8}
+    with pytest.raises(ValueError, match="lacks column"):
+        fit_report(one.drop(columns="n"))
+    with pytest.raises(ValueError, match="no rows"):
+        fit_report(one.assign(compute=0.0))
+
+
+def test_fit_report_on_other_metric_and_by_columns():
+    t = synthetic_table(SPECS, seeds=2, points=30, bp=BP, metric="val_best_k", rng=np.random.default_rng(2))
+    t = t.rename(columns={"n": "bp", "bp": "n"})  # fit by bp: the configuration column is just a name
+    rep = fit_report(t, metric="val_best_k", by="bp", extrapolate=False)
+    assert [c["bp"] for c in rep["curves"]] == [4, 8, 16, 32, 64]
+    assert rep["frontier"][-1]["bp"] == 64
+
+
+# ---- extrapolation -------------------------------------------------------------------------------
+
+
+def test_extrapolation_when_n_star_saturates_early_is_exact():
+    # n* reaches 16 near C = 3e5 and stays there; C_max = 1e8, so fitting on C <= 1e7 sees the saturation.
+    specs = {
+        4: (0.2, 0.5, 3e3, 1.5),
+        8: (0.2, 0.58, 1e4, 1.3),
+        16: (0.2, 0.64, 3e4, 1.2),
+        32: (0.2, 0.60, 1e5, 1.0),
+        64: (0.2, 0.55, 3e5, 1.0),
+    }
+    table = synthetic_table(specs, seeds=3, points=50, bp=BP, noise=0.003, rng=np.random.default_rng(0))
+    rep = extrapolation_check(table, "val_mean", "n", frac=0.1)
+    assert rep["status"] == "ok"
+    assert rep["fit_max_compute"] == pytest.approx(1e7)
+    assert all(p["compute"] > 1e7 for p in rep["points"]) and len(rep["points"]) >= 5
+    assert all(p["n"] == 16 for p in rep["points"])
+    assert rep["max_abs_error_steps"] <= 0.25 and rep["mean_abs_index_error"] == 0
+
+
+def test_extrapolation_reports_a_known_miss():
+    # n = 4 wins below ~1.4e7; n = 64 overtakes it late, so a fit on C <= 1e7 predicts 4:
+    # 4 steps off at C_max.
+    specs = {
+        4: (0.2, 0.6, 1e4, 1.5),
+        8: (0.15, 0.4, 1e4, 1.5),
+        16: (0.15, 0.4, 1e4, 1.5),
+        32: (0.15, 0.4, 1e4, 1.5),
+        64: (0.1, 0.8, 1e7, 2.0),
+    }
+    table = synthetic_table(specs, seeds=2, points=50, bp=BP, noise=0.002, rng=np.random.default_rng(0))
+    rep = extrapolation_check(table, "val_mean", "n", frac=0.1)
+    last = rep["points"][-1]
+    assert last["n"] == 64 and last["n_pred"] == pytest.approx(4.0, rel=0.01)
+    assert rep["final_error_steps"] == pytest.approx(-4.0, abs=0.02)
+    assert last["index_error"] == -4
