@@ -3,7 +3,9 @@
 
 Tolerances (synthetic: 5 values of n, 4 seeds, 60 log-spaced points per run, noise sd 0.005):
 A and R0 within 0.01, ln C_mid within 0.15, b within 25 %, n*(C) equal to the true argmax on >= 90 % of the
-40-point grid, and the true reward lost by following the estimated n* below 0.005.
+40-point grid and on every grid point where the true best beats the runner-up by more than one bin (0.005),
+and the true reward lost by following the estimated n* below 0.005. Measured over 30 noise seeds: worst
+|dA| 0.005, |d ln C_mid| 0.06, |db/b| 0.065; agreement 0.90 to 1.0 (mean 0.96), 100 % where the gap > 0.005.
 """
 
 import json
@@ -110,6 +112,10 @@ def test_fit_recovers_known_curves_and_frontier(rng_seed):
     got = ff.frontier_["n"].to_numpy()
     assert len(got) == 40
     assert np.mean(got == true_n) >= 0.9
+    # where the true best beats the runner-up by more than one record bin (0.005), n* must be exact
+    srt = np.sort(T, axis=0)
+    clear = srt[-1] - srt[-2] > 0.005
+    assert clear.sum() >= 25 and np.all(got[clear] == true_n[clear])
     regret = T.max(0) - T[[keys.index(g) for g in got], np.arange(40)]
     assert regret.max() < 0.005
     # n* rises with compute here, and the log2 n* sigmoid describes it
