@@ -265,3 +265,19 @@ def test_extrapolation_reports_a_known_miss():
     assert last["n"] == 64 and last["n_pred"] == pytest.approx(4.0, rel=0.01)
     assert rep["final_error_steps"] == pytest.approx(-4.0, abs=0.02)
     assert last["index_error"] == -4
+
+
+def test_fit_speed_benchmark_is_within_budget(capsys):
+    """Issue 3 acceptance: 1,000 runs x 100 points fit in <= 10 s (measured ~0.2-0.5 s on the dev machine)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_speed.py"
+    spec = importlib.util.spec_from_file_location("fit_speed", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--repeat", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["runs"] == 1000 and out["rows"] == 100_000
+    assert out["fit_report_s"] <= 10.0 and out["fit_report_pool_s"] <= 10.0
+    assert out["min_curve_r2"] > 0.99
