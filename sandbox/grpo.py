@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from sandbox.policies import log_softmax, problem_backward_shared, problem_logits
+from sandbox.rng import binomial, multinomial, shuffle
 
 SGD, ADAM, ADAMW = 0, 1, 2
 SCALE_GROUP, SCALE_BATCH, SCALE_NONE = 0, 1, 2
@@ -43,35 +44,6 @@ ZERO_PASS1 = 1e-3
 # status codes returned by the kernels
 OK, BAD_LOGITS, BAD_GRAD = 0, 1, 2
 REASONS = {BAD_LOGITS: "non-finite logits", BAD_GRAD: "non-finite gradient", 3: "non-finite metrics"}
-
-
-@njit(cache=True)
-def sample_counts(pi, n, out):
-    """Counts (K,) of n categorical draws from pi as a chain of binomials (one multinomial draw)."""
-    K = pi.shape[0]
-    rem = n
-    mass = 1.0
-    for k in range(K - 1):
-        if rem == 0:
-            out[k] = 0
-            continue
-        q = pi[k] / mass if mass > 0.0 else 1.0
-        if q >= 1.0:
-            c = rem
-        elif q <= 0.0:
-            c = 0
-        else:
-            c = np.random.binomial(rem, q)  # noqa: NPY002
-        out[k] = c
-        rem -= c
-        mass -= pi[k]
-    out[K - 1] = rem
-
-
-@njit(cache=True)
-def seed_kernel_rng(seed):
-    """Seed Numba's per-thread generator (MT19937) that every sampling kernel draws from."""
-    np.random.seed(seed)
 
 
 @njit(cache=True)
@@ -125,7 +97,7 @@ def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objecti
 
 @njit(cache=True)
 def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
-                 theta, theta0, m1, m2, row_t, stamp, perm, st, acc, hp, ip, m_end):
+                 theta, theta0, m1, m2, row_t, stamp, perm, st, acc, hp, ip, rs, m_end):
     """Run GRPO steps st[ST_STEP] .. m_end-1 in place on theta and the optimiser state. Returns a status code."""
     K = logp0.shape[1]
     n = ip[IP_N]
@@ -169,7 +141,7 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
         # --- batch of problems: epochs over a shuffled training set
         for b in range(bp):
             if st[ST_POS] >= d:
-                np.random.shuffle(perm)  # noqa: NPY002 (numba kernel RNG)
+                shuffle(rs, perm)
                 st[ST_POS] = 0
             batch[b] = perm[st[ST_POS]]
             st[ST_POS] += 1
@@ -182,7 +154,7 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             log_softmax(z, logp_old[b])
             for k in range(K):
                 pi[k] = np.exp(logp_old[b, k])
-            sample_counts(pi, n, counts[b])
+            multinomial(rs, pi, n, counts[b])
             cg = correct[g]
             c = counts[b, cg]
             tot_c += c
@@ -190,7 +162,7 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             for k in range(K):
                 tok += counts[b, k] * lens[g, k]
             if n_est > 0:
-                ce = np.random.binomial(n_est, pi[cg])  # noqa: NPY002
+                ce = binomial(rs, n_est, pi[cg])
                 mean = ce / n_est
                 if pi[cg] < 1.0:
                     wl = 0.0
@@ -317,7 +289,7 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
 
 
 @njit(cache=True)
-def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled,
+def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled, rs,
               pass1_train, pass1_val, out):
     """pass@1 of every problem and the metric aggregates (see metrics.py). Returns False if non-finite.
 
@@ -338,7 +310,7 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
         log_softmax(z, logp)
         p = np.exp(logp[correct[g]])
         if sampled:
-            c = np.random.binomial(k_metric, min(max(p, 0.0), 1.0))  # noqa: NPY002
+            c = binomial(rs, k_metric, p)
             mean = c / k_metric
             best = 1.0 if c > 0 else 0.0
             worst = 1.0 if c == k_metric else 0.0

@@ -18,6 +18,7 @@ from sandbox import grpo
 from sandbox.config import SimConfig
 from sandbox.policies import build_policy
 from sandbox.problems import make_problems
+from sandbox.rng import new_state
 
 STRING_COLUMNS = ("backend", "model", "dataset")
 COLUMNS = (
@@ -86,7 +87,8 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     stats = np.full((E, 16), np.nan)
     out = np.empty(12)
     sampled = config.metric_mode == "sampled"
-    grpo.seed_kernel_rng(np.uint32(config.seed % 2**32))
+    rs = new_state(config.seed, 0)  # training stream: problem order and rollouts
+    rs_eval = new_state(config.seed, 1)  # sampled metrics, so metric_mode never changes training
 
     status, div_step, reason = "ok", None, None
     filled = 0
@@ -94,11 +96,11 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     for e in range(E):
         if ev[e] > 0:
             code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, row_t, stamp, perm,
-                                     st, acc, hp, ip, ev[e])
+                                     st, acc, hp, ip, rs, ev[e])
             if code != grpo.OK:
                 status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[code]
                 break
-        ok = grpo._evaluate(*pargs, problems.lens, logp0, theta, config.n, config.k, sampled,
+        ok = grpo._evaluate(*pargs, problems.lens, logp0, theta, config.n, config.k, sampled, rs_eval,
                             row_p_train, row_p_val, out)
         if not ok:
             status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[3]
