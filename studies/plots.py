@@ -1,0 +1,151 @@
+"""Quick figures of the fitting workflow from learning-curve tables (`isocompute plot`; paper Fig 6-7).
+
+Built on `matplotlib.figure.Figure`, not pyplot: no global backend or figure state is touched, so it works
+headless and in worker processes, and saving goes through the Agg canvas (PNG) or the PDF/SVG backends.
+Figures are drawn from tables, never from inside a simulator or trainer (STYLE.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import LogNorm, Normalize
+from matplotlib.figure import Figure
+
+from studies.frontier import FrontierFit
+
+SAVE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def _pow2_label(v: float) -> str:
+    """ "2^k" for powers of two (the paper's grids), the plain value otherwise."""
+    k = np.log2(v) if v > 0 else np.nan
+    if np.isfinite(k) and abs(k - round(k)) < 1e-9:
+        return f"$2^{{{int(round(k))}}}$"
+    return f"{v:g}"
+
+
+def plot_frontier(
+    table: pd.DataFrame,
+    metric: str = "val_mean",
+    by: str = "n",
+    out: str | Path | None = None,
+    fit: FrontierFit | None = None,
+    title: str | None = None,
+    **fit_kwargs,
+) -> Figure:
+    """Two panels: left, per-configuration fitted sigmoids with raw and record-breaking points against
+    compute (log axis, rollouts) and the frontier dashed (paper Fig 6); right, n*(C) on a log2 axis with its
+    sigmoid fit (paper Fig 7). Configurations use a sequential colour scale with log2 labels.
+
+    `fit`: a FrontierFit already fitted on `table` (else one is fitted with `fit_kwargs`). `out`: a .png, .pdf
+    or .svg path, or a path without suffix to write both .png and .pdf. Returns the Figure.
+    """
+    ff = fit if fit is not None else FrontierFit(metric=metric, by=by, **fit_kwargs).fit(table)
+    metric, by, x = ff.metric, ff.by, ff.x
+    keys = list(ff.curves_)
+    numeric = ff._numeric_by(keys)
+    cmap = colormaps["viridis"]
+    if numeric and len(keys) > 1:
+        norm = LogNorm(vmin=float(min(keys)), vmax=float(max(keys)))
+    else:
+        norm = Normalize(vmin=0, vmax=max(len(keys) - 1, 1))
+
+    def colour(i, k):
+        return cmap(norm(float(k)) if numeric and len(keys) > 1 else norm(i))
+
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ax, ax2 = fig.subplots(1, 2)
+    raw = table.loc[pd.to_numeric(table[x], errors="coerce") > 0]
+    for i, k in enumerate(keys):
+        c = colour(i, k)
+        pts = raw.loc[raw[by] == k]
+        ax.scatter(pts[x], pts[metric], s=3, color=c, alpha=0.15, linewidths=0, rasterized=True)
+        rec = ff.records_.loc[ff.records_["_group"] == k]
+        ax.scatter(rec[x], rec[metric], s=10, color=c, edgecolors="k", linewidths=0.3, zorder=3)
+        lo, hi = ff.ranges_[k]
+        C = np.geomspace(lo, hi, 200)
+        ax.plot(C, ff.curves_[k].predict(C), color=c, lw=1.6, label=f"{by}={k:g}" if numeric else f"{by}={k}")
+    fr = ff.frontier_
+    ax.plot(fr[x], fr["reward"], "k--", lw=1.4, label="frontier", zorder=4)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"{x} (rollouts)" if x == "compute" else x)
+    ax.set_ylabel(metric)
+    ax.set_title("fitted curves and frontier")
+    ax.grid(alpha=0.3, which="both", lw=0.4)
+
+    if numeric and not fr.empty:
+        nstar = fr[by].to_numpy(dtype=float)
+        ax2.scatter(
+            fr[x],
+            nstar,
+            c=[colour(keys.index(k), k) for k in fr[by]],
+            s=22,
+            edgecolors="k",
+            linewidths=0.3,
+            zorder=3,
+            label=f"{by}*(C) on the frontier",
+        )
+        if by + "_smooth" in fr.columns:
+            ax2.plot(fr[x], fr[by + "_smooth"], color="0.4", lw=1.0, label="running average")
+        if ff.n_star_fit_ is not None and ff.n_star_fit_.ok_:
+            C = np.geomspace(fr[x].min(), fr[x].max(), 200)
+            r2 = ff.n_star_fit_.r2_
+            ax2.plot(
+                C,
+                ff.predict_n_star(C),
+                color="tab:red",
+                lw=1.8,
+                label=f"sigmoid fit of log2 {by}* (r2={r2:.2f})",
+            )
+        ax2.set_xscale("log")
+        ax2.set_yscale("log", base=2)
+        ax2.set_yticks(keys, [_pow2_label(float(k)) for k in keys])
+        ax2.minorticks_off()
+        ax2.set_ylim(float(min(keys)) / 1.3, float(max(keys)) * 1.3)
+        ax2.legend(fontsize=8, loc="upper left")
+    else:
+        ax2.text(
+            0.5,
+            0.5,
+            f"{by} is not a positive number:\nno {by}*(C) fit",
+            ha="center",
+            va="center",
+            transform=ax2.transAxes,
+        )
+    ax2.set_xlabel(f"{x} (rollouts)" if x == "compute" else x)
+    ax2.set_ylabel(f"{by}*")
+    ax2.set_title(f"compute-optimal {by}")
+    ax2.grid(alpha=0.3, lw=0.4)
+
+    if numeric and len(keys) > 1:
+        cb = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=[ax, ax2], pad=0.01, aspect=30)
+        cb.set_ticks(keys, labels=[_pow2_label(float(k)) for k in keys])
+        cb.minorticks_off()
+        cb.set_label(by)
+    else:
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    if out is not None:
+        save_figure(fig, out)
+    return fig
+
+
+def save_figure(fig: Figure, out: str | Path) -> list[Path]:
+    """Save as PNG/PDF/SVG by suffix; a path without a suffix gets both .png and .pdf. Returns the paths."""
+    out = Path(out)
+    if out.suffix.lower() in SAVE_SUFFIXES:
+        paths = [out]
+    elif out.suffix == "":
+        paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
+    else:
+        raise ValueError(f"cannot save a figure as {out.suffix!r}: use one of {', '.join(SAVE_SUFFIXES)}")
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(p, dpi=150)
+    return paths
