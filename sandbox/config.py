@@ -168,8 +168,8 @@ def validate(c: SimConfig) -> None:
         raise ConfigError(f"dim and hidden must be >= 1, got dim={c.dim}, hidden={c.hidden}")
     if not 0.0 <= c.share <= 1.0:
         raise ConfigError(f"share must lie in [0, 1], got {c.share}")
-    if not c.lr > 0:
-        raise ConfigError(f"lr must be positive, got {c.lr}")
+    if not 0 < c.lr < float("inf"):
+        raise ConfigError(f"lr must be positive and finite, got {c.lr}")
     if c.lr_ref_batch < 1:
         raise ConfigError(f"lr_ref_batch must be >= 1, got {c.lr_ref_batch}")
     for name in ("weight_decay", "kl_coef", "entropy_coef", "response_len"):
