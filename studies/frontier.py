@@ -88,7 +88,8 @@ class FrontierFit:
         that seed-mean curve. Averaging first matters because the running record of a noisy curve is biased
         upwards (a record is by definition a lucky draw); averaging S seeds shrinks that bias by sqrt(S).
         "pool": record-breaking points of every run, pooled (the paper's per-run subsampling; works when runs
-        do not share evaluation points, as in users' own logs).
+        do not share evaluation points, as in users' own logs). With "mean", a seed that stopped early
+        (diverged) simply drops out of the average beyond its last point.
         "auto" (default): "mean" when runs of a configuration share evaluation points (median >= 2 runs per
         (configuration, compute) value), else "pool".
     x : the compute column ("compute", or "tokens" for token compute, or "m" for Fig 9's steps).

@@ -75,13 +75,13 @@ class SigmoidFit:
             return self
         self.compute_range_ = (float(C.min()), float(C.max()))
         geo = float(np.exp(np.log(C).mean()))
-        if np.ptp(R) <= 1e-12:
-            self._degenerate("constant target", float(R.mean()), geo)
-            return self
         if C.size < self.min_points or np.unique(C).size < 4:
             self._degenerate(
                 f"too few points ({C.size}, {np.unique(C).size} distinct C)", float(R.mean()), geo
             )
+            return self
+        if np.ptp(R) <= 1e-12:
+            self._degenerate("constant target", float(R.mean()), geo)
             return self
         self._fit_bounded(np.log(C), R)
         return self
