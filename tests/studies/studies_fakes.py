@@ -1,12 +1,14 @@
 """A tiny deterministic backend for the studies tests: curves with known shapes, instant or slowed on purpose.
 
-Options: sleep (seconds per run), diverge_at (step where the run stops as diverged), fail (raise).
+Options: sleep (seconds per run), diverge_at (step where the run stops as diverged), fail (raise). The
+environment variable FAKE_SLEEP adds seconds per run without changing the config (kill test).
 The curve of one run: R(C) = 0.2 + A_n * (1 - exp(-C / C_n)) + noise, A_n = 0.5 + 0.05 log2 n, C_n = 2e3 n,
 so small n rise first and large n end higher (the n-favouring shape of PAPER.md finding 1).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -36,7 +38,7 @@ class FakeAdapter:
 
     def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
         type(self).calls += 1
-        time.sleep(float(cfg.option("sleep", 0.0)))
+        time.sleep(float(cfg.option("sleep", 0.0)) + float(os.environ.get("FAKE_SLEEP", 0.0)))
         if cfg.option("fail"):
             raise RuntimeError(f"fake failure of {cfg.run_id}")
         rng = np.random.default_rng([cfg.seed, cfg.problem_seed or 0, cfg.n, cfg.bp])

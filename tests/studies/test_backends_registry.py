@@ -31,7 +31,8 @@ def test_sim_config_maps_shared_fields_and_keeps_engine_defaults():
     assert (sc.lr, sc.kl_coef, sc.d, sc.K, sc.snapshots) == (0.03, 0.1, 64, 4, False)
     assert sc.share == 1.0 and isinstance(sc.share, float)
     default = SimConfig()
-    assert (sc.optimizer, sc.lr_rule, sc.weight_decay) == (default.optimizer, default.lr_rule, default.weight_decay)
+    assert (sc.optimizer, sc.lr_rule, sc.weight_decay) == (
+        default.optimizer, default.lr_rule, default.weight_decay)
 
 
 @pytest.mark.parametrize(

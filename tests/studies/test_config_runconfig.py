@@ -1,4 +1,4 @@
-"""RunConfig validation, deterministic run ids, and the CLI's count / list spelling (DESIGN.md CLI contracts)."""
+"""RunConfig validation, deterministic run ids, the CLI's count / list spelling (DESIGN.md CLI contracts)."""
 
 import pytest
 
@@ -80,7 +80,8 @@ def test_every_field_is_documented():
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("1024", 1024), ("4e6", 4_000_000), ("2^22", 4_194_304), ("1_000", 1000), (" 2 ^ 3 ", 8), ("1.5e3", 1500),
+    [("1024", 1024), ("4e6", 4_000_000), ("2^22", 4_194_304), ("1_000", 1000), (" 2 ^ 3 ", 8),
+     ("1.5e3", 1500),
      (7, 7)],
 )
 def test_parse_count(text, value):

@@ -1,0 +1,185 @@
+"""The `isocompute` CLI: options agree with RunConfig, one-line errors and exit 2, run/sweep/fit/plot."""
+
+import dataclasses
+import importlib.util
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from studies_fakes import FakeAdapter, register
+
+from studies.cli import main, run
+from studies.config import RunConfig
+
+register()
+HAS_PLOTS = importlib.util.find_spec("studies.plots") is not None
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_run_options_agree_with_runconfig_fields():
+    opts = {p.name for p in run.params} - {"as_json", "out", "progress"}
+    assert opts == {f.name for f in dataclasses.fields(RunConfig)}
+    helps = RunConfig.field_help()
+    for p in run.params:
+        if p.name in helps:
+            assert p.help.startswith(helps[p.name]), p.name
+        if p.name in helps and p.name != "options":
+            default = next(f.default for f in dataclasses.fields(RunConfig) if f.name == p.name)
+            assert p.default == default, p.name
+
+
+def test_every_command_and_option_has_help():
+    ctx = main.make_context("isocompute", [], resilient_parsing=True)
+    for name in main.list_commands(ctx):
+        cmd = main.get_command(ctx, name)
+        assert cmd.help or cmd.short_help, name
+        for p in cmd.params:
+            if p.param_type_name == "option":
+                assert p.help, f"{name} {p.name}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--n", "1"], "n = 1 < 2 leaves the group baseline without signal"),
+        (["run", "--backend", "llm"], "the llm backend is not available yet"),
+        (["run", "--backend", "gpt"], "unknown backend 'gpt'"),
+        (["run", "--bp", "2048", "--d", "1024"], "bp = 2048 exceeds the training set size d = 1024"),
+        (["run", "--budget", "100"], "budget 100 is smaller than one step"),
+        (["run", "--model", "transformer"], "unknown model 'transformer'"),
+        (["run", "--dataset", "medium"], "unknown dataset 'medium'"),
+        (["run", "--lr", "-1"], "lr must be positive"),
+        (["run", "--budget", "lots"], "not a count: 'lots'"),
+        (["run", "--option", "bogus=1"], "unknown sim option 'bogus'"),
+        (["run", "--option", "K8"], "option must read KEY=VALUE"),
+        (["run", "--objective", "dpo"], "'dpo' is not one of"),
+        (["run", "--nn", "4"], "No such option '--nn'"),
+        (["run", "--out", "x.xlsx", "--backend", "fake"], "unknown table format .xlsx"),
+        (["sweep", "bogus", "--out", "d"], "'bogus' is not one of"),
+        (["sweep", "n-vs-m"], "Missing option '--out'"),
+        (["sweep", "n-vs-m", "--out", "d", "--bp", "32,64"], "give one --bp value"),
+        (["sweep", "joint", "--out", "d", "--bp", "32"], "joint needs --bmax"),
+        (["sweep", "n-vs-m", "--out", "d", "--n", "2^3..2^1"], "empty range"),
+        (["fit", "missing.csv"], "no such file or directory: missing.csv"),
+        (["plot", "missing.csv"], "no such file or directory: missing.csv"),
+        (["bogus"], "No such command 'bogus'"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    r = invoke(*args)
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_help_and_version_exit_0():
+    for args in (["--help"], ["run", "--help"], ["sweep", "-h"], ["fit", "--help"], ["--version"]):
+        r = invoke(*args)
+        assert r.exit_code == 0 and r.stdout, args
+    assert "2^1..2^8" in invoke("sweep", "--help").stdout
+
+
+def test_run_json_summary_and_table_file(tmp_path):
+    out = tmp_path / "t.csv"
+    r = invoke("run", "--backend", "fake", "--n", "4", "--bp", "8", "--budget", "2^12", "--n-evals", "6",
+               "--seed", "3", "--json", "--out", out)
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    cfg = RunConfig(backend="fake", n=4, bp=8, budget=4096, n_evals=6, seed=3)
+    expected = FakeAdapter().run(cfg).table
+    assert s["run_id"] == cfg.run_id and s["status"] == "done" and s["steps"] == 128
+    assert s["final"]["val_mean"] == pytest.approx(expected.val_mean.iloc[-1], abs=0)
+    assert s["best_val_mean"] == pytest.approx(expected.val_mean.max(), abs=0)
+    assert RunConfig.from_dict(s["config"]) == cfg
+    pd.testing.assert_frame_equal(pd.read_csv(out), expected, check_dtype=False)
+    human = invoke("run", "--backend", "fake", "--n", "4", "--bp", "8", "--budget", "2^12")
+    assert human.exit_code == 0 and "m = 128 steps" in human.stdout
+
+
+def test_sweep_then_rerun_skips_and_reports_diverged(tmp_path):
+    out = tmp_path / "res"
+    args = ["sweep", "n-vs-m", "--backend", "fake", "--out", out, "--n", "2,4", "--bp", "4",
+            "--budget", "1e3",
+            "--seeds", "2", "--n-evals", "6", "--jobs", "1", "--no-progress"]
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    assert "4 runs (4 run now, 0 already finished, 0 diverged, 0 failed)" in r.stdout
+    r = invoke(*args)
+    assert "4 runs (0 run now, 4 already finished" in r.stdout
+    r = invoke(*args[:-3], "--option", "diverge_at=10", "--jobs", "1", "--no-progress")
+    assert r.exit_code == 0 and "4 diverged" in r.stdout and r.stderr.count("diverged") == 4
+    r = invoke(*args[:-3], "--option", "fail=true", "--jobs", "1", "--no-progress")
+    assert r.exit_code == 1 and r.stderr.count("fake failure") == 4
+
+
+def _synthetic_table(seed=0):
+    """Curves R_n(C) = 0.1 + (A_n - 0.1) / (1 + (Cmid_n / C)^1.5): larger n end higher but rise later."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    c = np.geomspace(1e3, 1e7, 60)
+    truth = {}
+    for i, n in enumerate([2, 8, 32, 128]):
+        a, cmid = 0.4 + 0.12 * i, 1e4 * 4**i
+        r = 0.1 + (a - 0.1) / (1 + (cmid / c) ** 1.5)
+        truth[n] = (a, cmid)
+        for cc, rr in zip(c, r + rng.normal(0, 0.002, c.size), strict=True):
+            rows.append({"run_id": f"run-n{n}", "compute": cc, "n": n, "bp": 32, "val_mean": rr})
+    return pd.DataFrame(rows), truth
+
+
+def test_fit_json_on_a_minimal_csv_recovers_the_known_frontier(tmp_path):
+    table, truth = _synthetic_table()
+    path = tmp_path / "mine.csv"
+    table.to_csv(path, index=False)
+    r = invoke("fit", path, "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert {"metric", "by", "curves", "frontier", "n_star_fit"} <= set(rep)
+    assert rep["metric"] == "val_mean" and rep["by"] == "n"
+    fitted = {cur["n"]: cur["params"] for cur in rep["curves"]}
+    for n, (a, cmid) in truth.items():  # noise sd 0.002 on 60 points: A within 0.02, C_mid within 15%
+        assert fitted[n]["A"] == pytest.approx(a, abs=0.02)
+        assert fitted[n]["C_mid"] == pytest.approx(cmid, rel=0.15)
+    cs = np.array([f["compute"] for f in rep["frontier"]])
+    assert np.allclose(np.diff(np.log(cs)), np.log(cs[1] / cs[0]), rtol=1e-6)  # log-spaced grid
+    ns = list(truth)
+    checked = 0
+    for f in rep["frontier"]:
+        vals = np.array([0.1 + (truth[n][0] - 0.1) / (1 + (truth[n][1] / f["compute"]) ** 1.5) for n in ns])
+        top2 = np.sort(vals)[-2:]
+        if top2[1] - top2[0] > 0.01:  # a clear winner: the fitted n* must be it
+            assert f["n"] == ns[int(np.argmax(vals))], f
+            checked += 1
+    assert checked >= 10
+    human = invoke("fit", path)
+    assert human.exit_code == 0 and "compute-optimal n*(C)" in human.stdout
+    assert len(human.stdout.splitlines()) >= len(rep["frontier"]) + 2
+
+
+def test_fit_missing_column_is_one_line(tmp_path):
+    table, _ = _synthetic_table()
+    path = tmp_path / "mine.parquet"
+    table.drop(columns="n").to_parquet(path)
+    r = invoke("fit", path, "--json")
+    assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0 and "lacks column(s) n" in r.stderr
+    r = invoke("fit", path, "--by", "bp", "--metric", "val_best_k")
+    assert r.exit_code == 2 and "lacks column(s) val_best_k" in r.stderr
+
+
+@pytest.mark.skipif(not HAS_PLOTS, reason="studies/plots.py (plot_frontier) has not landed yet")
+def test_plot_writes_a_png(tmp_path):
+    table, _ = _synthetic_table()
+    path = tmp_path / "mine.csv"
+    table.to_csv(path, index=False)
+    r = invoke("plot", path)
+    assert r.exit_code == 0, r.output
+    png = tmp_path / "mine_frontier.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
