@@ -174,10 +174,11 @@ class FrontierFit:
             self.curves_[v] = fit
             if not fit.ok_:
                 self.warnings_.append(f"{by}={_by_value(v)}: {fit.status_}")
-            elif fit.at_bounds_:
-                self.warnings_.append(
-                    f"{by}={_by_value(v)}: parameter(s) {', '.join(fit.at_bounds_)} at a bound"
-                )
+            elif set(fit.at_bounds_) - {"R0"}:
+                # R0 (the C -> 0 level) on its bound is common and harmless: curves often rise from their
+                # first evaluation on. A, C_mid or b on a bound means the data do not pin the curve down.
+                names = ", ".join(p for p in fit.at_bounds_ if p != "R0")
+                self.warnings_.append(f"{by}={_by_value(v)}: parameter(s) {names} at a bound")
         lo, hi = float(df[x].min()), float(df[x].max())
         self.grid_ = np.geomspace(lo, hi, int(self.grid_points)) if hi > lo else np.array([lo])
         self._build_frontier()
@@ -373,6 +374,7 @@ def fit_report(
                 "params": _params_json(fit),
                 "r2": _plain(fit.r2_),
                 "status": fit.status_,
+                "at_bounds": list(fit.at_bounds_),
                 "n_points": int(fit.n_points_),
                 "n_runs": int(ff.n_runs_.get(v, 0)),
                 "compute_range": [_plain(lo), _plain(hi)],
