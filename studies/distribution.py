@@ -33,40 +33,42 @@ def pass1_stats(
     missing = [c for c in ("run_id", "compute", "pass1") if c not in pass1.columns]
     if missing:
         raise ValueError(f"pass@1 table lacks column(s) {', '.join(missing)}")
-    df = pass1.loc[
-        np.isfinite(pd.to_numeric(pass1["pass1"], errors="coerce").to_numpy(dtype=float)), keys + ["pass1"]
-    ]
-    df = df.sort_values(keys + ["pass1"], kind="mergesort")
-    p = df["pass1"].to_numpy(dtype=float)
-    g = df.groupby(keys, sort=False, observed=True)
-    N = g["pass1"].transform("size").to_numpy(dtype=float)
-    rank = g.cumcount().to_numpy(dtype=float)  # 0-based position of x_(i) in its snapshot
-    a, b = rank / N, (rank + 1.0) / N
+    p_all = pd.to_numeric(pass1["pass1"], errors="coerce").to_numpy(dtype=float)
+    df = pass1.loc[np.isfinite(p_all), keys]
+    p = p_all[np.isfinite(p_all)]
+    # one integer id per snapshot from per-column codes (much faster than grouping on strings), then a single
+    # float sort on gid * 2 + pass1 (pass1 in [0, 1]) puts each snapshot's values in order
+    codes, levels = zip(*(pd.factorize(df[k], sort=True) for k in keys), strict=True)
+    combined = np.zeros(len(df), dtype=np.int64)
+    for c, lev in zip(codes, levels, strict=True):
+        combined = combined * len(lev) + c
+    ucomb, gid = np.unique(combined, return_inverse=True)
+    order = np.argsort(gid * 2.0 + np.clip(p, 0.0, 1.0), kind="stable")
+    gid, p = gid[order], p[order]
+    G = ucomb.size
+    uniq = {}
+    rest = ucomb
+    for k, lev in zip(keys[::-1], levels[::-1], strict=True):
+        uniq[k] = np.asarray(lev)[rest % len(lev)]
+        rest = rest // len(lev)
+    N = np.bincount(gid, minlength=G).astype(float)
+    start = np.concatenate([[0], np.cumsum(N)[:-1]])
+    rank = np.arange(p.size) - start[gid]  # 0-based position of x_(i) in its snapshot
+    a, b = rank / N[gid], (rank + 1.0) / N[gid]
 
     def H(v):  # antiderivative of |v|
         return 0.5 * v * np.abs(v)
 
-    w1_part = H(b - p) - H(a - p)
-    work = pd.DataFrame(
-        {
-            **{k: df[k].to_numpy() for k in keys},
-            "pass1": p,
-            "p2": p * p,
-            "is_zero": p <= zero_tol,
-            "is_one": p >= one_thresh,
-            "w1": w1_part,
-        }
-    )
-    out = work.groupby(keys, sort=True, observed=True).agg(
-        n_problems=("pass1", "size"),
-        mean=("pass1", "mean"),
-        zero_frac=("is_zero", "mean"),
-        one_frac=("is_one", "mean"),
-        mean_sq=("p2", "mean"),
-        w1_uniform=("w1", "sum"),
-    )
-    out = out.reset_index()
-    out["spread"] = np.sqrt(np.maximum(out.pop("mean_sq") - out["mean"] ** 2, 0.0))
+    def gmean(v):
+        return np.bincount(gid, weights=v, minlength=G) / N
+
+    out = pd.DataFrame({k: uniq[k] for k in keys})
+    out["n_problems"] = N.astype(int)
+    out["mean"] = gmean(p)
+    out["zero_frac"] = gmean((p <= zero_tol).astype(float))
+    out["one_frac"] = gmean((p >= one_thresh).astype(float))
+    out["spread"] = np.sqrt(np.maximum(gmean(p * p) - out["mean"].to_numpy() ** 2, 0.0))
+    out["w1_uniform"] = np.bincount(gid, weights=H(b - p) - H(a - p), minlength=G)
     out["polar_frac"] = out["zero_frac"] + out["one_frac"]
     return out
 
