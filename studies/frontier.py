@@ -353,8 +353,10 @@ def fit_report(
     {"metric", "by", "curves": [{<by>: v, "params": {R0, A, C_mid, b}, "r2": x, ...}],
      "frontier": [{"compute": C, "reward": R, <by>: v}, ...], "n_star_fit": {"params": {...}, "r2": x}}
     plus "extrapolation" (see `extrapolation_check`), "warnings" and "settings". Needs only run_id, compute,
-    the `by` column and the metric; rows with compute <= 0 are left out. Raises ValueError (one line) when
-    columns are missing or nothing can be fitted.
+    the `by` column and the metric; rows with compute <= 0 are left out before the record-breaking step
+    (the initial checkpoint has no log C; R0 is the fitted C -> 0 level instead). With x = "tokens" the
+    frontier's "compute" entries are token counts ("settings" names the column). Raises ValueError
+    (one line) when columns are missing or nothing can be fitted.
     """
     ff = FrontierFit(
         metric=metric,

@@ -178,6 +178,8 @@ def test_fit_report_on_minimal_table_is_the_design_contract():
         set(c["params"]) == {"R0", "A", "C_mid", "b"} and isinstance(c["r2"], float) for c in rep["curves"]
     )
     assert len(rep["frontier"]) == 25
+    assert all(isinstance(c["at_bounds"], list) and c["n_runs"] == 3 for c in rep["curves"])
+    assert not any("at a bound" in w for w in rep["warnings"])  # plateaus reached: A, C_mid, b all inside
     f0 = rep["frontier"][0]
     assert set(f0) == {"compute", "reward", "n"} and type(f0["n"]) is int
     cs = [f["compute"] for f in rep["frontier"]]
