@@ -287,7 +287,9 @@ def extrapolation_check(
 
     Errors are in steps of the configuration grid (log2 spacing of the `by` values, 1 step = a factor of 2
     for powers of two): `error_steps` = (log2 predicted - log2 actual) / step, continuous, and `index_error`
-    = difference of grid indices after snapping the prediction to the nearest configuration.
+    = difference of grid indices after snapping the prediction to the nearest configuration; `reward_loss` =
+    frontier reward minus the (full-data) fitted reward of the snapped prediction: what following the
+    extrapolated n* would cost.
     """
     x = kwargs.get("x", "compute")
     if full is None:
@@ -318,6 +320,9 @@ def extrapolation_check(
     snap = np.abs(pred[:, None] - l2keys[None, :]).argmin(1)
     act_idx = np.abs(actual[:, None] - l2keys[None, :]).argmin(1)
     idx_err = snap - act_idx
+    # what the miss costs: frontier reward minus the full-data curve of the snapped prediction at that C
+    _, P = full.curve_matrix(C)
+    loss = target["reward"].to_numpy(dtype=float) - P[snap, np.arange(C.size)]
     out["status"] = "ok" if low.n_star_fit_.ok_ else f"low-budget {by}* fit {low.n_star_fit_.status_}"
     out["n_star_fit_low"] = {"params": _params_json(low.n_star_fit_), "r2": _plain(low.n_star_fit_.r2_)}
     out["points"] = [
@@ -327,13 +332,15 @@ def extrapolation_check(
             by: _by_value(a),
             "error_steps": _plain(e),
             "index_error": int(i),
+            "reward_loss": _plain(lo),
         }
-        for c, p, a, e, i in zip(C, pred, target[by].to_numpy(), err, idx_err, strict=True)
+        for c, p, a, e, i, lo in zip(C, pred, target[by].to_numpy(), err, idx_err, loss, strict=True)
     ]
     out["mean_abs_error_steps"] = _plain(np.mean(np.abs(err)))
     out["max_abs_error_steps"] = _plain(np.max(np.abs(err)))
     out["final_error_steps"] = _plain(err[-1])
     out["mean_abs_index_error"] = _plain(np.mean(np.abs(idx_err)))
+    out["max_reward_loss"] = _plain(np.nanmax(loss)) if np.isfinite(loss).any() else None
     return out
 
 
