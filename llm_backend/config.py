@@ -1,0 +1,165 @@
+"""Configuration of one GRPO run on a real LLM (the backend's own config; studies.RunConfig maps onto it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from llm_backend.engines import ENGINES
+
+SCALE_REWARDS = ("group", "batch", "none")
+LR_RULES = ("constant", "linear", "sqrt")
+LOSS_AGG = ("token_mean", "seq_mean")
+DATASETS = ("easy", "hard", "xhard", "veasy", "arith")
+
+
+class ConfigError(ValueError):
+    """An impossible or inconsistent configuration; the message is one line meant for the user."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """Hyperparameters of one GRPO run. Vocabulary from DESIGN.md: compute C = bp * n * m in rollouts."""
+
+    # --- allocation (PAPER.md "The question") ---
+    n: int = 4
+    """Rollouts per problem (GRPO group size)."""
+    bp: int = 8
+    """Problems per step (B_p)."""
+    budget: int = 256
+    """Compute cap in rollouts; the run takes m = budget // (bp * n) steps."""
+    seed: int = 0
+    """Seed of the training randomness (problem order, rollout sampling, evaluation sampling)."""
+
+    # --- model and engine ---
+    model: str | None = None
+    """Local HF causal-LM folder; None = the prepared SmolLM2-135M-Instruct (`isocompute llm prepare`)."""
+    cache_dir: str | None = None
+    """Cache root for the prepared model and calibrated splits (default $ISOCOMPUTE_CACHE or ~/.cache/isocompute)."""
+    engine: str = "vllm"
+    """Rollout engine: vllm (in-process, weights synced after every step) or hf (transformers generate)."""
+    device: str = "cpu"
+    """Trainer device: cpu or cuda[:i]. vLLM runs on whatever its install targets."""
+    gpu_memory_utilization: float = 0.35
+    """vLLM: share of (CPU or GPU) memory it reserves; 0.2 leaves no KV cache on this machine."""
+    max_model_len: int = 512
+
+    # --- problems ---
+    dataset: str = "easy"
+    """A calibrated split (easy, hard, xhard, veasy: files `<data_dir>/<name>.{train,val}.jsonl`), `arith`
+    (uncalibrated generated arithmetic, for tests), or a path to a JSONL file of {question, answer}."""
+    data_dir: str | None = None
+    """Folder of calibrated splits; None = `<cache>/splits`."""
+    d: int = 0
+    """Training problems used (0 = all in the split)."""
+    d_val: int = 16
+    """Held-out validation problems (0 = all in the split)."""
+    digits: int = 1
+    """`arith` only: digits per operand."""
+    terms: int = 2
+    """`arith` only: operands per problem."""
+    operations: str = "+"
+    """`arith` only: operations to draw from (subset of "+-*")."""
+
+    # --- sampling ---
+    temperature: float = 0.7
+    """Sampling temperature of rollouts and evaluation (trainer log-probs use the same temperature)."""
+    top_p: float = 1.0
+    """Nucleus sampling; keep 1.0 so engine and trainer log-probs mean the same distribution."""
+    max_new_tokens: int = 32
+    """Completion cap in tokens (a truncated completion is graded as it stands)."""
+
+    # --- optimiser (PAPER.md "Healthy recipe": AdamW, lr scaled by sqrt(B / B_ref)) ---
+    lr: float = 1e-5
+    """Base learning rate at `lr_ref_batch`. The paper uses 1e-6 at 1024 for hundreds of steps; a CPU run
+    has tens of steps of batch 16-128, where 1e-6 moves nothing measurable, so the default is 1e-5 at 64."""
+    lr_rule: str = "sqrt"
+    """constant, linear (lr * B / B_ref) or sqrt (lr * sqrt(B / B_ref)) in batch B = bp * n."""
+    lr_ref_batch: int = 64
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.999
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 1.0
+    """Gradient clipping (global L2 norm); 0 disables it."""
+    microbatch: int = 16
+    """Sequences per forward/backward chunk (memory only; the update is the same)."""
+
+    # --- objective ---
+    scale_rewards: str = "group"
+    """Advantage normalisation: group (by group std), batch (by batch std) or none (same names as sandbox)."""
+    loss_agg: str = "token_mean"
+    """token_mean (mean over all completion tokens of the batch) or seq_mean (mean per sequence, then batch)."""
+    kl_coef: float = 0.0
+    """Coefficient of the k3 KL estimate to the reference (initial) policy; 0 skips the reference model."""
+    entropy_coef: float = 0.0
+    """Coefficient of the entropy bonus (full-vocabulary entropy at each completion token)."""
+    tis_cap: float = 2.0
+    """Truncated importance sampling cap C: weight min(pi_train / pi_engine, C); 0 disables TIS."""
+
+    # --- metrics and checkpoints ---
+    k: int = 4
+    """Samples per validation problem at each evaluation point (metric@k)."""
+    n_evals: int = 4
+    """Log-spaced evaluation points between step 1 and m (plus m = 0)."""
+    checkpoint_every: int = 0
+    """Save a checkpoint every this many steps (0 = never)."""
+    checkpoint_dir: str | None = None
+    """Where checkpoints go; a run resumes from the latest one found there."""
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def batch(self) -> int:
+        return self.bp * self.n
+
+    @property
+    def steps(self) -> int:
+        """m, the number of optimiser steps the budget pays for."""
+        return self.budget // self.batch
+
+    def effective_lr(self) -> float:
+        """Learning rate after the batch-scaling rule (PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
+        ratio = self.batch / self.lr_ref_batch
+        if self.lr_rule == "linear":
+            return self.lr * ratio
+        if self.lr_rule == "sqrt":
+            return self.lr * ratio**0.5
+        return self.lr
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+
+
+def validate(c: LLMConfig) -> None:
+    """Check one config; raise ConfigError with a one-line message quoting the bad values."""
+    _choice("engine", c.engine, ENGINES)
+    _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)
+    _choice("lr_rule", c.lr_rule, LR_RULES)
+    _choice("loss_agg", c.loss_agg, LOSS_AGG)
+    if c.dataset not in DATASETS and not c.dataset.endswith(".jsonl"):
+        raise ConfigError(f"unknown dataset {c.dataset!r}; choose one of {', '.join(DATASETS)} or a .jsonl path")
+    if c.n < 2:
+        raise ConfigError(f"n = {c.n} < 2 leaves the group baseline without signal; use n >= 2")
+    for name in ("bp", "budget", "k", "n_evals", "max_new_tokens", "lr_ref_batch", "microbatch"):
+        if getattr(c, name) < 1:
+            raise ConfigError(f"{name} must be >= 1, got {getattr(c, name)}")
+    if c.budget < c.batch:
+        raise ConfigError(f"budget {c.budget} < batch bp*n = {c.batch}: not even one step")
+    if not c.lr > 0 or c.max_grad_norm < 0 or c.kl_coef < 0 or c.entropy_coef < 0 or c.tis_cap < 0:
+        raise ConfigError("lr must be > 0 and max_grad_norm, kl_coef, entropy_coef, tis_cap >= 0")
+    if not 0 < c.temperature <= 2 or not 0 < c.top_p <= 1:
+        raise ConfigError(f"need 0 < temperature <= 2 and 0 < top_p <= 1; got {c.temperature}, {c.top_p}")
+    if c.d < 0 or c.d_val < 0 or c.checkpoint_every < 0:
+        raise ConfigError("d, d_val and checkpoint_every must be >= 0")
+    if c.checkpoint_every and not c.checkpoint_dir:
+        raise ConfigError("checkpoint_every > 0 needs checkpoint_dir")

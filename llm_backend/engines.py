@@ -1,0 +1,177 @@
+"""Rollout engines behind one interface: vLLM in-process (weights synced after every step) and HF generate.
+
+Both return, per sample (prompt-major order: sample i*n + j is the j-th rollout of prompt i), the completion
+token ids, the decoded text and the per-token log-probs of the sampled tokens under the engine's *sampling*
+distribution (logits / temperature, full vocabulary), so the trainer's log-probs at the same temperature
+are comparable token by token (the mismatch that truncated importance sampling corrects, DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+ENGINES = ("vllm", "hf")
+
+
+@dataclass
+class Rollouts:
+    """Outputs of one generate call; lists of length len(prompts) * n, prompt-major."""
+
+    prompt_ids: list[list[int]]
+    token_ids: list[list[int]]
+    logprobs: list[list[float]]
+    texts: list[str]
+    n: int
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(t) for t in self.token_ids)
+
+
+def vllm_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+class HFEngine:
+    """transformers `generate` on the trainer's own module (no sync needed: it *is* the policy)."""
+
+    name = "hf"
+
+    def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64):
+        self.model, self.tok, self.device, self.batch_size = model, tokenizer, device, batch_size
+
+    def sync_weights(self, model) -> float:
+        self.model = model
+        return 0.0
+
+    def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, seed: int = 0) -> Rollouts:
+        import torch
+
+        t0 = time.perf_counter()
+        tok = self.tok
+        eos = tok.eos_token_id
+        out = Rollouts([], [], [], [], n)
+        was_training = self.model.training
+        self.model.eval()
+        gen = torch.Generator(device="cpu")
+        gen.manual_seed(int(seed))
+        per_call = max(1, self.batch_size // n)
+        try:
+            for start in range(0, len(prompts), per_call):
+                chunk = prompts[start:start + per_call]
+                # generate draws from the global RNG; seed it per call from our own generator (explicit seeds)
+                torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
+                tok.padding_side = "left"
+                enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+                with torch.no_grad():
+                    res = self.model.generate(
+                        **enc, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
+                        top_p=top_p, top_k=0, max_new_tokens=max_new_tokens, num_return_sequences=n,
+                        output_scores=True, return_dict_in_generate=True, pad_token_id=tok.pad_token_id,
+                    )
+                plen = enc["input_ids"].shape[1]
+                seqs = res.sequences[:, plen:]  # (len(chunk)*n, T)
+                # scores: T tensors (len(chunk)*n, V) after the temperature / top-p processors
+                logp = torch.stack([torch.log_softmax(s.float(), -1) for s in res.scores], 1)
+                tok_lp = logp.gather(-1, seqs.unsqueeze(-1)).squeeze(-1)
+                for r in range(seqs.shape[0]):
+                    ids = seqs[r].tolist()
+                    if eos in ids:
+                        ids = ids[: ids.index(eos) + 1]  # keep the EOS: sampling chose it
+                    p_ids = enc["input_ids"][r // n][enc["attention_mask"][r // n].bool()].tolist()
+                    out.prompt_ids.append(p_ids)
+                    out.token_ids.append(ids)
+                    out.logprobs.append(tok_lp[r, : len(ids)].tolist())
+                    out.texts.append(tok.decode(ids, skip_special_tokens=True))
+        finally:
+            self.model.train(was_training)
+        out.seconds = time.perf_counter() - t0
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class VLLMEngine:
+    """vLLM in the same process (V1 multiprocessing off, "uni" executor) so weights can be reloaded in place.
+
+    LLM-NOTES.md: gpu_memory_utilization is the share of CPU memory reserved on a CPU build (0.92 fails; at 0.2
+    only 0.03 GiB is left for the KV cache after the 1.7 GiB of weights and activations, so we default to 0.35);
+    per-request seeds crash on the CPU, so the engine is seeded once at construction.
+    """
+
+    name = "vllm"
+
+    def __init__(self, model_path: str, tokenizer, seed: int = 0, max_model_len: int = 512,
+                 gpu_memory_utilization: float = 0.35, dtype: str = "float32"):
+        import torch
+
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        # vLLM drops torch to 1 thread "for serving" unless OMP_NUM_THREADS is set; in-process that would
+        # also slow the trainer down by 2x on this 2-core machine (measured: 52 vs 100-150 tokens/s).
+        os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        from vllm import LLM
+
+        self.tok = tokenizer
+        self.llm = LLM(model=str(model_path), dtype=dtype, max_model_len=max_model_len, enforce_eager=True,
+                       gpu_memory_utilization=gpu_memory_utilization, distributed_executor_backend="uni",
+                       seed=seed, logprobs_mode="processed_logprobs")
+
+    def _runner(self):
+        return self.llm.llm_engine.model_executor.driver_worker.worker.model_runner
+
+    def sync_weights(self, model) -> float:
+        """Copy the policy's weights into vLLM (reload_weights) and drop cached prefixes; returns seconds."""
+        t0 = time.perf_counter()
+        state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+        self._runner().reload_weights(weights_iterator=iter(state.items()))
+        self.llm.reset_prefix_cache()
+        return time.perf_counter() - t0
+
+    def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, seed: int = 0) -> Rollouts:
+        from vllm import SamplingParams
+
+        t0 = time.perf_counter()
+        sp = SamplingParams(n=n, temperature=temperature, top_p=top_p, top_k=-1 if temperature > 0 else 1,
+                            max_tokens=max_new_tokens, logprobs=0)
+        res = self.llm.generate(prompts, sp, use_tqdm=False)
+        out = Rollouts([], [], [], [], n)
+        for r in res:
+            for c in r.outputs:
+                ids = list(c.token_ids)
+                lps = [float(d[t].logprob) for d, t in zip(c.logprobs, ids, strict=True)]
+                out.prompt_ids.append(list(r.prompt_token_ids))
+                out.token_ids.append(ids)
+                out.logprobs.append(lps)
+                out.texts.append(c.text)
+        out.seconds = time.perf_counter() - t0
+        return out
+
+    def close(self) -> None:
+        import gc
+
+        del self.llm
+        gc.collect()
+
+
+def make_engine(name: str, model, tokenizer, model_path: str, seed: int = 0, device: str = "cpu", **kw):
+    """Build an engine by name; "vllm" falls back to a one-line error when vLLM is not installed."""
+    if name == "hf":
+        return HFEngine(model, tokenizer, device=device)
+    if name == "vllm":
+        if not vllm_available():
+            raise RuntimeError("engine 'vllm' needs vLLM (pip install 'isocompute[vllm]'); or use --engine hf")
+        eng = VLLMEngine(model_path, tokenizer, seed=seed, **kw)
+        eng.sync_weights(model)
+        return eng
+    raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")

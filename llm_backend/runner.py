@@ -1,0 +1,300 @@
+"""One GRPO run on a real LLM: rollouts -> rewards -> advantages -> AdamW step -> weight sync, with
+log-spaced evaluations into the learning-curve table of DESIGN.md and checkpoints a killed run resumes from.
+
+Randomness is derived from (seed, step, purpose) at every call, never carried as hidden state, so a run
+resumed from a checkpoint at step s draws exactly what the uninterrupted run drew after s (HF engine; vLLM
+on the CPU takes only an engine-wide seed, LLM-NOTES.md, so its rollouts are not reproducible across a
+resume).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from llm_backend import tasks
+from llm_backend.config import ConfigError, LLMConfig
+from llm_backend.model import cache_root, default_model_dir, resolve_model
+
+TABLE_COLUMNS = (
+    "backend", "model", "dataset", "seed", "n", "bp", "batch", "m", "compute", "tokens", "epoch", "lr", "k",
+    "train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac", "entropy", "kl", "grad_norm",
+    "response_len", "zero_var_frac",
+)
+
+
+@dataclass
+class LLMResult:
+    """Output of one run, shaped like sandbox.SimResult (docs/CONTRACTS.md) plus the per-step log."""
+
+    config: LLMConfig
+    table: dict[str, np.ndarray]
+    pass1: dict[str, np.ndarray]
+    steps: list[dict] = field(default_factory=list)
+    status: str = "ok"
+    diverged_step: int | None = None
+    reason: str | None = None
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write table.csv, steps.csv, pass1.csv (tidy) and config.json into out_dir."""
+        import pandas as pd
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(self.table).to_csv(out / "table.csv", index=False)
+        pd.DataFrame(self.steps).to_csv(out / "steps.csv", index=False)
+        rows = [
+            {"compute": int(c), "split": "val", "problem": j, "pass1": float(p)}
+            for c, vec in zip(self.pass1["compute"], self.pass1["val"], strict=True)
+            for j, p in enumerate(vec)
+        ]
+        pd.DataFrame(rows).to_csv(out / "pass1.csv", index=False)
+        (out / "config.json").write_text(json.dumps(
+            {"config": self.config.to_dict(), "status": self.status, "diverged_step": self.diverged_step,
+             "reason": self.reason}, indent=1))
+        return out
+
+
+def _seed(*parts) -> int:
+    """A 32-bit seed derived from (seed, step, purpose, ...): explicit randomness, no global state."""
+    ints = [p if isinstance(p, int) else int.from_bytes(str(p).encode()[:8].ljust(8, b"\0"), "little")
+            for p in parts]
+    return int(np.random.SeedSequence(ints).generate_state(1)[0])
+
+
+def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Problem]]:
+    """Train and validation problems; they depend on the config's data fields, never on `seed` (paired runs)."""
+    if cfg.dataset == "arith":
+        d = cfg.d or 64
+        train = tasks.generate_arithmetic(d, 1, cfg.digits, cfg.terms, cfg.operations)
+        seen = {p.question for p in train}
+        pool = tasks.generate_arithmetic(4 * (cfg.d_val or 16) + 64, 2, cfg.digits, cfg.terms, cfg.operations)
+        val = [p for p in pool if p.question not in seen][: cfg.d_val or 16]
+    elif cfg.dataset.endswith(".jsonl"):
+        allp = tasks.load_jsonl(cfg.dataset)
+        order = np.random.default_rng(0).permutation(len(allp))
+        n_val = min(cfg.d_val or max(1, len(allp) // 5), len(allp) - 1)
+        val = [allp[i] for i in order[:n_val]]
+        train = [allp[i] for i in order[n_val:]]
+    else:
+        root = Path(cfg.data_dir) if cfg.data_dir else cache_root() / "splits"
+        tr, va = root / f"{cfg.dataset}.train.jsonl", root / f"{cfg.dataset}.val.jsonl"
+        if not tr.exists() or not va.exists():
+            raise ConfigError(f"no calibrated split {cfg.dataset!r} in {root}; run `isocompute llm calibrate` first")
+        train, val = tasks.load_jsonl(tr), tasks.load_jsonl(va)
+    if cfg.d:
+        train = train[: cfg.d]
+    if cfg.d_val:
+        val = val[: cfg.d_val]
+    if not train or not val:
+        raise ConfigError(f"dataset {cfg.dataset!r} gives {len(train)} train / {len(val)} val problems; need both")
+    return train, val
+
+
+def eval_steps(m: int, n_evals: int) -> list[int]:
+    """m = 0 plus `n_evals` log-spaced steps in [1, m] (rounded, unique), always including m."""
+    pts = np.unique(np.round(np.geomspace(1, max(m, 1), n_evals)).astype(int)) if m else np.array([], int)
+    return sorted({0, *map(int, pts), m})
+
+
+def _problem_order(cfg: LLMConfig, step: int, d: int) -> list[int]:
+    """Indices of the bp problems of `step` (1-based): a fresh seeded permutation per epoch."""
+    out = []
+    for j in range(cfg.bp):
+        idx = (step - 1) * cfg.bp + j
+        epoch, pos = divmod(idx, d)
+        out.append(int(np.random.default_rng([cfg.seed, epoch]).permutation(d)[pos]))
+    return out
+
+
+class _Checkpointer:
+    """Latest-only checkpoints: model.safetensors + optimizer.pt (weights_only loading) + state.json."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def latest(self) -> Path | None:
+        if not self.root.exists():
+            return None
+        done = sorted((p for p in self.root.glob("ckpt-*") if (p / "state.json").exists()),
+                      key=lambda p: int(p.name.split("-")[1]))
+        return done[-1] if done else None
+
+    def save(self, step: int, model, optimizer, state: dict) -> Path:
+        import torch
+        from safetensors.torch import save_file
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".tmp-ckpt-{step}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        # clone: tied embeddings share storage, which save_file refuses
+        save_file({k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()},
+                  str(tmp / "model.safetensors"))
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        (tmp / "state.json").write_text(json.dumps(state))  # written last
+        final = self.root / f"ckpt-{step}"
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        for old in self.root.glob("ckpt-*"):
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    @staticmethod
+    def load(path: Path, model, optimizer, device: str) -> dict:
+        import torch
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(path / "model.safetensors"), device=str(device)))
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True, map_location=device))
+        return json.loads((path / "state.json").read_text())
+
+
+def _evaluate(engine, tok, val, cfg: LLMConfig, step: int) -> tuple[dict, np.ndarray]:
+    """k samples per validation problem: mean (avg@k), best_k, worst_k, zero_frac and per-problem pass@1."""
+    prompts = [tasks.build_prompt(tok, p.question) for p in val]
+    ro = engine.generate(prompts, cfg.k, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
+                         seed=_seed(cfg.seed, step, "eval"))
+    r = np.array([tasks.reward(t, val[i // cfg.k].answer) for i, t in enumerate(ro.texts)]).reshape(-1, cfg.k)
+    p1 = r.mean(1)
+    return {"val_mean": float(p1.mean()), "val_best_k": float((r.max(1) > 0).mean()),
+            "val_worst_k": float((r.min(1) > 0).mean()), "val_zero_frac": float((p1 == 0).mean())}, p1
+
+
+def _config_key(cfg: LLMConfig) -> dict:
+    d = cfg.to_dict()
+    for k in ("checkpoint_dir", "checkpoint_every", "engine", "device", "gpu_memory_utilization", "microbatch"):
+        d.pop(k)
+    return d
+
+
+def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -> LLMResult:
+    """Run GRPO for m = budget // (bp * n) steps; evaluate at eval_steps(m, n_evals).
+
+    `stop_after` ends the run after that many steps (as if killed right after a checkpoint; for tests).
+    """
+    import torch
+
+    from llm_backend import grpo
+    from llm_backend.engines import make_engine
+    from llm_backend.model import load_model, load_tokenizer
+
+    path = resolve_model(cfg.model, cfg.cache_dir)
+    model_name = Path(cfg.model).name if cfg.model else default_model_dir(cfg.cache_dir).name
+    train, val = load_problems(cfg)
+    tok = load_tokenizer(path)
+    model = load_model(path, cfg.device)
+    model.train()
+    lr = cfg.effective_lr()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+                            weight_decay=cfg.weight_decay)
+    ref = None
+    if cfg.kl_coef > 0:
+        ref = load_model(path, cfg.device).eval().requires_grad_(False)
+
+    M, evals = cfg.steps, eval_steps(cfg.steps, cfg.n_evals)
+    rows: list[dict] = []
+    steps_log: list[dict] = []
+    snaps: list[list[float]] = []
+    start, tokens = 0, 0
+    ckpt = _Checkpointer(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+    if ckpt and (latest := ckpt.latest()) is not None:
+        state = _Checkpointer.load(latest, model, opt, cfg.device)
+        if state["config"] != _config_key(cfg):
+            raise ConfigError(f"checkpoint {latest} belongs to a different config; use another checkpoint_dir")
+        start, tokens, rows, steps_log, snaps = (state["step"], state["tokens"], state["rows"],
+                                                 state["steps"], state["snaps"])
+
+    engine = make_engine(cfg.engine, model, tok, str(path), seed=cfg.seed, device=cfg.device,
+                         **({"gpu_memory_utilization": cfg.gpu_memory_utilization,
+                             "max_model_len": cfg.max_model_len} if cfg.engine == "vllm" else {}))
+    base = {"backend": "llm", "model": model_name, "dataset": cfg.dataset, "seed": cfg.seed, "n": cfg.n,
+            "bp": cfg.bp, "batch": cfg.batch, "lr": lr, "k": cfg.k}
+    status, div_step, reason = "ok", None, None
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=M, initial=start, desc=f"llm n={cfg.n} bp={cfg.bp}", leave=False)
+
+    def record(step: int, last: dict | None) -> None:
+        metrics, p1 = _evaluate(engine, tok, val, cfg, step)
+        nan = math.nan
+        rows.append({**base, "m": step, "compute": step * cfg.batch, "tokens": tokens,
+                     "epoch": step * cfg.bp / len(train),
+                     "train_mean": last["reward"] if last else nan, **metrics,
+                     "entropy": last["entropy"] if last else nan, "kl": last["kl"] if last else nan,
+                     "grad_norm": last["grad_norm"] if last else nan,
+                     "response_len": last["response_len"] if last else nan,
+                     "zero_var_frac": last["zero_var_frac"] if last else nan})
+        snaps.append([float(x) for x in p1])
+
+    try:
+        if start == 0:
+            record(0, None)
+        for step in range(start + 1, M + 1):
+            idx = _problem_order(cfg, step, len(train))
+            probs = [train[i] for i in idx]
+            prompts = [tasks.build_prompt(tok, p.question) for p in probs]
+            t0 = time.perf_counter()
+            ro = engine.generate(prompts, cfg.n, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
+                                 seed=_seed(cfg.seed, step, "rollout"))
+            t1 = time.perf_counter()
+            rew = np.array([tasks.reward(t, probs[i // cfg.n].answer) for i, t in enumerate(ro.texts)])
+            rew = rew.reshape(cfg.bp, cfg.n)
+            adv = grpo.advantages(rew, cfg.scale_rewards).reshape(-1)
+            batch = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device)
+            opt.zero_grad(set_to_none=True)
+            agg = grpo.grpo_backward(model, batch, cfg, ref)
+            gn = torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                cfg.max_grad_norm if cfg.max_grad_norm else float("inf"))
+            gn = float(gn)
+            if not (math.isfinite(gn) and math.isfinite(agg["loss"])):
+                status, div_step, reason = "diverged", step, f"non-finite loss {agg['loss']} or grad norm {gn}"
+                break
+            opt.step()
+            t2 = time.perf_counter()
+            sync_s = engine.sync_weights(model)
+            t3 = time.perf_counter()
+            n_tok = ro.num_tokens
+            tokens += n_tok
+            last = {"step": step, "compute": step * cfg.batch, "tokens": tokens, "reward": float(rew.mean()),
+                    "entropy": agg["entropy_sum"] / max(agg["tokens"], 1),
+                    "kl": agg["kl_sum"] / max(agg["tokens"], 1) if ref is not None else math.nan,
+                    "grad_norm": gn, "response_len": n_tok / len(ro.token_ids), "loss": agg["loss"],
+                    "tis_mean": agg["tis_sum"] / max(agg["tokens"], 1),
+                    "tis_clip_frac": agg["tis_clipped"] / max(agg["tokens"], 1),
+                    "logp_mismatch": agg["mismatch_abs_sum"] / max(agg["tokens"], 1),
+                    "zero_var_frac": float((rew.std(1) == 0).mean()),
+                    "t_rollout": t1 - t0, "t_train": t2 - t1, "t_sync": sync_s, "t_step": t3 - t0}
+            steps_log.append(last)
+            if step in evals:
+                record(step, last)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(reward=f"{last['reward']:.2f}")
+            if ckpt and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                ckpt.save(step, model, opt, {"step": step, "tokens": tokens, "rows": rows, "steps": steps_log,
+                                             "snaps": snaps, "config": _config_key(cfg)})
+            if stop_after is not None and step >= stop_after:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+        engine.close()
+
+    table = {c: np.array([r[c] for r in rows]) for c in TABLE_COLUMNS}
+    pass1 = {"compute": table["compute"].copy(), "train": np.zeros((len(rows), 0), np.float32),
+             "val": np.array(snaps, dtype=np.float32).reshape(len(rows), len(val))}
+    res = LLMResult(cfg, table, pass1, steps_log, status, div_step, reason)
+    res.model = model  # the trained module, for callers and tests (not serialised)
+    return res
