@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sandbox.policies import log_softmax, problem_backward_shared, problem_logits
+from sandbox.policies import batch_backward, batch_logits, softmax_row, work_size
 from sandbox.rng import binomial, multinomial, shuffle
 
 SGD, ADAM, ADAMW = 0, 1, 2
@@ -97,8 +97,11 @@ def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objecti
 
 @njit(cache=True)
 def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
-                 theta, theta0, m1, m2, row_t, stamp, perm, st, acc, hp, ip, rs, m_end):
-    """Run GRPO steps st[ST_STEP] .. m_end-1 in place on theta and the optimiser state. Returns a status code."""
+                 theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, m_end):
+    """Run GRPO steps st[ST_STEP] .. m_end-1 in place on theta and the optimiser state. Returns a status code.
+
+    pw: running powers (beta1^t, beta2^t) per private row (d, 2) and for the shared block (row d).
+    """
     K = logp0.shape[1]
     n = ip[IP_N]
     bp = ip[IP_BP]
@@ -119,19 +122,19 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     ent = hp[HP_ENT]
     has_priv = s_pr != 0.0
 
-    W = 2 * max(1, data[3][1]) + 1
     batch = np.empty(bp, dtype=np.int64)
     counts = np.empty((bp, K), dtype=np.int64)
+    Z = np.empty((bp, K))
     logp_old = np.empty((bp, K))
+    pis = np.empty((bp, K))
+    DZ = np.empty((bp, K))
+    PG_ = np.empty((bp, K))
     a_c = np.empty(bp)
     a_w = np.empty(bp)
     keep = np.empty(bp, dtype=np.bool_)
-    work = np.zeros((bp, W))
-    z = np.empty(K)
+    work = np.zeros(work_size(kind, data[3], K, bp))
     pi = np.empty(K)
     logp = np.empty(K)
-    dz = np.empty(K)
-    gz = np.empty(K)
     gshared = np.zeros(S)
     pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
     touched = np.empty(bp, dtype=np.int64)
@@ -146,30 +149,29 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             batch[b] = perm[st[ST_POS]]
             st[ST_POS] += 1
         # --- rollouts: one multinomial per problem; baselines
+        if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, batch, Z, work):
+            return BAD_LOGITS
         tot_c = 0.0
         for b in range(bp):
             g = batch[b]
-            if not problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work[b]):
-                return BAD_LOGITS
-            log_softmax(z, logp_old[b])
-            for k in range(K):
-                pi[k] = np.exp(logp_old[b, k])
-            multinomial(rs, pi, n, counts[b])
+            softmax_row(Z[b], logp_old[b], pis[b])
             cg = correct[g]
+            multinomial(rs, pis[b], n, cg, counts[b])
             c = counts[b, cg]
             tot_c += c
             tok = 0.0
             for k in range(K):
                 tok += counts[b, k] * lens[g, k]
+            pc = pis[b, cg]
             if n_est > 0:
-                ce = binomial(rs, n_est, pi[cg])
+                ce = binomial(rs, n_est, pc)
                 mean = ce / n_est
-                if pi[cg] < 1.0:
+                if pc < 1.0:
                     wl = 0.0
                     for k in range(K):
                         if k != cg:
-                            wl += pi[k] * lens[g, k]
-                    tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pi[cg])
+                            wl += pis[b, k] * lens[g, k]
+                    tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pc)
                 else:
                     tok += n_est * lens[g, cg]
             else:
@@ -194,11 +196,12 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                 ac, aw = 0.0, 0.0
             a_c[b] = ac
             a_w[b] = aw
-        # --- updates: one for pg; ppo_epochs * minibatches for ppo / cispo
+        # --- updates: one for pg (reusing the rollout forward pass); ppo_epochs * minibatches for ppo / cispo
         for u in range(n_updates):
             mb = u % n_mb
             b_lo = (mb * bp) // n_mb
             b_hi = ((mb + 1) * bp) // n_mb
+            nb = b_hi - b_lo
             n_keep = 0
             for b in range(b_lo, b_hi):
                 if keep[b]:
@@ -206,38 +209,48 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             if n_keep == 0:
                 continue
             inv = 1.0 / n_keep
-            for j in range(S):
-                gshared[j] = 0.0
-            n_touched = 0
-            for b in range(b_lo, b_hi):
+            idx = batch[b_lo:b_hi]
+            if objective != PG:
+                if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z[:nb], work):
+                    return BAD_LOGITS
+            for i in range(nb):
+                b = b_lo + i
+                dz = DZ[i]
                 if not keep[b]:
+                    for k in range(K):
+                        dz[k] = 0.0
                     continue
                 g = batch[b]
-                if u == 0:
-                    # theta unchanged since the rollouts: reuse their log-probs and activations
+                if objective == PG:
                     for k in range(K):
+                        pi[k] = pis[b, k]
                         logp[k] = logp_old[b, k]
                 else:
-                    if not problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work[b]):
-                        return BAD_LOGITS
-                    log_softmax(z, logp)
-                for k in range(K):
-                    pi[k] = np.exp(logp[k])
-                gl = logp0[g] if g < d else logp0[0]
-                logit_gradient(counts[b], n, correct[g], a_c[b], a_w[b], pi, logp, logp_old[b], gl,
+                    softmax_row(Z[i], logp, pi)
+                lg0 = logp0[g] if g < d else logp0[0]
+                logit_gradient(counts[b], n, correct[g], a_c[b], a_w[b], pi, logp, logp_old[b], lg0,
                                objective, clip, kl, ent, dz)
                 for k in range(K):
                     dz[k] = -dz[k] * inv  # descent gradient of the batch loss
-                problem_backward_shared(kind, theta, data, S, s_sh, g, dz, gshared, gz, work[b])
-                if has_priv:
-                    if stamp[g] != step * n_updates + u + 1:
-                        stamp[g] = step * n_updates + u + 1
+            for j in range(S):
+                gshared[j] = 0.0
+            batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ[:nb], gshared, PG_[:nb], work)
+            n_touched = 0
+            if has_priv:
+                tag = step * n_updates + u + 1
+                for i in range(nb):
+                    b = b_lo + i
+                    if not keep[b]:
+                        continue
+                    g = batch[b]
+                    if stamp[g] != tag:
+                        stamp[g] = tag
                         touched[n_touched] = g
                         n_touched += 1
                         for k in range(K):
                             pgrad[g, k] = 0.0
                     for k in range(K):
-                        pgrad[g, k] += s_pr * dz[k]
+                        pgrad[g, k] += PG_[i, k]
             # --- gradient norm and divergence check
             gn = 0.0
             for j in range(S):
@@ -251,47 +264,47 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             acc[AC_GNORM] += np.sqrt(gn)
             acc[AC_UPDATES] += 1.0
             # --- optimiser: dense on shared parameters
-            st[ST_T] += 1
-            t = st[ST_T]
-            bc1 = 1.0 - b1**t
-            bc2 = 1.0 - b2**t
-            for j in range(S):
-                if wd > 0.0:
-                    theta[j] -= lr * wd * (theta[j] - theta0[j])
-                gj = gshared[j]
-                if opt == SGD:
-                    theta[j] -= lr * gj
-                else:
-                    m1[j] = b1 * m1[j] + (1.0 - b1) * gj
-                    m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
-                    theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+            if S > 0:
+                st[ST_T] += 1
+                pw[d, 0] *= b1
+                pw[d, 1] *= b2
+                _opt_update(theta, theta0, m1, m2, gshared, 0, 0, S, opt, lr, b1, b2, eps, wd,
+                            1.0 - pw[d, 0], 1.0 - pw[d, 1])
             # --- lazy (per-row) optimiser on the private blocks of the problems in this update
             for t_i in range(n_touched):
                 g = touched[t_i]
                 row_t[g] += 1
-                rt = row_t[g]
-                rc1 = 1.0 - b1**rt
-                rc2 = 1.0 - b2**rt
-                base = S + g * K
-                for k in range(K):
-                    j = base + k
-                    if wd > 0.0:
-                        theta[j] -= lr * wd * (theta[j] - theta0[j])
-                    gj = pgrad[g, k]
-                    if opt == SGD:
-                        theta[j] -= lr * gj
-                    else:
-                        m1[j] = b1 * m1[j] + (1.0 - b1) * gj
-                        m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
-                        theta[j] -= lr * (m1[j] / rc1) / (np.sqrt(m2[j] / rc2) + eps)
+                pw[g, 0] *= b1
+                pw[g, 1] *= b2
+                _opt_update(theta, theta0, m1, m2, pgrad[g], S + g * K, 0, K, opt, lr, b1, b2, eps, wd,
+                            1.0 - pw[g, 0], 1.0 - pw[g, 1])
         st[ST_STEP] += 1
     return OK
+
+
+@njit(cache=True, inline="always")
+def _opt_update(theta, theta0, m1, m2, grad, off, goff, size, opt, lr, b1, b2, eps, wd, bc1, bc2):
+    """SGD / Adam(W) on theta[off:off+size] with gradient grad[goff:goff+size]; decay pulls toward theta0."""
+    for i in range(size):
+        j = off + i
+        if wd > 0.0:
+            theta[j] -= lr * wd * (theta[j] - theta0[j])
+        gj = grad[goff + i]
+        if opt == SGD:
+            theta[j] -= lr * gj
+        else:
+            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
+            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+
+
+EVAL_CHUNK = 256
 
 
 @njit(cache=True)
 def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled, rs,
               pass1_train, pass1_val, out):
-    """pass@1 of every problem and the metric aggregates (see metrics.py). Returns False if non-finite.
+    """pass@1 of every problem and the metric aggregates (see runner.py). Returns False if non-finite.
 
     out: [train_mean, train_best_k, train_worst_k, train_zero_frac, val_mean, val_best_k, val_worst_k,
     val_zero_frac, entropy, kl, expected response length, expected zero-variance share at group size n]
@@ -299,48 +312,54 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     """
     K = logp0.shape[1]
     G = offset.shape[0]
-    z = np.empty(K)
+    Z = np.empty((EVAL_CHUNK, K))
     logp = np.empty(K)
-    work = np.zeros(2 * max(1, data[3][1]) + 1)
+    pi = np.empty(K)
+    idx = np.empty(EVAL_CHUNK, dtype=np.int64)
+    work = np.zeros(work_size(kind, data[3], K, EVAL_CHUNK))
     for j in range(out.shape[0]):
         out[j] = 0.0
-    for g in range(G):
-        if not problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work):
+    for lo in range(0, G, EVAL_CHUNK):
+        nb = min(EVAL_CHUNK, G - lo)
+        for i in range(nb):
+            idx[i] = lo + i
+        if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[:nb], Z[:nb], work):
             return False
-        log_softmax(z, logp)
-        p = np.exp(logp[correct[g]])
-        if sampled:
-            c = binomial(rs, k_metric, p)
-            mean = c / k_metric
-            best = 1.0 if c > 0 else 0.0
-            worst = 1.0 if c == k_metric else 0.0
-            zero = 1.0 if c == 0 else 0.0
-        else:
-            mean = p
-            best = 1.0 - (1.0 - p) ** k_metric
-            worst = p**k_metric
-            zero = 1.0 if p < ZERO_PASS1 else 0.0
-        o = 0 if g < d else 4
-        out[o] += mean
-        out[o + 1] += best
-        out[o + 2] += worst
-        out[o + 3] += zero
-        if g < d:
-            pass1_train[g] = p
-            h = 0.0
-            klv = 0.0
-            ln = 0.0
-            for k in range(K):
-                pk = np.exp(logp[k])
-                h -= pk * logp[k]
-                klv += pk * (logp[k] - logp0[g, k])
-                ln += pk * lens[g, k]
-            out[8] += h
-            out[9] += klv
-            out[10] += ln
-            out[11] += p**n + (1.0 - p) ** n
-        else:
-            pass1_val[g - d] = p
+        for i in range(nb):
+            g = lo + i
+            softmax_row(Z[i], logp, pi)
+            p = pi[correct[g]]
+            if sampled:
+                c = binomial(rs, k_metric, p)
+                mean = c / k_metric
+                best = 1.0 if c > 0 else 0.0
+                worst = 1.0 if c == k_metric else 0.0
+                zero = 1.0 if c == 0 else 0.0
+            else:
+                mean = p
+                best = 1.0 - (1.0 - p) ** k_metric
+                worst = p**k_metric
+                zero = 1.0 if p < ZERO_PASS1 else 0.0
+            o = 0 if g < d else 4
+            out[o] += mean
+            out[o + 1] += best
+            out[o + 2] += worst
+            out[o + 3] += zero
+            if g < d:
+                pass1_train[g] = p
+                h = 0.0
+                klv = 0.0
+                ln = 0.0
+                for k in range(K):
+                    h -= pi[k] * logp[k]
+                    klv += pi[k] * (logp[k] - logp0[g, k])
+                    ln += pi[k] * lens[g, k]
+                out[8] += h
+                out[9] += klv
+                out[10] += ln
+                out[11] += p**n + (1.0 - p) ** n
+            else:
+                pass1_val[g - d] = p
     for j in range(4):
         out[j] /= d
         out[4 + j] /= G - d
@@ -356,9 +375,11 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
 def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
     """Log-softmax (d, K) of the training problems under theta (the KL reference pi_init)."""
     out = np.empty((d, K))
-    z = np.empty(K)
-    work = np.zeros(2 * max(1, data[3][1]) + 1)
+    Z = np.empty((d, K))
+    pi = np.empty(K)
+    idx = np.arange(d)
+    work = np.zeros(work_size(kind, data[3], K, d))
+    batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z, work)
     for g in range(d):
-        problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work)
-        log_softmax(z, out[g])
+        softmax_row(Z[g], out[g], pi)
     return out

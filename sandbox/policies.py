@@ -12,8 +12,9 @@ Logits of problem g (row of the ProblemSet; train rows 0..d-1, validation rows d
   structure (share = 1: fully shared, no private block; share = 0: exactly tabular). `tabular` is s_sh = 0.
 
 Flat parameter vector: [theta_shared (S,), w (d, K) row-major if a private block exists].
-A new kind (e.g. issue 4's conflicting skills) adds a branch to `_shared_forward` / `_shared_backward` and a
-builder in `build_policy`; the GRPO step (sandbox/grpo.py) only calls `problem_logits` / `problem_backward`.
+A new kind (e.g. issue 4's conflicting skills) adds a branch to `_shared_forward` / `_shared_backward` (batch
+level: problem indices (nb,) -> logits (nb, K); dL/dlogits (nb, K) -> gradient), a `work_size` rule and a builder
+in `build_policy`; the GRPO step (sandbox/grpo.py) only calls `batch_logits` / `batch_backward`.
 """
 
 from __future__ import annotations
@@ -30,148 +31,236 @@ TABULAR = 0
 LINEAR = 1
 MLP = 2
 KIND_CODES = {"tabular": TABULAR, "linear": LINEAR, "mlp": MLP, "interference": MLP}
+SKILLS = 3
+"""Kind code of `skills` (issue 4): logits = L_g Theta + c, signed skill loadings L_g (S,), Theta (S, K)."""
+KIND_CODES["skills"] = SKILLS
+
+
+@njit(cache=True, inline="always")
+def _tanh(x):
+    """tanh through one exp (about 3x faster than libm's tanh; relative error ~1e-16 / |x| near 0)."""
+    e = np.exp(-2.0 * abs(x))
+    t = (1.0 - e) / (1.0 + e)
+    return t if x >= 0.0 else -t
 
 
 @njit(cache=True)
-def _shared_forward(kind, theta, data, g, z, work):
-    """Shared logits f(theta; g) into z (K,). work (W,) keeps activations for `_shared_backward` of the same g."""
+def work_size(kind, dims, K, nb):
+    """Length of the flat scratch buffer that `batch_logits` / `batch_backward` need for a batch of nb problems."""
+    if kind == MLP:
+        return nb * (dims[0] + 2 * dims[1] + K)
+    if kind == SKILLS:
+        return nb * dims[0]
+    return 1
+
+
+@njit(cache=True)
+def _shared_forward(kind, theta, data, idx, Z, work):
+    """Shared logits f(theta; g) of the problems idx (nb,) into Z (nb, K).
+
+    work: flat scratch (see `work_size`); for mlp it keeps the gathered embeddings (nb, dim) and hidden
+    activations (nb, H) that `_shared_backward` of the same idx reuses. Matrix products go through np.dot (BLAS).
+    """
     X, U, F, dims = data
-    K = z.shape[0]
+    nb = idx.shape[0]
+    K = Z.shape[1]
     if kind == LINEAR:
         dim = U.shape[2]
-        for k in range(K):
-            s = 0.0
-            for j in range(dim):
-                s += U[g, k, j] * theta[j]
-            z[k] = s
+        for b in range(nb):
+            g = idx[b]
+            for k in range(K):
+                s = 0.0
+                for j in range(dim):
+                    s += U[g, k, j] * theta[j]
+                Z[b, k] = s
     elif kind == MLP:
         dim = dims[0]
         H = dims[1]
         o_c1 = dim * H
         o_w2 = o_c1 + H
         o_c2 = o_w2 + H * K
-        for h in range(H):
-            work[h] = theta[o_c1 + h]
-        for j in range(dim):
-            xj = X[g, j]
-            base = j * H
+        Xb = work[: nb * dim].reshape((nb, dim))
+        Hb = work[nb * dim: nb * (dim + H)].reshape((nb, H))
+        for b in range(nb):
+            g = idx[b]
+            for j in range(dim):
+                Xb[b, j] = X[g, j]
+        np.dot(Xb, theta[:o_c1].reshape((dim, H)), Hb)
+        for b in range(nb):
             for h in range(H):
-                work[h] += xj * theta[base + h]
-        for k in range(K):
-            z[k] = theta[o_c2 + k]
-        for h in range(H):
-            a = np.tanh(work[h])
-            work[h] = a
-            base = o_w2 + h * K
+                Hb[b, h] = _tanh(Hb[b, h] + theta[o_c1 + h])
+        np.dot(Hb, theta[o_w2:o_c2].reshape((H, K)), Z)
+        for b in range(nb):
             for k in range(K):
-                z[k] += a * theta[base + k]
+                Z[b, k] += theta[o_c2 + k]
+    elif kind == SKILLS:
+        # z_g = L_g Theta + c: gathered loadings Lb (nb, S) in work, Theta (S, K) row-major, then c (K,)
+        ns = dims[0]
+        o_c = ns * K
+        Lb = work[: nb * ns].reshape((nb, ns))
+        for b in range(nb):
+            g = idx[b]
+            for j in range(ns):
+                Lb[b, j] = X[g, j]
+        np.dot(Lb, theta[:o_c].reshape((ns, K)), Z)
+        for b in range(nb):
+            for k in range(K):
+                Z[b, k] += theta[o_c + k]
     else:
-        for k in range(K):
-            z[k] = 0.0
+        for b in range(nb):
+            for k in range(K):
+                Z[b, k] = 0.0
 
 
 @njit(cache=True)
-def _shared_backward(kind, theta, data, g, gz, grad, work):
-    """Accumulate d(gz . f(theta; g))/d theta_shared into grad (S,); work holds the forward activations of g."""
+def _shared_backward(kind, theta, data, idx, GZ, grad, work):
+    """grad (S,) += sum_b (df(theta; idx[b]) / d theta)^T GZ[b]; work holds the forward pass of the same idx."""
     X, U, F, dims = data
-    K = gz.shape[0]
+    nb = idx.shape[0]
+    K = GZ.shape[1]
     if kind == LINEAR:
         dim = U.shape[2]
-        for k in range(K):
-            gk = gz[k]
-            for j in range(dim):
-                grad[j] += gk * U[g, k, j]
+        for b in range(nb):
+            g = idx[b]
+            for k in range(K):
+                gk = GZ[b, k]
+                if gk != 0.0:
+                    for j in range(dim):
+                        grad[j] += gk * U[g, k, j]
     elif kind == MLP:
         dim = dims[0]
         H = dims[1]
         o_c1 = dim * H
         o_w2 = o_c1 + H
         o_c2 = o_w2 + H * K
-        for k in range(K):
-            grad[o_c2 + k] += gz[k]
-        delta = work[H:2 * H]
-        for h in range(H):
-            a = work[h]
-            base = o_w2 + h * K
-            s = 0.0
-            for k in range(K):
-                grad[base + k] += a * gz[k]
-                s += theta[base + k] * gz[k]
-            delta[h] = s * (1.0 - a * a)
-            grad[o_c1 + h] += delta[h]
-        for j in range(dim):
-            xj = X[g, j]
-            base = j * H
+        Xb = work[: nb * dim].reshape((nb, dim))
+        Hb = work[nb * dim: nb * (dim + H)].reshape((nb, H))
+        Db = work[nb * (dim + H): nb * (dim + 2 * H)].reshape((nb, H))
+        gW2 = np.dot(Hb.T, GZ)  # (H, K)
+        np.dot(GZ, theta[o_w2:o_c2].reshape((H, K)).T, Db)  # (nb, H) back-propagated into the hidden layer
+        for b in range(nb):
             for h in range(H):
-                grad[base + h] += xj * delta[h]
+                a = Hb[b, h]
+                Db[b, h] *= 1.0 - a * a
+        gW1 = np.dot(Xb.T, Db)  # (dim, H)
+        for j in range(dim):
+            for h in range(H):
+                grad[j * H + h] += gW1[j, h]
+        for h in range(H):
+            s = 0.0
+            for b in range(nb):
+                s += Db[b, h]
+            grad[o_c1 + h] += s
+            for k in range(K):
+                grad[o_w2 + h * K + k] += gW2[h, k]
+        for k in range(K):
+            s = 0.0
+            for b in range(nb):
+                s += GZ[b, k]
+            grad[o_c2 + k] += s
+    elif kind == SKILLS:
+        ns = dims[0]
+        o_c = ns * K
+        Lb = work[: nb * ns].reshape((nb, ns))
+        gT = np.dot(Lb.T, GZ)  # (S, K): each skill collects the signed pushes of every problem loading on it
+        for j in range(ns):
+            for k in range(K):
+                grad[j * K + k] += gT[j, k]
+        for k in range(K):
+            s = 0.0
+            for b in range(nb):
+                s += GZ[b, k]
+            grad[o_c + k] += s
 
 
 @njit(cache=True)
-def problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work):
-    """Full logits of problem g into z (K,) (module docstring formula). Returns False if any is non-finite."""
-    K = z.shape[0]
+def batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z, work):
+    """Full logits Z (nb, K) of problems idx (module docstring formula). Returns False if any is non-finite."""
+    nb = idx.shape[0]
+    K = Z.shape[1]
     if S > 0 and s_sh != 0.0:
-        _shared_forward(kind, theta, data, g, z, work)
-        for k in range(K):
-            z[k] *= s_sh
+        _shared_forward(kind, theta, data, idx, Z, work)
+        if s_sh != 1.0:
+            for b in range(nb):
+                for k in range(K):
+                    Z[b, k] *= s_sh
     else:
-        for k in range(K):
-            z[k] = 0.0
-    z[correct[g]] += offset[g]
-    if s_pr != 0.0 and g < d:
-        base = S + g * K
-        for k in range(K):
-            z[k] += s_pr * theta[base + k]
+        for b in range(nb):
+            for k in range(K):
+                Z[b, k] = 0.0
     ok = True
-    for k in range(K):
-        if not np.isfinite(z[k]):
-            ok = False
+    for b in range(nb):
+        g = idx[b]
+        Z[b, correct[g]] += offset[g]
+        if s_pr != 0.0 and g < d:
+            base = S + g * K
+            for k in range(K):
+                Z[b, k] += s_pr * theta[base + k]
+        for k in range(K):
+            if not np.isfinite(Z[b, k]):
+                ok = False
     return ok
 
 
 @njit(cache=True)
-def log_softmax(z, out):
-    """Stable log-softmax of z (K,) into out (K,)."""
+def batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ, grad_shared, pgrad, work):
+    """Backward of `batch_logits` for the same idx: grad_shared (S,) += shared part; pgrad (nb, K) = private part.
+
+    pgrad[b] is the gradient of the private block of problem idx[b] (zero for validation problems).
+    """
+    nb = idx.shape[0]
+    K = DZ.shape[1]
+    if S > 0 and s_sh != 0.0:
+        if s_sh != 1.0:
+            GZ = DZ * s_sh
+            _shared_backward(kind, theta, data, idx, GZ, grad_shared, work)
+        else:
+            _shared_backward(kind, theta, data, idx, DZ, grad_shared, work)
+    for b in range(nb):
+        priv = s_pr != 0.0 and idx[b] < d
+        for k in range(K):
+            pgrad[b, k] = s_pr * DZ[b, k] if priv else 0.0
+
+
+@njit(cache=True)
+def softmax_row(z, logp, pi):
+    """Stable log-softmax and softmax of one row z (K,) into logp and pi (one exp per entry)."""
+    K = z.shape[0]
     mx = z[0]
-    for k in range(1, z.shape[0]):
+    for k in range(1, K):
         if z[k] > mx:
             mx = z[k]
     s = 0.0
-    for k in range(z.shape[0]):
-        s += np.exp(z[k] - mx)
+    for k in range(K):
+        e = np.exp(z[k] - mx)
+        pi[k] = e
+        s += e
     lse = mx + np.log(s)
-    for k in range(z.shape[0]):
-        out[k] = z[k] - lse
+    inv = 1.0 / s
+    for k in range(K):
+        pi[k] *= inv
+        logp[k] = z[k] - lse
 
 
 @njit(cache=True)
-def problem_backward_shared(kind, theta, data, S, s_sh, g, dz, grad_shared, gz, work):
-    """Shared-parameter part of the backward pass of problem g: grad_shared += s_sh * (df/dtheta)^T dz."""
-    if S == 0 or s_sh == 0.0:
-        return
-    for k in range(dz.shape[0]):
-        gz[k] = s_sh * dz[k]
-    _shared_backward(kind, theta, data, g, gz, grad_shared, work)
+def _forward_all(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, out, work, chunk):
+    for lo in range(0, idx.shape[0], chunk):
+        hi = min(lo + chunk, idx.shape[0])
+        batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[lo:hi], out[lo:hi], work)
 
 
 @njit(cache=True)
-def _forward_batch(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, out, work):
-    for b in range(idx.shape[0]):
-        problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[b], out[b], work)
-
-
-@njit(cache=True)
-def _backward_batch(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, dz, grad, work):
+def _backward_all(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, dz, grad, work):
+    nb = idx.shape[0]
     K = dz.shape[1]
-    z = np.empty(K)
-    gz = np.empty(K)
-    for b in range(idx.shape[0]):
-        g = idx[b]
-        problem_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, g, z, work)
-        problem_backward_shared(kind, theta, data, S, s_sh, g, dz[b], grad[:S], gz, work)
-        if s_pr != 0.0 and g < d:
+    Z = np.empty((nb, K))
+    pg = np.empty((nb, K))
+    batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z, work)
+    batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, dz, grad[:S], pg, work)
+    for b in range(nb):
+        if idx[b] < d and s_pr != 0.0:
             for k in range(K):
-                grad[S + g * K + k] += s_pr * dz[b, k]
+                grad[S + idx[b] * K + k] += pg[b, k]
 
 
 @dataclass
@@ -189,7 +278,6 @@ class Policy:
     offset: np.ndarray
     correct: np.ndarray
     theta0: np.ndarray
-    work_size: int
 
     @property
     def n_params(self) -> int:
@@ -203,9 +291,10 @@ class Policy:
         """Logits (len(idx), K) of problems idx (rows of the ProblemSet) under the flat parameters."""
         params, idx = self._check(params, idx)
         out = np.empty((idx.size, self.K))
-        work = np.zeros(self.work_size)
+        chunk = max(1, min(idx.size, 256))
+        work = np.zeros(work_size(self.kind, self.data[3], self.K, chunk))
         kind, data, S, s_sh, s_pr, d, offset, correct = self.args()
-        _forward_batch(kind, params, data, S, s_sh, s_pr, d, offset, correct, idx, out, work)
+        _forward_all(kind, params, data, S, s_sh, s_pr, d, offset, correct, idx, out, work, chunk)
         return out
 
     def backward(self, params: np.ndarray, idx: np.ndarray, dlogits: np.ndarray) -> np.ndarray:
@@ -215,9 +304,9 @@ class Policy:
         if dlogits.shape != (idx.size, self.K):
             raise ValueError(f"dlogits must have shape {(idx.size, self.K)}, got {dlogits.shape}")
         grad = np.zeros(self.n_params)
-        work = np.zeros(self.work_size)
+        work = np.zeros(work_size(self.kind, self.data[3], self.K, max(1, idx.size)))
         kind, data, S, s_sh, s_pr, d, offset, correct = self.args()
-        _backward_batch(kind, params, data, S, s_sh, s_pr, d, offset, correct, idx, dlogits, grad, work)
+        _backward_all(kind, params, data, S, s_sh, s_pr, d, offset, correct, idx, dlogits, grad, work)
         return grad
 
     def _check(self, params, idx):
@@ -242,13 +331,11 @@ def build_policy(config: SimConfig, problems: ProblemSet) -> Policy:
         kind, S, s_sh, s_pr = TABULAR, 0, 0.0, 1.0
         data = (empty_x, empty_u, empty_f, np.zeros(3, dtype=np.int64))
         shared0 = np.zeros(0)
-        work = 1
     elif config.model == "linear":
         kind, S = LINEAR, config.dim
         s_sh, s_pr = float(np.sqrt(config.share)), float(np.sqrt(1.0 - config.share))
         data = (empty_x, problems.U, empty_f, np.array([config.dim, 0, K], dtype=np.int64))
         shared0 = np.zeros(S)
-        work = 1
     elif config.model in ("mlp", "interference"):
         kind = MLP
         dim, H = embedding_dim(config), config.hidden
@@ -258,7 +345,17 @@ def build_policy(config: SimConfig, problems: ProblemSet) -> Policy:
         # W1 ~ N(0, 1/dim) keeps pre-activations at unit scale; W2 = 0 so the initial logits are exactly b_i.
         shared0 = np.zeros(S)
         shared0[: dim * H] = rng.standard_normal(dim * H) / np.sqrt(dim)
-        work = 2 * H
+    elif config.model == "skills":
+        # issue 4: S = dim skills; problem g loads on every skill with a signed weight L_g = x_g / sqrt(S)
+        # (x_g ~ N(0, I_S) from problems.py), so raising a skill for problems that load on it positively lowers
+        # it for the problems that load negatively. The correct answer is a nonlinear (tanh teacher) function of
+        # x_g, so a linear skill model cannot satisfy every problem at once: limited capacity means conflict.
+        # Knobs: `dim` (number of skills, capacity) and `share` (0 = tabular, 1 = only skills).
+        kind, S = SKILLS, config.dim * K + K
+        s_sh, s_pr = float(np.sqrt(config.share)), float(np.sqrt(1.0 - config.share))
+        loads = np.ascontiguousarray(problems.x / np.sqrt(config.dim))
+        data = (loads, empty_u, empty_f, np.array([config.dim, 0, K], dtype=np.int64))
+        shared0 = np.zeros(S)  # Theta = 0, c = 0: the initial logits are exactly b_g
     else:
         raise ConfigError(f"model {config.model!r} has no policy implementation yet")
     has_priv = s_pr != 0.0
@@ -275,5 +372,4 @@ def build_policy(config: SimConfig, problems: ProblemSet) -> Policy:
         offset=problems.offset,
         correct=problems.correct,
         theta0=theta0,
-        work_size=work,
     )

@@ -3,7 +3,7 @@
 Why not Numba's np.random: its legacy binomial is O(n * p) inversion (a step at n = 4096 would cost 30x one at
 n = 256) and its state is a hidden per-thread global. Here the state is a uint64 array (4,) that the caller
 seeds (`new_state`) and passes down, so a run is reproducible bit for bit and two runs never share a stream.
-Binomial(n, p): BINV inversion (Kachitvichyanukul & Schmeiser 1988) when n*min(p, 1-p) < 10, otherwise BTRS
+Binomial(n, p): a sum of Bernoulli draws for n < 12, BINV inversion (Kachitvichyanukul & Schmeiser 1988) when n*min(p, 1-p) < 10, otherwise BTRS
 transformed rejection with squeeze (Hormann 1993), both exact; cost O(1) in n for large n.
 """
 
@@ -130,6 +130,12 @@ def binomial(s, n, p):
         return 0
     if p >= 1.0:
         return n
+    if n < 12:  # a few Bernoulli draws are cheaper than any setup
+        x = 0
+        for _ in range(n):
+            if uniform(s) < p:
+                x += 1
+        return x
     flip = p > 0.5
     pp = 1.0 - p if flip else p
     x = _binv(s, n, pp) if n * pp < 10.0 else _btrs(s, n, pp)
@@ -137,12 +143,21 @@ def binomial(s, n, p):
 
 
 @njit(cache=True)
-def multinomial(s, pi, n, out):
-    """Counts (K,) of n categorical draws from pi as a chain of K-1 binomials (one multinomial draw)."""
+def multinomial(s, pi, n, first, out):
+    """Counts (K,) of n categorical draws from pi as a chain of K-1 binomials (one multinomial draw).
+
+    Answer `first` (the correct one) is drawn first: once training concentrates pi on it, the remaining count
+    is small or zero and the rest of the chain is cheap. Any order gives the same distribution.
+    """
     K = pi.shape[0]
-    rem = n
-    mass = 1.0
-    for k in range(K - 1):
+    c = binomial(s, n, pi[first])
+    out[first] = c
+    rem = n - c
+    mass = 1.0 - pi[first]
+    last = K - 1 if first != K - 1 else K - 2
+    for k in range(K):
+        if k == first or k == last:
+            continue
         if rem == 0:
             out[k] = 0
             continue
@@ -151,7 +166,7 @@ def multinomial(s, pi, n, out):
         out[k] = c
         rem -= c
         mass -= pi[k]
-    out[K - 1] = rem
+    out[last] = rem
 
 
 @njit(cache=True)

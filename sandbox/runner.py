@@ -66,6 +66,7 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     m1 = np.zeros_like(theta)
     m2 = np.zeros_like(theta)
     row_t = np.zeros(d, dtype=np.int64)
+    pw = np.ones((d + 1, 2))  # running beta1^t, beta2^t per private row; row d for the shared block
     stamp = np.zeros(d, dtype=np.int64)
     perm = np.arange(d, dtype=np.int64)
     st = np.zeros(3, dtype=np.int64)
@@ -95,7 +96,7 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     prev_acc = acc.copy()
     for e in range(E):
         if ev[e] > 0:
-            code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, row_t, stamp, perm,
+            code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, pw, row_t, stamp, perm,
                                      st, acc, hp, ip, rs, ev[e])
             if code != grpo.OK:
                 status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[code]

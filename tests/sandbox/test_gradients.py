@@ -72,7 +72,7 @@ def test_simulated_expected_update_matches_enumeration():
     reps = 40000
     draws = np.empty((reps, K))
     for r in range(reps):
-        multinomial(s, pi, n, counts)
+        multinomial(s, pi, n, 1, counts)
         draws[r] = _group_grad(counts, n, 1, pi, SCALE_GROUP)
     se = draws.std(axis=0) / np.sqrt(reps)
     assert np.all(np.abs(draws.mean(axis=0) - exact) < 4 * se + 1e-12)

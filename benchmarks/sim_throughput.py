@@ -1,0 +1,149 @@
+"""Simulator throughput: rollouts per second on one core, as a ratio to a per-rollout numpy GRPO step.
+
+Issue 2 acceptance: tabular and interference at bp = 32, K = 8, n = 256, log-spaced evaluation on 1,024
+validation problems (and 1,024 training problems), `dim` = 64 (the `interference` preset fixes its embedding
+dimension at 16, so `mlp` at dim = 64 is measured too). The baseline runs the same GRPO step (Adam, group
+advantages) in numpy, drawing every rollout separately and computing per-rollout advantages and log-prob
+gradients, vectorised over rollouts (the strong baseline); the literal one-rollout-at-a-time Python loop is
+timed too (the weak baseline). Both are timed over a few hundred steps in the same process.
+Times are CPU seconds of this process (time.process_time), which a shared machine disturbs less than wall time;
+the simulated run includes problem generation and all evaluations.
+
+Usage: python benchmarks/sim_throughput.py [--budget 2^27] [--baseline-steps 200] [--json]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from sandbox import SimConfig, run  # noqa: E402
+from sandbox.policies import build_policy  # noqa: E402
+from sandbox.problems import make_problems  # noqa: E402
+
+TARGET_RATE = 5e8
+TARGET_RATIO = 100.0
+
+
+def _count(text: str) -> int:
+    text = text.strip()
+    if "^" in text:
+        a, b = text.split("^")
+        return int(a) ** int(b)
+    return int(float(text))
+
+
+def baseline_step_seconds(cfg: SimConfig, steps: int) -> float:
+    """Seconds per GRPO step of a straightforward numpy implementation (per-rollout sampling and gradients)."""
+    problems = make_problems(cfg)
+    pol = build_policy(cfg, problems)
+    rng = np.random.default_rng(0)
+    theta = pol.theta0.copy()
+    m1 = np.zeros_like(theta)
+    m2 = np.zeros_like(theta)
+    K, n, bp, d = cfg.K, cfg.n, cfg.bp, cfg.d
+    lr, b1, b2, eps = cfg.effective_lr(), cfg.beta1, cfg.beta2, cfg.adam_eps
+    perm = rng.permutation(d)
+    pos = 0
+    t0 = time.process_time()
+    for t in range(1, steps + 1):
+        if pos + bp > d:
+            perm, pos = rng.permutation(d), 0
+        idx = perm[pos:pos + bp]
+        pos += bp
+        z = pol.forward(theta, idx)  # (bp, K)
+        pi = np.exp(z - z.max(axis=1, keepdims=True))
+        pi /= pi.sum(axis=1, keepdims=True)
+        # every rollout drawn separately: inverse-CDF of one uniform per rollout
+        u = rng.random((bp, n, 1))
+        answers = (u > np.cumsum(pi, axis=1)[:, None, :]).sum(axis=2).clip(max=K - 1)  # (bp, n)
+        r = (answers == problems.correct[idx][:, None]).astype(np.float64)
+        mean = r.mean(axis=1, keepdims=True)
+        std = r.std(axis=1, keepdims=True)
+        adv = np.where(std > 0, (r - mean) / np.where(std > 0, std, 1.0), 0.0)  # (bp, n)
+        onehot = np.eye(K)[answers]  # (bp, n, K)
+        glogp = onehot - pi[:, None, :]  # d log pi(a_j) / dz per rollout
+        dz = -(adv[:, :, None] * glogp).mean(axis=1) / bp  # descent gradient on logits (bp, K)
+        g = pol.backward(theta, idx, dz)
+        m1 = b1 * m1 + (1 - b1) * g
+        m2 = b2 * m2 + (1 - b2) * g * g
+        theta -= lr * (m1 / (1 - b1**t)) / (np.sqrt(m2 / (1 - b2**t)) + eps)
+    return (time.process_time() - t0) / steps
+
+
+def loop_step_seconds(cfg: SimConfig, steps: int) -> float:
+    """Seconds per step of the literal per-rollout implementation: a Python loop draws and scores each rollout."""
+    problems = make_problems(cfg)
+    pol = build_policy(cfg, problems)
+    rng = np.random.default_rng(0)
+    theta = pol.theta0.copy()
+    K, n, bp, d, lr = cfg.K, cfg.n, cfg.bp, cfg.d, cfg.effective_lr()
+    t0 = time.process_time()
+    for _ in range(steps):
+        idx = rng.choice(d, size=bp, replace=False)
+        z = pol.forward(theta, idx)
+        dz = np.zeros((bp, K))
+        for b in range(bp):
+            pi = np.exp(z[b] - z[b].max())
+            pi /= pi.sum()
+            answers = [rng.choice(K, p=pi) for _ in range(n)]
+            rewards = [1.0 if a == problems.correct[idx[b]] else 0.0 for a in answers]
+            mean = sum(rewards) / n
+            std = (sum((r - mean) ** 2 for r in rewards) / n) ** 0.5
+            for a, r in zip(answers, rewards, strict=True):
+                adv = (r - mean) / std if std > 0 else 0.0
+                glogp = -pi.copy()
+                glogp[a] += 1.0
+                dz[b] -= adv * glogp / (n * bp)
+        theta -= lr * pol.backward(theta, idx, dz)  # plain SGD: the loop, not the optimiser, is the point
+    return (time.process_time() - t0) / steps
+
+
+def measure(model: str, dim: int, budget: int, baseline_steps: int) -> dict:
+    cfg = SimConfig(model=model, dim=dim, bp=32, K=8, n=256, d=1024, d_val=1024, budget=budget, n_evals=32)
+    run(SimConfig(**{**cfg.to_dict(), "budget": cfg.batch * 4}))  # compile / load the kernel cache
+    t0 = time.process_time()
+    res = run(cfg)
+    sim_s = time.process_time() - t0
+    rollouts = cfg.steps * cfg.batch
+    rate = rollouts / sim_s
+    base = baseline_step_seconds(cfg, baseline_steps)
+    base_rate = cfg.batch / base
+    loop = loop_step_seconds(cfg, 2)
+    return {"model": model, "dim": dim, "steps": cfg.steps, "evals": int(res.table["m"].size),
+            "sim_seconds": sim_s, "sim_us_per_step": sim_s / cfg.steps * 1e6, "rollouts_per_s": rate,
+            "baseline_us_per_step": base * 1e6, "baseline_rollouts_per_s": base_rate, "ratio": rate / base_rate,
+            "loop_us_per_step": loop * 1e6, "loop_ratio": rate / (cfg.batch / loop),
+            "meets_rate": rate >= TARGET_RATE, "meets_ratio": rate / base_rate >= TARGET_RATIO}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", default="2^27", help="rollouts per simulated run (default 2^27)")
+    ap.add_argument("--baseline-steps", type=int, default=200)
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = ap.parse_args()
+    rows = [measure(m, 64, _count(args.budget), args.baseline_steps) for m in ("tabular", "interference", "mlp")]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    print(f"{'model':<13}{'us/step':>9}{'rollouts/s':>12}{'numpy us/step':>15}{'numpy r/s':>11}{'ratio':>8}"
+          f"{'loop us/step':>14}{'loop ratio':>11}  target >= {TARGET_RATE:.0e} r/s, ratio >= {TARGET_RATIO:.0f}")
+    for r in rows:
+        name = f"{r['model']}" + ("" if r["model"] == "interference" else f"/{r['dim']}")
+        print(f"{name:<13}{r['sim_us_per_step']:>9.1f}{r['rollouts_per_s']:>12.3g}{r['baseline_us_per_step']:>15.0f}"
+              f"{r['baseline_rollouts_per_s']:>11.3g}{r['ratio']:>8.0f}{r['loop_us_per_step']:>14.0f}"
+              f"{r['loop_ratio']:>11.0f}")
+    print("numpy: per-rollout draws and gradients vectorised over rollouts; loop: one Python iteration per rollout")
+
+
+if __name__ == "__main__":
+    main()
