@@ -27,7 +27,7 @@ class SimConfig:
     bp: int = 32
     """Problems per step (B_p)."""
     budget: int = 2**20
-    """Compute cap in rollouts; the run takes m = budget // (bp * n) steps."""
+    """Compute cap in rollouts; the run takes m = budget // (bp * (n + n_est)) steps."""
     seed: int = 0
     """Seed of the training randomness (rollout sampling, problem order)."""
     problem_seed: int | None = None
@@ -45,13 +45,16 @@ class SimConfig:
 
     # --- policy ---
     model: str = "tabular"
-    """Policy model, one of MODELS; `interference` is the default shared preset (an `mlp`)."""
+    """Policy model, one of MODELS (sandbox/policies.py). `interference` is the issue-4 `mlp` preset:
+    embeddings x_i ~ N(0, I_16) (it ignores `dim`), correct answer = argmax of a random 64-unit tanh teacher,
+    `hidden` units (32); with the defaults (Adam, lr 0.1 constant, no decay, no KL) it is the prototype's."""
     dim: int = 64
-    """Feature / embedding dimension of a shared policy."""
+    """Feature dimension of `linear` (U_i is K x dim) and embedding dimension of `mlp`."""
     hidden: int = 32
-    """Hidden units of the `mlp` policy."""
+    """Hidden units of the `mlp` and `interference` policies."""
     share: float = 1.0
-    """How much problems share parameters: 0 = tabular-like, 1 = fully shared (meaning per model)."""
+    """Mix of shared and private structure for linear / mlp: logits = b_i + sqrt(share) f(theta; i)
+    + sqrt(1 - share) w_i with private per-problem logits w_i; 0 = tabular, 1 = fully shared (tabular: unused)."""
 
     # --- optimiser (PAPER.md "Healthy recipe") ---
     optimizer: str = "adam"
@@ -70,7 +73,7 @@ class SimConfig:
 
     # --- objective ---
     scale_rewards: str = "group"
-    """Advantage normalisation: group (divide by group std), batch (by batch std) or none (mean baseline only)."""
+    """Advantage normalisation: group (divide by group std), batch (batch std) or none (mean baseline)."""
     objective: str = "pg"
     """pg (plain policy gradient), ppo (clipped ratio) or cispo (clipped IS weight, stop-gradient)."""
     clip_eps: float = 0.2
@@ -86,19 +89,22 @@ class SimConfig:
     zero_variance_filter: bool = False
     """Drop groups whose n rewards all agree from the update (they carry no signal)."""
     n_est: int = 0
-    """Rollouts used for the baseline (decoupled baseline, PAPER.md finding 9); 0 = the same n rollouts."""
+    """Separate rollouts for the baseline mean/std (decoupled baseline, PAPER.md finding 9); 0 = the same n
+    rollouts. They count toward compute and tokens."""
 
     # --- metrics ---
     k: int = 4
     """k of best_k (pass@k) and worst_k (all k correct)."""
     metric_mode: str = "exact"
-    """exact (from pass@1) or sampled (k draws per problem)."""
+    """exact (from pass@1; zero_frac = share with pass@1 < 1e-3) or sampled (k draws per problem; zero_frac =
+    share with 0 of k correct). Sampled metrics use their own random stream, so training is unchanged."""
     n_evals: int = 32
     """Number of log-spaced evaluation points between the first step and the budget."""
     snapshots: bool = True
     """Keep per-problem pass@1 vectors at each evaluation point."""
     response_len: float = 0.0
-    """Mean response length in tokens for the token-compute model; 0 disables `tokens` growth."""
+    """Typical response length in tokens (token-compute model, sandbox/problems.py: log-normal per answer,
+    correct answers 1.5x longer, so length drifts up with pass@1); 0 disables `tokens` growth."""
 
     def __post_init__(self) -> None:
         validate(self)
@@ -180,7 +186,9 @@ def validate(c: SimConfig) -> None:
     if c.clip_eps <= 0:
         raise ConfigError(f"clip_eps must be positive, got {c.clip_eps}")
     if c.ppo_epochs < 1 or c.minibatches < 1 or c.minibatches > c.bp:
-        raise ConfigError(f"need ppo_epochs >= 1 and 1 <= minibatches <= bp, got {c.ppo_epochs}, {c.minibatches}")
+        raise ConfigError(
+            f"need ppo_epochs >= 1 and 1 <= minibatches <= bp, got {c.ppo_epochs}, {c.minibatches}"
+        )
     if c.objective == "pg" and (c.ppo_epochs != 1 or c.minibatches != 1):
         raise ConfigError(
             f"ppo_epochs = {c.ppo_epochs} and minibatches = {c.minibatches} need objective ppo or cispo "

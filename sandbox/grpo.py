@@ -1,20 +1,21 @@
 """The GRPO step and evaluation as Numba kernels (PAPER.md "The question", DESIGN.md "Simulator").
 
 One step, for each of the bp problems of the batch (shapes in comments):
-1. logits z (K,) -> pi = softmax(z); the n rollouts are ONE multinomial draw of answer counts N (K,), sampled as
-   a chain of K-1 binomials, so a step costs O(bp * K * dim) whatever n is.
+1. logits z (K,) -> pi = softmax(z); the n rollouts are ONE multinomial draw of answer counts N (K,),
+   sampled as a chain of K-1 binomials, so a step costs O(bp * K * dim) whatever n is.
 2. Binary reward (answer == correct). Advantages A = (r - mean) / scale with `scale_rewards`:
-   group (population std of the group), batch (population std of all bp*n rewards) or none; zero whenever the
-   scale is zero (all rewards agree). With a decoupled baseline the mean/std come from n_est separate rollouts.
+   group (population std of the group), batch (population std of all bp*n rewards) or none; zero whenever
+   the scale is zero (all rewards agree). With a decoupled baseline the mean/std come from n_est separate
+   rollouts.
 3. Surrogate J_g = (1/n) sum_j w_j A_j log pi(a_j); since A_j and the weight w_j depend only on the answer,
-   dJ_g/dz = (v - sum(v) pi) / n with v_k = N_k A(k) w_k, where w = 1 (pg), the ratio r_k = pi_k/pi_old_k where
-   PPO's clipped min is not active and 0 where it is (ppo), or the stop-gradient weight min(r_k, 1 + eps)
-   (cispo). Exact KL(pi || pi_init) and entropy terms are added per problem; the batch loss is the mean over the
-   bp groups (over the kept groups under zero-variance filtering).
-4. Backward through the policy (sandbox/policies.py) and an optimiser step: sgd, adam or adamw (decoupled decay
-   toward the initial parameters). Private per-problem blocks (tabular logits) use lazy Adam: a problem's
-   moments and bias correction advance only on steps where it is in the batch, so independent problems stay
-   exactly independent; shared parameters use dense Adam.
+   dJ_g/dz = (v - sum(v) pi) / n with v_k = N_k A(k) w_k, where w = 1 (pg), the ratio r_k = pi_k/pi_old_k
+   where PPO's clipped min is not active and 0 where it is (ppo), or the stop-gradient weight
+   min(r_k, 1 + eps) (cispo). Exact KL(pi || pi_init) and entropy terms are added per problem; the batch loss
+   is the mean over the bp groups (over the kept groups under zero-variance filtering).
+4. Backward through the policy (sandbox/policies.py) and an optimiser step: sgd, adam or adamw (decoupled
+   decay toward the initial parameters). Private per-problem blocks (tabular logits) use lazy Adam: a
+   problem's moments and bias correction advance only on steps where it is in the batch, so independent
+   problems stay exactly independent; shared parameters use dense Adam.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ REASONS = {BAD_LOGITS: "non-finite logits", BAD_GRAD: "non-finite gradient", 3: 
 
 @njit(cache=True)
 def advantages(c, n, mean, std, scale, batch_std):
-    """(A_correct, A_wrong) of a group with c of n correct, baseline mean/std (GRPO, PAPER.md "The question")."""
+    """(A_correct, A_wrong) of a group with c of n correct and baseline mean/std (GRPO, PAPER.md)."""
     if scale == SCALE_GROUP:
         den = std
     elif scale == SCALE_BATCH:

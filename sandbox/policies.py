@@ -12,9 +12,9 @@ Logits of problem g (row of the ProblemSet; train rows 0..d-1, validation rows d
   structure (share = 1: fully shared, no private block; share = 0: exactly tabular). `tabular` is s_sh = 0.
 
 Flat parameter vector: [theta_shared (S,), w (d, K) row-major if a private block exists].
-A new kind (e.g. issue 4's conflicting skills) adds a branch to `_shared_forward` / `_shared_backward` (batch
-level: problem indices (nb,) -> logits (nb, K); dL/dlogits (nb, K) -> gradient), a `work_size` rule and a builder
-in `build_policy`; the GRPO step (sandbox/grpo.py) only calls `batch_logits` / `batch_backward`.
+A new kind (e.g. issue 4's conflicting skills) adds a branch to `_shared_forward` / `_shared_backward`
+(batch level: problem indices (nb,) -> logits (nb, K); dL/dlogits (nb, K) -> gradient), a `work_size` rule
+and a builder in `build_policy`; the GRPO step (sandbox/grpo.py) only calls `batch_logits` / `batch_backward`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _tanh(x):
 
 @njit(cache=True)
 def work_size(kind, dims, K, nb):
-    """Length of the flat scratch buffer that `batch_logits` / `batch_backward` need for a batch of nb problems."""
+    """Length of the flat scratch buffer `batch_logits` / `batch_backward` need for a batch of nb problems."""
     if kind == MLP:
         return nb * (dims[0] + 2 * dims[1] + K)
     if kind == SKILLS:
@@ -59,7 +59,7 @@ def _shared_forward(kind, theta, data, idx, Z, work):
     """Shared logits f(theta; g) of the problems idx (nb,) into Z (nb, K).
 
     work: flat scratch (see `work_size`); for mlp it keeps the gathered embeddings (nb, dim) and hidden
-    activations (nb, H) that `_shared_backward` of the same idx reuses. Matrix products go through np.dot (BLAS).
+    activations (nb, H) that `_shared_backward` of the same idx reuses. Matrix products use np.dot (BLAS).
     """
     X, U, F, dims = data
     nb = idx.shape[0]
@@ -114,7 +114,7 @@ def _shared_forward(kind, theta, data, idx, Z, work):
 
 @njit(cache=True)
 def _shared_backward(kind, theta, data, idx, GZ, grad, work):
-    """grad (S,) += sum_b (df(theta; idx[b]) / d theta)^T GZ[b]; work holds the forward pass of the same idx."""
+    """grad (S,) += sum_b (df(theta; idx[b]) / d theta)^T GZ[b]; work holds the forward pass of idx."""
     X, U, F, dims = data
     nb = idx.shape[0]
     K = GZ.shape[1]
@@ -175,7 +175,7 @@ def _shared_backward(kind, theta, data, idx, GZ, grad, work):
 
 @njit(cache=True)
 def batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z, work):
-    """Full logits Z (nb, K) of problems idx (module docstring formula). Returns False if any is non-finite."""
+    """Full logits Z (nb, K) of problems idx (module docstring formula). False if any is non-finite."""
     nb = idx.shape[0]
     K = Z.shape[1]
     if S > 0 and s_sh != 0.0:
@@ -204,7 +204,7 @@ def batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z, w
 
 @njit(cache=True)
 def batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ, grad_shared, pgrad, work):
-    """Backward of `batch_logits` for the same idx: grad_shared (S,) += shared part; pgrad (nb, K) = private part.
+    """Backward of `batch_logits` for the same idx: grad_shared (S,) += shared part; pgrad (nb, K) = private.
 
     pgrad[b] is the gradient of the private block of problem idx[b] (zero for validation problems).
     """
@@ -298,7 +298,7 @@ class Policy:
         return out
 
     def backward(self, params: np.ndarray, idx: np.ndarray, dlogits: np.ndarray) -> np.ndarray:
-        """Gradient over the flat parameter vector of sum_b dlogits[b] . logits(idx[b]) (a vector-Jacobian product)."""
+        """Gradient over the flat parameters of sum_b dlogits[b] . logits(idx[b]) (a VJP)."""
         params, idx = self._check(params, idx)
         dlogits = np.ascontiguousarray(dlogits, dtype=np.float64)
         if dlogits.shape != (idx.size, self.K):
@@ -320,7 +320,7 @@ class Policy:
 
 
 def build_policy(config: SimConfig, problems: ProblemSet) -> Policy:
-    """Initial policy of `config.model` on `problems`; shared weights drawn from `problem_seed` (paired across n)."""
+    """Initial policy of `config.model` on `problems`; shared weights from `problem_seed` (paired over n)."""
     pseed = config.seed if config.problem_seed is None else config.problem_seed
     rng = np.random.default_rng([int(pseed), 0x9011C7])
     K, d = config.K, problems.d

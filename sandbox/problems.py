@@ -52,8 +52,8 @@ LEN_SIGMA = 0.25
 class ProblemSet:
     """Train problems are rows 0..d-1, validation problems rows d..d+d_val-1 of every array.
 
-    Shapes: G = d + d_val; `correct` (G,), `p0` (G,) true initial pass@1, `avg16` (G,) the measured avg@16 that
-    selected the problem, `offset` (G,) prior offset b_i on the correct logit, `x` (G, dim_x) embeddings,
+    Shapes: G = d + d_val; `correct` (G,), `p0` (G,) true initial pass@1, `avg16` (G,) the measured avg@16
+    that selected the problem, `offset` (G,) prior offset b_i on the correct logit, `x` (G, dim_x) embeddings,
     `U` (G, K, dim) linear features (empty unless model == linear), `lens` (G, K) tokens per answer.
     """
 
@@ -71,7 +71,7 @@ class ProblemSet:
 
 
 def offset_for_pass_rate(p: np.ndarray, K: int) -> np.ndarray:
-    """Prior offset b on the correct logit (others 0) so that softmax gives the correct answer probability p."""
+    """Prior offset b on the correct logit (others 0) so that softmax gives the correct answer pass@1 p."""
     p = np.asarray(p, dtype=np.float64)
     return np.log(p * (K - 1) / (1.0 - p))
 
@@ -144,7 +144,7 @@ def make_problems(config: SimConfig) -> ProblemSet:
 
     if config.model == "linear":
         # U_i = G_i / sqrt(dim) + 0.2 * e_{c_i} u^T: random problem-specific features plus one shared unit
-        # direction u on the correct answer (issue 4, first prototype). Correct answers uniform at random here.
+        # direction u on the correct answer (issue 4, first prototype). Correct answers uniform at random.
         correct = rng.integers(0, K, size=G).astype(np.int64)
         u = rng.standard_normal(config.dim)
         u /= np.linalg.norm(u)

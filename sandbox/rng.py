@@ -3,8 +3,9 @@
 Why not Numba's np.random: its legacy binomial is O(n * p) inversion (a step at n = 4096 would cost 30x one at
 n = 256) and its state is a hidden per-thread global. Here the state is a uint64 array (4,) that the caller
 seeds (`new_state`) and passes down, so a run is reproducible bit for bit and two runs never share a stream.
-Binomial(n, p): a sum of Bernoulli draws for n < 12, BINV inversion (Kachitvichyanukul & Schmeiser 1988) when n*min(p, 1-p) < 10, otherwise BTRS
-transformed rejection with squeeze (Hormann 1993), both exact; cost O(1) in n for large n.
+Binomial(n, p): a sum of Bernoulli draws for n < 12, BINV inversion (Kachitvichyanukul & Schmeiser 1988)
+when n*min(p, 1-p) < 10, otherwise BTRS transformed rejection with squeeze (Hormann 1993); all exact, and
+O(1) in n for large n.
 """
 
 from __future__ import annotations

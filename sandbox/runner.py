@@ -1,4 +1,4 @@
-"""`run(config) -> SimResult`: one simulated GRPO run to a rollout budget (docs/CONTRACTS.md, DESIGN.md table).
+"""`run(config) -> SimResult`: one simulated GRPO run to a rollout budget (docs/CONTRACTS.md, DESIGN.md).
 
 The run trains for m = config.steps steps and evaluates at log-spaced steps (the first row at m = 0), so
 learning curves are resolved at small budgets without paying for evaluation at every step. Divergence
@@ -96,8 +96,8 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     prev_acc = acc.copy()
     for e in range(E):
         if ev[e] > 0:
-            code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, pw, row_t, stamp, perm,
-                                     st, acc, hp, ip, rs, ev[e])
+            code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, pw, row_t, stamp,
+                                     perm, st, acc, hp, ip, rs, ev[e])
             if code != grpo.OK:
                 status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[code]
                 break

@@ -61,7 +61,7 @@ def expected_update(p: float, n: int, K: int, scale_rewards: str = "group") -> t
 
 
 def pass1_gradient(p: float, K: int) -> tuple[float, float]:
-    """True gradient of pass@1 = pi_correct w.r.t. (correct logit, each wrong logit): (p(1-p), -p(1-p)/(K-1))."""
+    """Gradient of pass@1 w.r.t. (correct logit, each wrong logit): (p(1-p), -p(1-p)/(K-1))."""
     return p * (1.0 - p), -p * (1.0 - p) / (K - 1)
 
 
@@ -72,7 +72,7 @@ def predicted_suboptimality(t, n, A: float, B: float):
 
 
 def suboptimality_at_compute(C, n, A: float, B: float):
-    """The same prediction at fixed compute C = n t: A / C + B n / C, increasing in n (tabular favours small n)."""
+    """The prediction at fixed compute C = n t: A / C + B n / C, increasing in n (tabular favours small n)."""
     C = np.asarray(C, dtype=np.float64)
     return A / C + B * n / C
 

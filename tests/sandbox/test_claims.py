@@ -16,7 +16,7 @@ BP = 32
 BUDGET = 2**18
 
 
-def sweep(model: str, metric: str, d: int = 512, d_val: int = 256) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+def sweep(model: str, metric: str, d: int = 512, d_val: int = 256) -> tuple[np.ndarray, dict]:
     """Seed-mean metric of each n on a common log-spaced compute grid (interpolated in log compute)."""
     grid = np.geomspace(BP * max(NS), BUDGET, 8)
     curves = {}

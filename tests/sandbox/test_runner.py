@@ -143,7 +143,8 @@ def test_zero_var_frac_matches_theory_at_start():
 
 
 @pytest.mark.parametrize("bad", [
-    dict(n=1), dict(lr=float("inf")), dict(bp=100, d=50), dict(budget=10), dict(dataset="medium"), dict(model="cnn"), dict(lr=-0.1),
+    dict(n=1), dict(lr=float("inf")), dict(bp=100, d=50), dict(budget=10), dict(dataset="medium"),
+    dict(model="cnn"), dict(lr=-0.1),
     dict(share=1.5), dict(optimizer="adam", weight_decay=0.1), dict(objective="pg", ppo_epochs=2),
     dict(n_est=1), dict(K=1), dict(scale_rewards="token"), dict(model="skills"),
 ])
