@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from studies.backends import RunOutput, register_backend, tidy_pass1
+from studies.backends import RunOutput, SimAdapter, register_backend, tidy_pass1
 from studies.config import RunConfig, StudiesError
 
 MODELS = ("tabular", "interference")
@@ -66,7 +66,17 @@ class FakeAdapter:
         return RunOutput(table=table, pass1=pass1, status=status, info=info)
 
 
-def register() -> FakeAdapter:
+class SlowSim(SimAdapter):
+    """The real simulator, each run delayed by FAKE_SLEEP seconds (the config, hence run_id, is unchanged)."""
+
+    def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
+        time.sleep(float(os.environ.get("FAKE_SLEEP", 0.0)))
+        return super().run(cfg, progress)
+
+
+def register(slow_sim: bool = False) -> FakeAdapter:
     adapter = FakeAdapter()
     register_backend("fake", adapter)
+    if slow_sim:
+        register_backend("sim", SlowSim())
     return adapter

@@ -22,13 +22,18 @@ register()
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 # The child registers the fake backend, then runs the real console entry point.
-BOOT = f"import sys; sys.path.insert(0, {str(HERE)!r}); import studies_fakes; studies_fakes.register(); " \
-       "from studies.cli import main; main()"
-GRID = ["--n", "2^1..2^4", "--bp", "4", "--budget", "2^11", "--seeds", "3", "--n-evals", "8"]  # 12 runs
-
-
-def _sweep_args(out):
-    return ["sweep", "n-vs-m", "--backend", "fake", "--out", str(out), *GRID]
+BOOT = f"import sys; sys.path.insert(0, {str(HERE)!r}); import studies_fakes; " \
+       "studies_fakes.register(slow_sim=True); from studies.cli import main; main()"
+# 8 runs each, every run delayed by FAKE_SLEEP in the killed processes so that the kills land part-way.
+# fake: a process pool (--jobs 2; workers must die with the parent); sim: the real simulator in-process
+# (--jobs 1; the parent is killed while computing or writing), bit-identical to the reference.
+GRIDS = {
+    "fake": ["--backend", "fake", "--n", "2^1..2^4", "--bp", "4", "--budget", "2^11", "--seeds", "2",
+             "--n-evals", "8", "--jobs", "2"],
+    "sim": ["--backend", "sim", "--model", "interference", "--n", "2^1..2^4", "--bp", "8", "--budget", "2^12",
+            "--seeds", "2", "--n-evals", "8", "--d", "64", "--option", "d_val=32", "--jobs", "1"],
+}
+RUNS = 8
 
 
 def _records(out):
@@ -60,21 +65,24 @@ def _check_consistent(out):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and PR_SET_PDEATHSIG")
-def test_sigkilled_sweep_resumes_to_identical_results(tmp_path):
+@pytest.mark.parametrize("backend", ["fake", pytest.param("sim", marks=pytest.mark.slow)])
+def test_sigkilled_sweep_resumes_to_identical_results(tmp_path, backend):
+    def _sweep_args(out):
+        return ["sweep", "n-vs-m", "--out", str(out), *GRIDS[backend]]
+
     # Uninterrupted reference, in process.
     ref = tmp_path / "ref"
-    r = CliRunner().invoke(main, [*_sweep_args(ref), "--jobs", "1", "--no-progress"])
+    r = CliRunner().invoke(main, [*_sweep_args(ref), "--no-progress"])
     assert r.exit_code == 0, r.output
     out = tmp_path / "killed"
     marker = f"ISOCOMPUTE_KILL_TEST={uuid.uuid4().hex}"
     env = {**os.environ, "ISOCOMPUTE_KILL_TEST": marker.split("=")[1], "FAKE_SLEEP": "0.15"}
     kills = 0
     try:
-        # Kill when 1, 4 and 8 of the 12 runs are recorded: at a write, between writes, or mid-run.
-        for target in (1, 4, 8):
-            proc = subprocess.Popen([sys.executable, "-c", BOOT, *_sweep_args(out), "--jobs", "2",
-                                     "--no-progress"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
+        # Kill when 1, 3 and 5 of the 8 runs are recorded: at a write, between writes, or mid-run.
+        for target in (1, 3, 5):
+            proc = subprocess.Popen([sys.executable, "-c", BOOT, *_sweep_args(out), "--no-progress"],
+                                    cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 60
             while len(_records(out)) < target and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.005)
@@ -93,8 +101,8 @@ def test_sigkilled_sweep_resumes_to_identical_results(tmp_path):
             os.kill(pid, signal.SIGKILL)
     assert kills >= 2, "the sweep finished before it could be killed; slow the fake runs down"
     done_before = len(_records(out))
-    assert 0 < done_before < 12
-    final = subprocess.run([sys.executable, "-c", BOOT, *_sweep_args(out), "--jobs", "2", "--no-progress"],
+    assert 0 < done_before < RUNS
+    final = subprocess.run([sys.executable, "-c", BOOT, *_sweep_args(out), "--no-progress"],
                            cwd=ROOT, env={**env, "FAKE_SLEEP": "0"}, capture_output=True, text=True,
                            timeout=120)
     assert final.returncode == 0, final.stderr
@@ -104,6 +112,6 @@ def test_sigkilled_sweep_resumes_to_identical_results(tmp_path):
     files = sorted(f.name for f in (out / "runs").iterdir())
     ids = sorted({f.split(".")[0] for f in files})
     suffixes = (".json", ".parquet", ".pass1.parquet")
-    assert len(ids) == 12 and files == sorted(f"{i}{s}" for i in ids for s in suffixes)
+    assert len(ids) == RUNS and files == sorted(f"{i}{s}" for i in ids for s in suffixes)
     manifest = json.loads((out / "manifest.json").read_text())
     assert sorted(manifest["runs"]) == ids and {e["status"] for e in manifest["runs"].values()} == {"done"}
