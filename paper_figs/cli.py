@@ -1,8 +1,94 @@
-"""`isocompute figs` (placeholder until the figures issue lands)."""
+"""`isocompute figs`: rebuild the paper's figures from cached or new runs (attached by studies/cli.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import click
 
+from studies.config import StudiesError
 
-@click.command(help="Rebuild the paper's figures from our runs (not available yet).")
-def figs() -> None:
-    raise click.UsageError("paper figures are not available yet")
+
+def _ids(value: tuple[str, ...]) -> list[str]:
+    """--only takes repeated or comma-separated ids."""
+    return [v.strip() for item in value for v in item.split(",") if v.strip()]
+
+
+@click.command(
+    help="Rebuild the paper's figures (PNG + PDF) from cached or new runs; see paper_figs/README.md."
+)
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    metavar="ID",
+    help="Figure id(s) to build (repeat or comma list); default: all. `--list` shows the ids.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["sim", "llm"]),
+    default="sim",
+    show_default=True,
+    help="Engine that runs the studies.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/figs/img"),
+    show_default=True,
+    help="Where PNG and PDF files go.",
+)
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/figs/runs"),
+    show_default=True,
+    help="Results directory of the studies (finished runs are reused, never rerun).",
+)
+@click.option("--jobs", type=int, default=None, help="Parallel runs (default: the number of cores).")
+@click.option(
+    "--size",
+    type=click.Choice(["quick", "full"]),
+    default="quick",
+    show_default=True,
+    help="quick: the declared small studies; full: 8 seeds and 4x the budget.",
+)
+@click.option(
+    "--gallery",
+    "gallery_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the gallery Markdown here (e.g. paper_figs/README.md).",
+)
+@click.option("--list", "list_only", is_flag=True, help="List the figure ids and exit.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def figs(only, backend, out, results, jobs, size, gallery_path, list_only, quiet) -> None:
+    from paper_figs import build
+    from paper_figs.registry import figures
+
+    reg = figures()
+    if list_only:
+        for fid, spec in reg.items():
+            click.echo(f"{fid:10s} {build.heading(spec)}")
+        return
+    ids = _ids(only) or list(reg)
+    unknown = [i for i in ids if i not in reg]
+    if unknown:
+        raise click.UsageError(f"unknown figure id(s) {', '.join(unknown)}; choose from {', '.join(reg)}")
+    if jobs is not None and jobs < 1:
+        raise click.UsageError(f"--jobs must be >= 1, got {jobs}")
+    try:
+        build.build(
+            [reg[i] for i in ids],
+            out,
+            results,
+            backend=backend,
+            jobs=jobs or os.cpu_count(),
+            size=size,
+            gallery_path=gallery_path,
+            progress=not quiet,
+            log=click.echo,
+        )
+    except StudiesError as e:
+        raise click.UsageError(str(e)) from None

@@ -1,0 +1,148 @@
+"""Figure layer (issue 5): every registered figure draws from small synthetic tables, with the shared
+style."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pf_synth
+import pytest
+from matplotlib.figure import Figure
+
+from paper_figs import build, style
+from paper_figs.catalog import FIXED_EASY, JOINT_EASY
+from paper_figs.registry import figures
+from paper_figs.specs import StudySpec
+
+REG = figures()
+
+
+@pytest.fixture(scope="module")
+def synth_tables():
+    cache = {}
+
+    def get(fid):
+        if fid not in cache:
+            cache[fid] = pf_synth.tables_for(REG[fid])
+        return cache[fid]
+
+    return get
+
+
+def _png_bytes(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fid", list(REG))
+def test_figure_draws_with_shared_style(fid, synth_tables):
+    spec = REG[fid]
+    fig = spec.make(synth_tables(fid))
+    assert isinstance(fig, Figure)
+    png = _png_bytes(fig)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # a drawn figure, not an empty canvas
+    title = fig._suptitle.get_text()
+    assert (f"Paper Fig. {spec.paper} (simulator)" in title) if spec.paper else ("Tabular" in title)
+    axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    compute_axes = [ax for ax in axes if ax.get_xlabel().startswith(("compute", "steps"))]
+    for ax in compute_axes:  # compute is always on a log axis with its unit
+        assert ax.get_xscale() == "log"
+        assert "rollouts" in ax.get_xlabel() or "tokens" in ax.get_xlabel() or "steps" in ax.get_xlabel()
+    if fid not in ("fig02", "fig08", "fig10", "fig11"):
+        assert compute_axes, f"{fid} has no compute axis"
+    for ax in axes:  # legends live outside the axes (figure legends), never on top of data curves
+        leg = ax.get_legend()
+        assert leg is None, f"{fid}: an axes legend may cover data"
+
+
+@pytest.mark.parametrize("fid", list(REG))
+def test_summary_numbers_are_deterministic_text(fid, synth_tables):
+    spec = REG[fid]
+    s1 = build._clean(spec.summary(synth_tables(fid)))
+    s2 = build._clean(spec.summary(synth_tables(fid)))
+    line = spec.ours(s1)
+    assert line == spec.ours(s2)
+    assert isinstance(line, str) and any(ch.isdigit() for ch in line) and line.endswith(".")
+    assert spec.paper_finding and spec.title
+
+
+def test_n_colour_scale_is_shared_and_sequential():
+    assert style.n_color(32) == style.n_color(32.0)
+    # darker (lower luminance) as n grows: a sequential scale indexed by log2 n
+    lum = [np.dot(style.n_color(n)[:3], [0.2126, 0.7152, 0.0722]) for n in (2, 8, 32, 128, 512)]
+    assert all(a > b for a, b in zip(lum, lum[1:], strict=False))
+    assert style.n_color(4096) == style.n_color(512)  # clipped at the top of the range
+    assert style.n_label(32) == "$2^{5}$ = 32"
+    assert style.n_label(3) == "3"
+
+
+def test_log2_axis_ticks_are_powers_of_two():
+    fig, ax = plt.subplots()
+    ax.plot([2, 256], [2, 256])
+    style.log2_axis(ax, "y", [2, 256])
+    ticks = ax.get_yticks()
+    assert all(math.log2(t).is_integer() for t in ticks)
+    assert ax.yaxis.get_major_formatter()(32, 0) == "$2^{5}$"
+
+
+def test_study_configs_expand_grids_presets_and_variants():
+    joint = build.study_configs(JOINT_EASY)
+    # bp in {8, 32, 128}, n = 2..256 with bp * n <= 8192 -> 8 + 8 + 6 pairs, 2 seeds
+    assert len(joint) == 22 * JOINT_EASY.seeds
+    assert {c.model for _, c in joint} == {"interference"}
+    assert max(c.bp * c.n for _, c in joint) <= 8192
+    fixed = build.study_configs(FIXED_EASY)
+    assert {c.bp * c.n for _, c in fixed} == set(FIXED_EASY.batch)
+    base = REG["fig26"].studies[0]
+    runs = {(label, c.n, c.n_est) for label, c in build.study_configs(base)}
+    assert ("16/64 (decoupled)", 16, 64) in runs and ("64/64", 64, 0) in runs
+    models = {label: c for label, c in build.study_configs(REG["fig12"].studies[0])}
+    assert models["linear"].model == "linear"
+    assert dict(models["interference, share 0.5"].options) == {"share": 0.5}
+
+
+def test_conflicting_study_declarations_are_refused():
+    a = FigureSpecLike((StudySpec("x", budget=1024),))
+    b = FigureSpecLike((StudySpec("x", budget=2048),))
+    with pytest.raises(RuntimeError, match="declared differently"):
+        build.needed_studies([a, b])
+
+
+class FigureSpecLike:
+    def __init__(self, studies):
+        self.studies = studies
+
+
+def test_every_figure_declares_its_studies_consistently():
+    studies = build.needed_studies(REG.values())
+    assert "joint-easy" in studies and "headline-tabular" in studies
+    for st in studies.values():  # every declared study expands into valid RunConfigs
+        assert build.study_configs(st)
+
+
+def test_gallery_is_generated_and_stable(tmp_path):
+    entries = [{"id": "fig06", "heading": "h", "paper_finding": "p", "ours": "o 1.0."}]
+    a = build.gallery(entries, tmp_path / "README.md", tmp_path / "img")
+    b = build.gallery(entries, tmp_path / "README.md", tmp_path / "img")
+    assert a == b and "![fig06](img/fig06.png)" in a and "**Ours:** o 1.0." in a
+
+
+def test_tables_leave_out_unfinished_runs_with_a_named_warning(tmp_path):
+    from studies.config import RunConfig
+
+    cfg = RunConfig(n=4, bp=8, budget=64)
+    (tmp_path / "runs").mkdir()
+    pd.DataFrame({"run_id": [cfg.run_id], "compute": [0], "val_mean": [0.4]}).to_parquet(
+        tmp_path / "runs" / f"{cfg.run_id}.parquet"
+    )
+    tables = build.Tables(tmp_path, {"s": [(None, cfg)]})
+    with (
+        pytest.warns(build.FigureDataWarning, match=cfg.run_id),
+        pytest.raises(Exception, match="no finished"),
+    ):
+        tables["s"]
