@@ -54,7 +54,7 @@ class SimConfig:
     """Hidden units of the `mlp` and `interference` policies."""
     share: float = 1.0
     """Mix of shared and private structure for linear / mlp: logits = b_i + sqrt(share) f(theta; i)
-    + sqrt(1 - share) w_i with private per-problem logits w_i; 0 = tabular, 1 = fully shared (tabular: unused)."""
+    + sqrt(1 - share) w_i with private logits w_i; 0 = tabular, 1 = fully shared; tabular ignores it."""
 
     # --- optimiser (PAPER.md "Healthy recipe") ---
     optimizer: str = "adam"

@@ -4,6 +4,19 @@ The run trains for m = config.steps steps and evaluates at log-spaced steps (the
 learning curves are resolved at small budgets without paying for evaluation at every step. Divergence
 (non-finite logits, gradients or metrics) stops the run with status "diverged", the step and the reason; the
 rows evaluated so far are kept. The same config gives the same table bit for bit.
+
+Column meanings beyond DESIGN.md's vocabulary:
+- `compute` = m * bp * (n + n_est) rollouts; `epoch` = m * bp / d, passes over the training set (equal to
+  compute / (d * n) without a decoupled baseline); `lr` = SimConfig.effective_lr().
+- `*_mean / *_best_k / *_worst_k / *_zero_frac`: exact from pass@1 p (mean p, 1-(1-p)^k, p^k, share with
+  p < 1e-3) or sampled with k draws per problem (metric_mode; zero_frac = share with 0 of k correct).
+  Under `tabular` the validation problems never move (they have no parameters of their own and share none).
+- `entropy`, `kl` (KL(pi || pi_init)): means over the training problems at the evaluation point.
+- `grad_norm`: mean L2 norm of the batch gradient over the updates since the previous row (NaN at m = 0).
+- `zero_var_frac`: share of groups whose n rewards all agreed since the previous row; at m = 0 its
+  expectation under the initial policy, mean of p^n + (1-p)^n.
+- `response_len`: tokens per rollout since the previous row (at m = 0 the expectation under the initial
+  policy); `tokens` cumulative; both 0 unless config.response_len > 0.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared helpers for the sandbox tests."""
+"""Helpers shared by the sandbox tests (a uniquely named module, not conftest, so suites never collide)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import compositions
+from sim_helpers import compositions
 
 from sandbox import SimConfig, theory
 from sandbox.grpo import CISPO, PG, PPO, SCALE_GROUP, SCALE_NONE, advantages, logit_gradient
