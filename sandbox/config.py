@@ -196,8 +196,6 @@ def validate(c: SimConfig) -> None:
         )
     if c.optimizer == "adam" and c.weight_decay > 0:
         raise ConfigError(f"weight_decay = {c.weight_decay} needs optimizer adamw or sgd (adam has no decay)")
-    if c.model == "skills":
-        raise ConfigError("model 'skills' is not implemented yet (issue 4)")
     if c.k < 1:
         raise ConfigError(f"k must be >= 1, got {c.k}")
     if c.n_evals < 2:
