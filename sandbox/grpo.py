@@ -376,11 +376,15 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
 def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
     """Log-softmax (d, K) of the training problems under theta (the KL reference pi_init)."""
     out = np.empty((d, K))
-    Z = np.empty((d, K))
+    Z = np.empty((EVAL_CHUNK, K))
     pi = np.empty(K)
-    idx = np.arange(d)
-    work = np.zeros(work_size(kind, data[3], K, d))
-    batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z, work)
-    for g in range(d):
-        softmax_row(Z[g], out[g], pi)
+    idx = np.empty(EVAL_CHUNK, dtype=np.int64)
+    work = np.zeros(work_size(kind, data[3], K, EVAL_CHUNK))
+    for lo in range(0, d, EVAL_CHUNK):
+        nb = min(EVAL_CHUNK, d - lo)
+        for i in range(nb):
+            idx[i] = lo + i
+        batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[:nb], Z[:nb], work)
+        for i in range(nb):
+            softmax_row(Z[i], out[lo + i], pi)
     return out
