@@ -220,7 +220,7 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 @main.command()
 @click.option("--n", type=COUNT, default=8, show_default=True, help=HELP["n"])
 @click.option("--bp", type=COUNT, default=32, show_default=True, help=HELP["bp"])
-@click.option("--budget", type=COUNT, default=2**20, show_default=True,
+@click.option("--budget", type=COUNT, default=2**20, show_default="2^20",
               help=HELP["budget"] + " E.g. 4e6 or 2^22.")
 @click.option("--seed", type=int, default=0, show_default=True, help=HELP["seed"])
 @_apply(_CONFIG_OPTIONS)
@@ -270,7 +270,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
               help="Problems per step: one value for n-vs-m (default 32), a list for joint.")
 @click.option("--batch", type=COUNT_LIST, default=None, help="fixed-batch: values of bp * n, e.g. 256,1024.")
 @click.option("--bmax", type=COUNT, default=None, help="joint: keep only bp * n <= BMAX (paper: 16384 Hard).")
-@click.option("--budget", type=COUNT, default=2**20, show_default=True,
+@click.option("--budget", type=COUNT, default=2**20, show_default="2^20",
               help=HELP["budget"] + " E.g. 4e6 or 2^22.")
 @click.option("--seeds", type=int, default=1, show_default=True, help="Repeat the grid over seeds 0..S-1.")
 @_apply(_CONFIG_OPTIONS)

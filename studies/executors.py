@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -91,25 +93,55 @@ def _run_local(tasks: list[tuple[Adapter, RunConfig]], jobs: int,
     pool.shutdown(wait=True)
 
 
-def _run_ray(tasks: list[tuple[Adapter, RunConfig]], address: str | None,
-             on_result: Callable[[Result], None]) -> None:
+def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
+    """Fail in seconds, in one line, on an unreachable HOST:PORT (Ray itself retries for minutes)."""
+    if not address or address == "auto" or address.startswith("local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise StudiesError(f"--address must read HOST:PORT, ray://HOST:PORT or auto, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise StudiesError(f"cannot reach Ray at {address}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[None]:
+    """Connect to Ray (or start a local instance) unless the caller already did; shut down what we started."""
     try:
         import ray
     except ImportError:
         raise StudiesError("the ray executor needs Ray: pip install 'isocompute[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            where = address or "a new local instance"
-            raise StudiesError(f"cannot start or reach Ray at {where}: {e}") from None
-        started = True
+    if ray.is_initialized():
+        yield
+        return
+    _check_reachable(address)
     try:
-        remote = ray.remote(execute_one)
-        refs = {}
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        where = address or "a new local instance"
+        raise StudiesError(f"cannot start or reach Ray at {where}: {_one_line(str(e))}") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(msg.split())[:300]
+
+
+def _run_ray(tasks: list[tuple[Adapter, RunConfig]], on_result: Callable[[Result], None]) -> None:
+    """One Ray task per run (inside `ray_session`); results are stored by the caller as they complete."""
+    import ray
+
+    remote = ray.remote(execute_one)
+    refs = {}
+    try:
         for adapter, cfg in tasks:
-            # One task per run; GPU runs (LLM on cuda) reserve a whole GPU so tasks never share one.
+            # GPU runs (LLM on cuda) reserve a whole GPU so that tasks never share one.
             opts = {"num_cpus": 1, "num_gpus": 1 if adapter.needs_gpu(cfg) else 0, "max_retries": 0}
             refs[remote.options(**opts).remote(adapter, cfg)] = cfg
         while refs:
@@ -126,9 +158,6 @@ def _run_ray(tasks: list[tuple[Adapter, RunConfig]], address: str | None,
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
         raise
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def run_sweep(configs: list[RunConfig], store: ResultStore, *, executor: str = "local",
@@ -156,10 +185,19 @@ def run_sweep(configs: list[RunConfig], store: ResultStore, *, executor: str = "
             store.invalidate(cfg.run_id)
         store.write_manifest()
     todo = [c for c in unique if not store.is_finished(c.run_id)]
-    summary = SweepSummary(total=len(unique), skipped=len(unique) - len(todo))
+    if executor == "ray" and todo:
+        with ray_session(address):
+            return _dispatch(todo, adapters, store, "ray", 1, progress, desc, t0, len(unique))
+    return _dispatch(todo, adapters, store, "local", jobs, progress, desc, t0, len(unique))
+
+
+def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: ResultStore, executor: str,
+              jobs: int | None, progress: bool, desc: str, t0: float, total: int) -> SweepSummary:
+    summary = SweepSummary(total=total, skipped=total - len(todo))
     by_id = {c.run_id: c for c in todo}
     bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress or not todo, dynamic_ncols=True,
                file=sys.stderr)
+    bar.set_postfix(failed=0, diverged=0, refresh=False)
 
     def on_result(result: Result) -> None:
         run_id, out, err, wall = result
@@ -178,7 +216,7 @@ def run_sweep(configs: list[RunConfig], store: ResultStore, *, executor: str = "
     tasks = [(adapters[c.run_id], c) for c in todo]
     try:
         if executor == "ray":
-            _run_ray(tasks, address, on_result)
+            _run_ray(tasks, on_result)
         else:
             _run_local(tasks, jobs or os.cpu_count() or 1, on_result)
     finally:

@@ -35,7 +35,8 @@ def test_run_options_agree_with_runconfig_fields():
 
 def test_every_command_and_option_has_help():
     ctx = main.make_context("isocompute", [], resilient_parsing=True)
-    for name in main.list_commands(ctx):
+    assert {"run", "sweep", "fit", "plot", "llm", "figs"} <= set(main.list_commands(ctx))
+    for name in ("run", "sweep", "fit", "plot"):  # the commands of studies/cli.py
         cmd = main.get_command(ctx, name)
         assert cmd.help or cmd.short_help, name
         for p in cmd.params:
@@ -65,6 +66,10 @@ def test_every_command_and_option_has_help():
         (["sweep", "n-vs-m", "--out", "d", "--bp", "32,64"], "give one --bp value"),
         (["sweep", "joint", "--out", "d", "--bp", "32"], "joint needs --bmax"),
         (["sweep", "n-vs-m", "--out", "d", "--n", "2^3..2^1"], "empty range"),
+        (["sweep", "n-vs-m", "--out", "d", "--n", "2", "--bp", "4", "--budget", "64", "--executor", "ray",
+          "--address", "127.0.0.1:1"], "cannot reach Ray at 127.0.0.1:1"),
+        (["sweep", "n-vs-m", "--out", "d", "--n", "2", "--bp", "4", "--budget", "64", "--executor", "ray",
+          "--address", "nowhere"], "--address must read HOST:PORT"),
         (["fit", "missing.csv"], "no such file or directory: missing.csv"),
         (["plot", "missing.csv"], "no such file or directory: missing.csv"),
         (["bogus"], "No such command 'bogus'"),

@@ -84,5 +84,5 @@ def test_gpu_runs_reserve_a_gpu(monkeypatch):
     gpu = RunConfig(backend="fake", device="cuda")
     for cfg in (cpu, gpu):
         with pytest.raises(RuntimeError, match="stop after options"):
-            ex._run_ray([(adapter, cfg)], None, lambda r: None)
+            ex._run_ray([(adapter, cfg)], lambda r: None)
     assert [o["num_gpus"] for o in seen] == [0, 1] and all(o["num_cpus"] == 1 for o in seen)
