@@ -202,11 +202,16 @@ def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: Result
     def on_result(result: Result) -> None:
         run_id, out, err, wall = result
         cfg = by_id[run_id]
-        if out is None:
+        rec = None
+        if out is not None:
+            try:
+                rec = store.write_run(cfg, out, wall_s=round(wall, 3))
+            except (ValueError, TypeError, KeyError, RuntimeError) as e:  # an adapter's table we cannot store
+                err = f"{type(e).__name__}: {e}"
+        if rec is None:
             store.mark_failed(cfg, err or "")
             summary.failed[run_id] = (err or "").strip().splitlines()[-1] if err else "unknown error"
         else:
-            rec = store.write_run(cfg, out, wall_s=round(wall, 3))
             summary.done += 1
             if rec["status"] == "diverged":
                 summary.diverged.append(run_id)

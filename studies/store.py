@@ -228,6 +228,8 @@ class ResultStore:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "config": cfg.to_dict(),
             "info": {k: v for k, v in out.info.items() if k not in ("diverged_step", "reason")},
+            "git": self.manifest.get("git"),
+            "versions": self.manifest.get("versions"),
         }
         atomic_write_json(self.record_path(run_id), rec)
         entry = self.manifest["runs"].setdefault(run_id, {"config": cfg.to_dict()})

@@ -125,6 +125,29 @@ def test_sweep_then_rerun_skips_and_reports_diverged(tmp_path):
     assert r.exit_code == 1 and r.stderr.count("fake failure") == 4
 
 
+@pytest.mark.parametrize(
+    ("study", "grid", "pairs"),
+    [
+        ("fixed-batch", ["--batch", "16,32", "--n", "2,4,32"], {(8, 2), (4, 4), (16, 2), (8, 4), (1, 32)}),
+        ("joint", ["--bp", "2,4", "--n", "2^1..2^3", "--bmax", "8"], {(2, 2), (2, 4), (4, 2)}),
+        ("n-vs-m", ["--bp", "4", "--n", "2,8"], {(4, 2), (4, 8)}),
+    ],
+)
+def test_sweep_grids_from_the_command_line(tmp_path, study, grid, pairs):
+    out = tmp_path / study
+    r = invoke("sweep", study, "--backend", "fake", "--out", out, *grid, "--budget", "2^9", "--seeds", "2",
+               "--n-evals", "4", "--jobs", "1", "--no-progress")
+    assert r.exit_code == 0, r.output
+    runs = json.loads((out / "manifest.json").read_text())["runs"]
+    cfgs = [RunConfig.from_dict(e["config"]) for e in runs.values()]
+    assert {(c.bp, c.n) for c in cfgs} == pairs and len(cfgs) == 2 * len(pairs)
+    assert {c.seed for c in cfgs} == {0, 1}
+    assert all(c.problem_seed == c.seed and c.budget == 512 for c in cfgs)
+    assert all(e["status"] == "done" for e in runs.values())
+    rec = json.loads((out / "runs" / f"{cfgs[0].run_id}.json").read_text())
+    assert rec["versions"]["pandas"] == pd.__version__ and rec["rows"] == 4
+
+
 def _synthetic_table(seed=0):
     """Curves R_n(C) = 0.1 + (A_n - 0.1) / (1 + (Cmid_n / C)^1.5): larger n end higher but rise later."""
     rng = np.random.default_rng(seed)

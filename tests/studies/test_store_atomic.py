@@ -135,3 +135,19 @@ def test_diverged_and_failed_runs_are_data_and_left_out_with_a_warning_naming_th
     with ResultStore(tmp_path) as st:
         s = run_sweep([ok, div, bad.replace(options=())], st, jobs=1, progress=False)
     assert (s.skipped, s.done) == (2, 1)
+
+
+def test_a_table_with_the_wrong_run_id_is_a_failed_run_not_a_crash(tmp_path, monkeypatch):
+    cfg = BASE.replace(n=2)
+    real_run = FakeAdapter.run
+
+    def wrong_id(self, c, progress=False):
+        out = real_run(self, c, progress)
+        out.table["run_id"] = "someone-else"
+        return out
+
+    monkeypatch.setattr(FakeAdapter, "run", wrong_id)
+    with ResultStore(tmp_path) as st:
+        s = run_sweep([cfg], st, jobs=1, progress=False)
+    assert s.done == 0 and "RuntimeError" in s.failed[cfg.run_id] and "run_id" in s.failed[cfg.run_id]
+    assert not (tmp_path / "runs" / f"{cfg.run_id}.json").exists()
