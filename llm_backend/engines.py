@@ -50,8 +50,15 @@ class HFEngine:
         self.model = model
         return 0.0
 
-    def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int = 0) -> Rollouts:
+    def generate(
+        self,
+        prompts: list[str],
+        n: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> Rollouts:
         import torch
 
         t0 = time.perf_counter()
@@ -65,16 +72,23 @@ class HFEngine:
         per_call = max(1, self.batch_size // n)
         try:
             for start in range(0, len(prompts), per_call):
-                chunk = prompts[start:start + per_call]
+                chunk = prompts[start : start + per_call]
                 # generate draws from the global RNG; seed it per call from our own generator (explicit seeds)
                 torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=gen)))
                 tok.padding_side = "left"
                 enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
                 with torch.no_grad():
                     res = self.model.generate(
-                        **enc, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
-                        top_p=top_p, top_k=0, max_new_tokens=max_new_tokens, num_return_sequences=n,
-                        output_scores=True, return_dict_in_generate=True, pad_token_id=tok.pad_token_id,
+                        **enc,
+                        do_sample=temperature > 0,
+                        temperature=temperature if temperature > 0 else None,
+                        top_p=top_p,
+                        top_k=0,
+                        max_new_tokens=max_new_tokens,
+                        num_return_sequences=n,
+                        output_scores=True,
+                        return_dict_in_generate=True,
+                        pad_token_id=tok.pad_token_id,
                     )
                 plen = enc["input_ids"].shape[1]
                 seqs = res.sequences[:, plen:]  # (len(chunk)*n, T)
@@ -102,15 +116,22 @@ class HFEngine:
 class VLLMEngine:
     """vLLM in the same process (V1 multiprocessing off, "uni" executor) so weights can be reloaded in place.
 
-    LLM-NOTES.md: gpu_memory_utilization is the share of CPU memory reserved on a CPU build (0.92 fails; at 0.2
-    only 0.03 GiB is left for the KV cache after the 1.7 GiB of weights and activations, so we default to 0.35);
+    LLM-NOTES.md: gpu_memory_utilization is the share of CPU memory reserved on a CPU build (0.92 fails;
+    at 0.2 only 0.03 GiB is left for the KV cache after 1.7 GiB of weights and activations: default 0.35);
     per-request seeds crash on the CPU, so the engine is seeded once at construction.
     """
 
     name = "vllm"
 
-    def __init__(self, model_path: str, tokenizer, seed: int = 0, max_model_len: int = 512,
-                 gpu_memory_utilization: float = 0.35, dtype: str = "float32"):
+    def __init__(
+        self,
+        model_path: str,
+        tokenizer,
+        seed: int = 0,
+        max_model_len: int = 512,
+        gpu_memory_utilization: float = 0.35,
+        dtype: str = "float32",
+    ):
         import torch
 
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -122,9 +143,16 @@ class VLLMEngine:
         from vllm import LLM
 
         self.tok = tokenizer
-        self.llm = LLM(model=str(model_path), dtype=dtype, max_model_len=max_model_len, enforce_eager=True,
-                       gpu_memory_utilization=gpu_memory_utilization, distributed_executor_backend="uni",
-                       seed=seed, logprobs_mode="processed_logprobs")
+        self.llm = LLM(
+            model=str(model_path),
+            dtype=dtype,
+            max_model_len=max_model_len,
+            enforce_eager=True,
+            gpu_memory_utilization=gpu_memory_utilization,
+            distributed_executor_backend="uni",
+            seed=seed,
+            logprobs_mode="processed_logprobs",
+        )
 
     def _runner(self):
         return self.llm.llm_engine.model_executor.driver_worker.worker.model_runner
@@ -137,13 +165,26 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
         return time.perf_counter() - t0
 
-    def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int = 0) -> Rollouts:
+    def generate(
+        self,
+        prompts: list[str],
+        n: int,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> Rollouts:
         from vllm import SamplingParams
 
         t0 = time.perf_counter()
-        sp = SamplingParams(n=n, temperature=temperature, top_p=top_p, top_k=-1 if temperature > 0 else 1,
-                            max_tokens=max_new_tokens, logprobs=0)
+        sp = SamplingParams(
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=-1 if temperature > 0 else 1,
+            max_tokens=max_new_tokens,
+            logprobs=0,
+        )
         res = self.llm.generate(prompts, sp, use_tqdm=False)
         out = Rollouts([], [], [], [], n)
         for r in res:
@@ -170,7 +211,9 @@ def make_engine(name: str, model, tokenizer, model_path: str, seed: int = 0, dev
         return HFEngine(model, tokenizer, device=device)
     if name == "vllm":
         if not vllm_available():
-            raise RuntimeError("engine 'vllm' needs vLLM (pip install 'isocompute[vllm]'); or use --engine hf")
+            raise RuntimeError(
+                "engine 'vllm' needs vLLM (pip install 'isocompute[vllm]'); or use --engine hf"
+            )
         eng = VLLMEngine(model_path, tokenizer, seed=seed, **kw)
         eng.sync_weights(model)
         return eng

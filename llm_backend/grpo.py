@@ -87,13 +87,20 @@ def make_batch(prompt_ids, token_ids, engine_logps, adv, pad_id: int, device="cp
         cmask[i, a:b] = 1
         if len(t):
             elp[i, a:b] = torch.tensor(lp[: len(t)], dtype=torch.float32)
-    return Batch(ids.to(device), att.to(device), cmask.to(device), elp.to(device),
-                 torch.as_tensor(np.asarray(adv), dtype=torch.float32).to(device))
+    return Batch(
+        ids.to(device),
+        att.to(device),
+        cmask.to(device),
+        elp.to(device),
+        torch.as_tensor(np.asarray(adv), dtype=torch.float32).to(device),
+    )
 
 
 def token_logprobs(model, input_ids, attention_mask, temperature: float = 1.0, with_entropy: bool = False):
-    """Log-probs (S, L-1) of each next token under logits / temperature, and optionally the entropy (S, L-1)."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    """Log-probs (S, L-1) of each next token under logits / temperature; optionally the entropy (S, L-1)."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()  # log-softmax over 49k logits needs float32
     logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)  # (S, L-1, V)
     logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
@@ -103,8 +110,19 @@ def token_logprobs(model, input_ids, attention_mask, temperature: float = 1.0, w
     return logp, ent
 
 
-def grpo_loss(logp, engine_logp, adv, mask, ref_logp=None, entropy=None, kl_coef=0.0, entropy_coef=0.0,
-              tis_cap=2.0, loss_agg="token_mean", norm: float | None = None):
+def grpo_loss(
+    logp,
+    engine_logp,
+    adv,
+    mask,
+    ref_logp=None,
+    entropy=None,
+    kl_coef=0.0,
+    entropy_coef=0.0,
+    tis_cap=2.0,
+    loss_agg="token_mean",
+    norm: float | None = None,
+):
     """The GRPO loss of the module docstring, summed over masked tokens and divided by `norm`.
 
     logp, engine_logp, mask, ref_logp, entropy: (S, T); adv: (S,). With loss_agg="token_mean", `norm`
@@ -128,10 +146,12 @@ def grpo_loss(logp, engine_logp, adv, mask, ref_logp=None, entropy=None, kl_coef
     else:
         raise ValueError(f"unknown loss_agg {loss_agg!r}")
     stats = {
-        "kl_sum": float((kl * mask).sum()) if kl is not None else math.nan,
-        "entropy_sum": float((entropy * mask).sum()) if entropy is not None else math.nan,
+        "kl_sum": float((kl.detach() * mask).sum()) if kl is not None else math.nan,
+        "entropy_sum": float((entropy.detach() * mask).sum()) if entropy is not None else math.nan,
         "tis_sum": float((w * mask).sum()),
-        "tis_clipped": float(((torch.exp(logp.detach() - engine_logp) > tis_cap) * mask).sum()) if tis_cap else 0.0,
+        "tis_clipped": float(((torch.exp(logp.detach() - engine_logp) > tis_cap) * mask).sum())
+        if tis_cap
+        else 0.0,
         "mismatch_abs_sum": float(((logp.detach() - engine_logp).abs() * mask).sum()),
     }
     return loss, stats
@@ -147,8 +167,15 @@ def grpo_backward(model, batch: Batch, cfg, ref_model=None) -> dict:
     n_tok = float(batch.comp_mask.sum())
     norm = max(n_tok, 1.0) if cfg.loss_agg == "token_mean" else float(S)
     want_ent = True  # entropy is a logged metric even when entropy_coef == 0
-    agg = {"loss": 0.0, "kl_sum": 0.0, "entropy_sum": 0.0, "tis_sum": 0.0, "tis_clipped": 0.0,
-           "mismatch_abs_sum": 0.0, "tokens": n_tok}
+    agg = {
+        "loss": 0.0,
+        "kl_sum": 0.0,
+        "entropy_sum": 0.0,
+        "tis_sum": 0.0,
+        "tis_clipped": 0.0,
+        "mismatch_abs_sum": 0.0,
+        "tokens": n_tok,
+    }
     for a in range(0, S, cfg.microbatch):
         sl = slice(a, a + cfg.microbatch)
         ids, att = batch.input_ids[sl], batch.attention_mask[sl]
@@ -162,11 +189,21 @@ def grpo_backward(model, batch: Batch, cfg, ref_model=None) -> dict:
         logp, ent = token_logprobs(model, ids, att, cfg.temperature, with_entropy=want_ent)
         if not cfg.entropy_coef:
             ent = ent.detach()  # logged only: free its part of the graph
-        loss, st = grpo_loss(logp, batch.engine_logp[sl, : L - 1], batch.adv[sl], mask, ref_logp=ref,
-                             entropy=ent, kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
-                             tis_cap=cfg.tis_cap, loss_agg=cfg.loss_agg, norm=norm)
+        loss, st = grpo_loss(
+            logp,
+            batch.engine_logp[sl, : L - 1],
+            batch.adv[sl],
+            mask,
+            ref_logp=ref,
+            entropy=ent,
+            kl_coef=cfg.kl_coef,
+            entropy_coef=cfg.entropy_coef,
+            tis_cap=cfg.tis_cap,
+            loss_agg=cfg.loss_agg,
+            norm=norm,
+        )
         loss.backward()
-        agg["loss"] += float(loss)
+        agg["loss"] += float(loss.detach())
         for key in ("kl_sum", "entropy_sum", "tis_sum", "tis_clipped", "mismatch_abs_sum"):
             agg[key] += st[key]
     return agg

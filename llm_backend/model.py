@@ -49,9 +49,7 @@ def find_gguf() -> Path:
 
 
 def is_hf_folder(path: Path) -> bool:
-    return (path / "config.json").exists() and (
-        any(path.glob("*.safetensors")) or any(path.glob("*.bin"))
-    )
+    return (path / "config.json").exists() and (any(path.glob("*.safetensors")) or any(path.glob("*.bin")))
 
 
 def prepare(cache_dir: str | Path | None = None, force: bool = False) -> Path:

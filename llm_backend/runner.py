@@ -23,9 +23,29 @@ from llm_backend.config import ConfigError, LLMConfig
 from llm_backend.model import cache_root, default_model_dir, resolve_model
 
 TABLE_COLUMNS = (
-    "backend", "model", "dataset", "seed", "n", "bp", "batch", "m", "compute", "tokens", "epoch", "lr", "k",
-    "train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac", "entropy", "kl", "grad_norm",
-    "response_len", "zero_var_frac",
+    "backend",
+    "model",
+    "dataset",
+    "seed",
+    "n",
+    "bp",
+    "batch",
+    "m",
+    "compute",
+    "tokens",
+    "epoch",
+    "lr",
+    "k",
+    "train_mean",
+    "val_mean",
+    "val_best_k",
+    "val_worst_k",
+    "val_zero_frac",
+    "entropy",
+    "kl",
+    "grad_norm",
+    "response_len",
+    "zero_var_frac",
 )
 
 
@@ -55,21 +75,31 @@ class LLMResult:
             for j, p in enumerate(vec)
         ]
         pd.DataFrame(rows).to_csv(out / "pass1.csv", index=False)
-        (out / "config.json").write_text(json.dumps(
-            {"config": self.config.to_dict(), "status": self.status, "diverged_step": self.diverged_step,
-             "reason": self.reason}, indent=1))
+        (out / "config.json").write_text(
+            json.dumps(
+                {
+                    "config": self.config.to_dict(),
+                    "status": self.status,
+                    "diverged_step": self.diverged_step,
+                    "reason": self.reason,
+                },
+                indent=1,
+            )
+        )
         return out
 
 
 def _seed(*parts) -> int:
     """A 32-bit seed derived from (seed, step, purpose, ...): explicit randomness, no global state."""
-    ints = [p if isinstance(p, int) else int.from_bytes(str(p).encode()[:8].ljust(8, b"\0"), "little")
-            for p in parts]
+    ints = [
+        p if isinstance(p, int) else int.from_bytes(str(p).encode()[:8].ljust(8, b"\0"), "little")
+        for p in parts
+    ]
     return int(np.random.SeedSequence(ints).generate_state(1)[0])
 
 
 def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Problem]]:
-    """Train and validation problems; they depend on the config's data fields, never on `seed` (paired runs)."""
+    """Train and validation problems; they depend on the data fields, never on `seed` (paired runs)."""
     if cfg.dataset == "arith":
         d = cfg.d or 64
         train = tasks.generate_arithmetic(d, 1, cfg.digits, cfg.terms, cfg.operations)
@@ -86,14 +116,18 @@ def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Probl
         root = Path(cfg.data_dir) if cfg.data_dir else cache_root() / "splits"
         tr, va = root / f"{cfg.dataset}.train.jsonl", root / f"{cfg.dataset}.val.jsonl"
         if not tr.exists() or not va.exists():
-            raise ConfigError(f"no calibrated split {cfg.dataset!r} in {root}; run `isocompute llm calibrate` first")
+            raise ConfigError(
+                f"no calibrated split {cfg.dataset!r} in {root}; run `isocompute llm calibrate` first"
+            )
         train, val = tasks.load_jsonl(tr), tasks.load_jsonl(va)
     if cfg.d:
         train = train[: cfg.d]
     if cfg.d_val:
         val = val[: cfg.d_val]
     if not train or not val:
-        raise ConfigError(f"dataset {cfg.dataset!r} gives {len(train)} train / {len(val)} val problems; need both")
+        raise ConfigError(
+            f"dataset {cfg.dataset!r} gives {len(train)} train / {len(val)} val problems; need both"
+        )
     return train, val
 
 
@@ -122,8 +156,10 @@ class _Checkpointer:
     def latest(self) -> Path | None:
         if not self.root.exists():
             return None
-        done = sorted((p for p in self.root.glob("ckpt-*") if (p / "state.json").exists()),
-                      key=lambda p: int(p.name.split("-")[1]))
+        done = sorted(
+            (p for p in self.root.glob("ckpt-*") if (p / "state.json").exists()),
+            key=lambda p: int(p.name.split("-")[1]),
+        )
         return done[-1] if done else None
 
     def save(self, step: int, model, optimizer, state: dict) -> Path:
@@ -136,8 +172,10 @@ class _Checkpointer:
             shutil.rmtree(tmp)
         tmp.mkdir()
         # clone: tied embeddings share storage, which save_file refuses
-        save_file({k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()},
-                  str(tmp / "model.safetensors"))
+        save_file(
+            {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()},
+            str(tmp / "model.safetensors"),
+        )
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         (tmp / "state.json").write_text(json.dumps(state))  # written last
         final = self.root / f"ckpt-{step}"
@@ -162,25 +200,39 @@ class _Checkpointer:
 def _evaluate(engine, tok, val, cfg: LLMConfig, step: int) -> tuple[dict, np.ndarray]:
     """k samples per validation problem: mean (avg@k), best_k, worst_k, zero_frac and per-problem pass@1."""
     prompts = [tasks.build_prompt(tok, p.question) for p in val]
-    ro = engine.generate(prompts, cfg.k, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
-                         seed=_seed(cfg.seed, step, "eval"))
+    ro = engine.generate(
+        prompts, cfg.k, cfg.max_new_tokens, cfg.temperature, cfg.top_p, seed=_seed(cfg.seed, step, "eval")
+    )
     r = np.array([tasks.reward(t, val[i // cfg.k].answer) for i, t in enumerate(ro.texts)]).reshape(-1, cfg.k)
     p1 = r.mean(1)
-    return {"val_mean": float(p1.mean()), "val_best_k": float((r.max(1) > 0).mean()),
-            "val_worst_k": float((r.min(1) > 0).mean()), "val_zero_frac": float((p1 == 0).mean())}, p1
+    return {
+        "val_mean": float(p1.mean()),
+        "val_best_k": float((r.max(1) > 0).mean()),
+        "val_worst_k": float((r.min(1) > 0).mean()),
+        "val_zero_frac": float((p1 == 0).mean()),
+    }, p1
 
 
 def _config_key(cfg: LLMConfig) -> dict:
     d = cfg.to_dict()
-    for k in ("checkpoint_dir", "checkpoint_every", "engine", "device", "gpu_memory_utilization", "microbatch"):
+    for k in (
+        "checkpoint_dir",
+        "checkpoint_every",
+        "engine",
+        "device",
+        "gpu_memory_utilization",
+        "microbatch",
+    ):
         d.pop(k)
     return d
 
 
-def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -> LLMResult:
+def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, engine=None) -> LLMResult:
     """Run GRPO for m = budget // (bp * n) steps; evaluate at eval_steps(m, n_evals).
 
     `stop_after` ends the run after that many steps (as if killed right after a checkpoint; for tests).
+    `engine` reuses a started engine of the same model (vLLM start-up costs seconds; one per process): its
+    weights are synced from this run's policy first and it is left open.
     """
     import torch
 
@@ -195,8 +247,13 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -
     model = load_model(path, cfg.device)
     model.train()
     lr = cfg.effective_lr()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
-                            weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(
+        model.parameters(),
+        lr=lr,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+    )
     ref = None
     if cfg.kl_coef > 0:
         ref = load_model(path, cfg.device).eval().requires_grad_(False)
@@ -210,15 +267,45 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -
     if ckpt and (latest := ckpt.latest()) is not None:
         state = _Checkpointer.load(latest, model, opt, cfg.device)
         if state["config"] != _config_key(cfg):
-            raise ConfigError(f"checkpoint {latest} belongs to a different config; use another checkpoint_dir")
-        start, tokens, rows, steps_log, snaps = (state["step"], state["tokens"], state["rows"],
-                                                 state["steps"], state["snaps"])
+            raise ConfigError(
+                f"checkpoint {latest} belongs to a different config; use another checkpoint_dir"
+            )
+        start, tokens, rows, steps_log, snaps = (
+            state["step"],
+            state["tokens"],
+            state["rows"],
+            state["steps"],
+            state["snaps"],
+        )
 
-    engine = make_engine(cfg.engine, model, tok, str(path), seed=cfg.seed, device=cfg.device,
-                         **({"gpu_memory_utilization": cfg.gpu_memory_utilization,
-                             "max_model_len": cfg.max_model_len} if cfg.engine == "vllm" else {}))
-    base = {"backend": "llm", "model": model_name, "dataset": cfg.dataset, "seed": cfg.seed, "n": cfg.n,
-            "bp": cfg.bp, "batch": cfg.batch, "lr": lr, "k": cfg.k}
+    own_engine = engine is None
+    if own_engine:
+        engine = make_engine(
+            cfg.engine,
+            model,
+            tok,
+            str(path),
+            seed=cfg.seed,
+            device=cfg.device,
+            **(
+                {"gpu_memory_utilization": cfg.gpu_memory_utilization, "max_model_len": cfg.max_model_len}
+                if cfg.engine == "vllm"
+                else {}
+            ),
+        )
+    else:
+        engine.sync_weights(model)
+    base = {
+        "backend": "llm",
+        "model": model_name,
+        "dataset": cfg.dataset,
+        "seed": cfg.seed,
+        "n": cfg.n,
+        "bp": cfg.bp,
+        "batch": cfg.batch,
+        "lr": lr,
+        "k": cfg.k,
+    }
     status, div_step, reason = "ok", None, None
     bar = None
     if progress:
@@ -229,13 +316,22 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -
     def record(step: int, last: dict | None) -> None:
         metrics, p1 = _evaluate(engine, tok, val, cfg, step)
         nan = math.nan
-        rows.append({**base, "m": step, "compute": step * cfg.batch, "tokens": tokens,
-                     "epoch": step * cfg.bp / len(train),
-                     "train_mean": last["reward"] if last else nan, **metrics,
-                     "entropy": last["entropy"] if last else nan, "kl": last["kl"] if last else nan,
-                     "grad_norm": last["grad_norm"] if last else nan,
-                     "response_len": last["response_len"] if last else nan,
-                     "zero_var_frac": last["zero_var_frac"] if last else nan})
+        rows.append(
+            {
+                **base,
+                "m": step,
+                "compute": step * cfg.batch,
+                "tokens": tokens,
+                "epoch": step * cfg.bp / len(train),
+                "train_mean": last["reward"] if last else nan,
+                **metrics,
+                "entropy": last["entropy"] if last else nan,
+                "kl": last["kl"] if last else nan,
+                "grad_norm": last["grad_norm"] if last else nan,
+                "response_len": last["response_len"] if last else nan,
+                "zero_var_frac": last["zero_var_frac"] if last else nan,
+            }
+        )
         snaps.append([float(x) for x in p1])
 
     try:
@@ -246,20 +342,33 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -
             probs = [train[i] for i in idx]
             prompts = [tasks.build_prompt(tok, p.question) for p in probs]
             t0 = time.perf_counter()
-            ro = engine.generate(prompts, cfg.n, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
-                                 seed=_seed(cfg.seed, step, "rollout"))
+            ro = engine.generate(
+                prompts,
+                cfg.n,
+                cfg.max_new_tokens,
+                cfg.temperature,
+                cfg.top_p,
+                seed=_seed(cfg.seed, step, "rollout"),
+            )
             t1 = time.perf_counter()
             rew = np.array([tasks.reward(t, probs[i // cfg.n].answer) for i, t in enumerate(ro.texts)])
             rew = rew.reshape(cfg.bp, cfg.n)
             adv = grpo.advantages(rew, cfg.scale_rewards).reshape(-1)
-            batch = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device)
+            batch = grpo.make_batch(
+                ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device
+            )
             opt.zero_grad(set_to_none=True)
             agg = grpo.grpo_backward(model, batch, cfg, ref)
-            gn = torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                                cfg.max_grad_norm if cfg.max_grad_norm else float("inf"))
+            gn = torch.nn.utils.clip_grad_norm_(
+                model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm else float("inf")
+            )
             gn = float(gn)
             if not (math.isfinite(gn) and math.isfinite(agg["loss"])):
-                status, div_step, reason = "diverged", step, f"non-finite loss {agg['loss']} or grad norm {gn}"
+                status, div_step, reason = (
+                    "diverged",
+                    step,
+                    f"non-finite loss {agg['loss']} or grad norm {gn}",
+                )
                 break
             opt.step()
             t2 = time.perf_counter()
@@ -267,15 +376,25 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -
             t3 = time.perf_counter()
             n_tok = ro.num_tokens
             tokens += n_tok
-            last = {"step": step, "compute": step * cfg.batch, "tokens": tokens, "reward": float(rew.mean()),
-                    "entropy": agg["entropy_sum"] / max(agg["tokens"], 1),
-                    "kl": agg["kl_sum"] / max(agg["tokens"], 1) if ref is not None else math.nan,
-                    "grad_norm": gn, "response_len": n_tok / len(ro.token_ids), "loss": agg["loss"],
-                    "tis_mean": agg["tis_sum"] / max(agg["tokens"], 1),
-                    "tis_clip_frac": agg["tis_clipped"] / max(agg["tokens"], 1),
-                    "logp_mismatch": agg["mismatch_abs_sum"] / max(agg["tokens"], 1),
-                    "zero_var_frac": float((rew.std(1) == 0).mean()),
-                    "t_rollout": t1 - t0, "t_train": t2 - t1, "t_sync": sync_s, "t_step": t3 - t0}
+            last = {
+                "step": step,
+                "compute": step * cfg.batch,
+                "tokens": tokens,
+                "reward": float(rew.mean()),
+                "entropy": agg["entropy_sum"] / max(agg["tokens"], 1),
+                "kl": agg["kl_sum"] / max(agg["tokens"], 1) if ref is not None else math.nan,
+                "grad_norm": gn,
+                "response_len": n_tok / len(ro.token_ids),
+                "loss": agg["loss"],
+                "tis_mean": agg["tis_sum"] / max(agg["tokens"], 1),
+                "tis_clip_frac": agg["tis_clipped"] / max(agg["tokens"], 1),
+                "logp_mismatch": agg["mismatch_abs_sum"] / max(agg["tokens"], 1),
+                "zero_var_frac": float((rew.std(1) == 0).mean()),
+                "t_rollout": t1 - t0,
+                "t_train": t2 - t1,
+                "t_sync": sync_s,
+                "t_step": t3 - t0,
+            }
             steps_log.append(last)
             if step in evals:
                 record(step, last)
@@ -283,18 +402,33 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None) -
                 bar.update(1)
                 bar.set_postfix(reward=f"{last['reward']:.2f}")
             if ckpt and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                ckpt.save(step, model, opt, {"step": step, "tokens": tokens, "rows": rows, "steps": steps_log,
-                                             "snaps": snaps, "config": _config_key(cfg)})
+                ckpt.save(
+                    step,
+                    model,
+                    opt,
+                    {
+                        "step": step,
+                        "tokens": tokens,
+                        "rows": rows,
+                        "steps": steps_log,
+                        "snaps": snaps,
+                        "config": _config_key(cfg),
+                    },
+                )
             if stop_after is not None and step >= stop_after:
                 break
     finally:
         if bar is not None:
             bar.close()
-        engine.close()
+        if own_engine:
+            engine.close()
 
     table = {c: np.array([r[c] for r in rows]) for c in TABLE_COLUMNS}
-    pass1 = {"compute": table["compute"].copy(), "train": np.zeros((len(rows), 0), np.float32),
-             "val": np.array(snaps, dtype=np.float32).reshape(len(rows), len(val))}
+    pass1 = {
+        "compute": table["compute"].copy(),
+        "train": np.zeros((len(rows), 0), np.float32),
+        "val": np.array(snaps, dtype=np.float32).reshape(len(rows), len(val)),
+    }
     res = LLMResult(cfg, table, pass1, steps_log, status, div_step, reason)
     res.model = model  # the trained module, for callers and tests (not serialised)
     return res

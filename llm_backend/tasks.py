@@ -22,11 +22,11 @@ MAX_NUMBER_CHARS = 64
 """Longest numeric literal we parse; longer runs of digits are not answers."""
 
 SYSTEM_PROMPT = "Answer with just the final number."
-"""Measured on SmolLM2-135M-Instruct (temperature 0.7, 32 tokens): 1-digit sums spread avg@8 over [0, 0.875]."""
+"""Measured on SmolLM2-135M-Instruct (T 0.7, 32 tokens): 1-digit sums spread avg@8 over [0, 0.875]."""
 
 # One optional sign, digits with optional thousands commas, optional decimal part, optional /denominator.
 # No nested quantifiers: linear time (no catastrophic backtracking).
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+_NUMBER = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9]+)?")
 _ANSWER_TAGS = ("answer:", "answer is", "\\boxed{", "=")
 
 
@@ -54,7 +54,9 @@ def generate_arithmetic(
     ops = tuple(operations)
     bad = [o for o in ops if o not in OPERATIONS]
     if bad or not ops:
-        raise ValueError(f"operations must be a non-empty subset of {''.join(OPERATIONS)}; got {operations!r}")
+        raise ValueError(
+            f"operations must be a non-empty subset of {''.join(OPERATIONS)}; got {operations!r}"
+        )
     rng = np.random.default_rng(seed)
     lo, hi = (0 if digits == 1 else 10 ** (digits - 1)), 10**digits
     out = []
