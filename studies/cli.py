@@ -334,10 +334,12 @@ def _fmt_c(c: float) -> str:
     return f"{c:.3g}"
 
 
-def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo) -> None:
-    """Readable n*(C): one line per frontier grid point, then the per-curve and n* sigmoid fits."""
+def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo,
+                     every: int = 1) -> None:
+    """Readable n*(C): one line per frontier grid point (every `every`-th and the last), then the fits."""
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
+    frontier = [f for i, f in enumerate(frontier) if i % every == 0 or i == len(frontier) - 1]
     echo(f"compute-optimal {by}*(C) for {metric} ({len(report.get('curves', []))} curves, "
          f"{len(frontier)} grid points)")
     echo(f"{'compute':>12}  {metric:>10}  {by + '*':>8}")
@@ -418,6 +420,55 @@ def plot(path: Path, metric: str, by: str, out: Path | None) -> None:
     except ValueError as e:
         raise StudiesError(f"cannot plot {path}: {e}") from None
     click.echo(f"wrote {out}")
+
+
+# ----------------------------------------------------------------------------------------------------- demo
+DEMO_PRESETS = (
+    # tabular validation problems never move (no shared parameters), so claim 1 is read on training problems
+    ("tabular", "train_mean", "many small steps should win: n* stays at the smallest n (PAPER.md 5.1)"),
+    ("interference", "val_mean", "interference should move n* up with C, then saturate (PAPER.md finding 1)"),
+)
+
+
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("results/demo"), show_default=True,
+              help="Results directory; one sub-directory per preset (reruns resume).")
+@click.option("--seeds", type=int, default=8, show_default=True, help="Seeds 0..S-1 per configuration.")
+@click.option("--budget", type=COUNT, default=2**18, show_default="2^18", help=HELP["budget"])
+@click.option("--jobs", type=int, default=None, help="Local worker processes (default: the number of cores).")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
+def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: bool) -> None:
+    """Main job: an n-vs-m study (bp = 32, n = 2..256) with the tabular and interference presets,
+    printing each n*(C) table and writing each frontier figure."""
+    from studies.executors import run_sweep
+    from studies.store import ResultStore
+    from studies.sweeps import build_sweep
+
+    fit_report = _import("studies.frontier", "fit_report")
+    for model, metric, claim in DEMO_PRESETS:
+        base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512,
+                         n_evals=24, options=(("d_val", 256),))
+        configs = build_sweep("n-vs-m", base, n=parse_count_list("2^1..2^8"), seeds=seeds)
+        where = out_dir / model
+        with ResultStore(where, study="n-vs-m") as store:
+            s = run_sweep(configs, store, jobs=jobs, progress=progress, desc=model)
+        if s.failed:
+            raise StudiesError(f"{len(s.failed)} {model} run(s) failed, e.g. {next(iter(s.failed.values()))}")
+        table = _load(where, ["run_id", "compute", "n", metric])
+        try:
+            report = fit_report(table, metric=metric, by="n")
+        except ValueError as e:
+            raise StudiesError(f"cannot fit {where}: {e}") from None
+        click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
+        print_fit_report(_clean(report), every=4)
+        try:
+            plot_frontier = _import("studies.plots", "plot_frontier")
+        except StudiesError:
+            continue
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        plot_frontier(table, metric, "n", where / "frontier.png")
+        click.echo(f"figure: {where / 'frontier.png'}")
 
 
 if __name__ == "__main__":

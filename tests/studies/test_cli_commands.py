@@ -211,3 +211,17 @@ def test_plot_writes_a_png(tmp_path):
     assert r.exit_code == 0, r.output
     png = tmp_path / "mine_frontier.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_demo_smoke_on_a_tiny_budget(tmp_path):
+    out = tmp_path / "demo"
+    r = invoke("demo", "--out", out, "--seeds", "1", "--budget", "2^14", "--jobs", "1", "--no-progress")
+    assert r.exit_code == 0, r.output
+    for model, metric in (("tabular", "train_mean"), ("interference", "val_mean")):
+        assert f"== {model} (8 runs, {metric})" in r.stdout
+        man = json.loads((out / model / "manifest.json").read_text())
+        assert len(man["runs"]) == 8 and {e["status"] for e in man["runs"].values()} == {"done"}
+        if HAS_PLOTS:
+            assert (out / model / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+    assert r.stdout.count("compute-optimal n*(C)") == 2
