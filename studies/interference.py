@@ -29,9 +29,26 @@ import numpy as np
 import pandas as pd
 
 DEFAULT_CACHE = Path("results/science/cache")
-TABLE_COLS = ("n", "bp", "seed", "m", "compute", "lr", "train_mean", "val_mean", "val_best_k", "val_worst_k",
-              "train_best_k", "train_worst_k", "train_zero_frac", "val_zero_frac", "zero_var_frac", "kl",
-              "grad_norm", "tokens")
+TABLE_COLS = (
+    "n",
+    "bp",
+    "seed",
+    "m",
+    "compute",
+    "lr",
+    "train_mean",
+    "val_mean",
+    "val_best_k",
+    "val_worst_k",
+    "train_best_k",
+    "train_worst_k",
+    "train_zero_frac",
+    "val_zero_frac",
+    "zero_var_frac",
+    "kl",
+    "grad_norm",
+    "tokens",
+)
 
 
 def config_key(cfg) -> str:
@@ -64,8 +81,9 @@ def _run_one(args):
     return out
 
 
-def run_many(configs: Sequence, cache_dir: Path | str = DEFAULT_CACHE, jobs: int = 2,
-             keep_pass1: bool = False) -> list[dict]:
+def run_many(
+    configs: Sequence, cache_dir: Path | str = DEFAULT_CACHE, jobs: int = 2, keep_pass1: bool = False
+) -> list[dict]:
     """Run (or load from the cache) every SimConfig; longest runs first over `jobs` processes."""
     cache_dir = Path(cache_dir)
     order = sorted(range(len(configs)), key=lambda i: -configs[i].steps)
@@ -85,8 +103,13 @@ def n_sweep_configs(base, ns: Sequence[int], seeds: Sequence[int], **over) -> li
     return [replace(base, n=int(n), seed=int(s), problem_seed=int(s), **over) for s in seeds for n in ns]
 
 
-def curve_at(table: dict, budgets: Sequence[float], metric: str = "val_mean", best_so_far: bool = False,
-             x: str = "compute") -> np.ndarray:
+def curve_at(
+    table: dict,
+    budgets: Sequence[float],
+    metric: str = "val_mean",
+    best_so_far: bool = False,
+    x: str = "compute",
+) -> np.ndarray:
     """metric at each budget by linear interpolation in log compute; NaN beyond the run's last point.
 
     The first evaluation is at compute 0 (the initial policy); budgets below the first step get that value.
@@ -112,8 +135,14 @@ def curve_at(table: dict, budgets: Sequence[float], metric: str = "val_mean", be
     return out
 
 
-def grid_frame(results: Sequence[dict], budgets: Sequence[float], metric: str = "val_mean",
-               by: tuple[str, ...] = ("n",), best_so_far: bool = False, x: str = "compute") -> pd.DataFrame:
+def grid_frame(
+    results: Sequence[dict],
+    budgets: Sequence[float],
+    metric: str = "val_mean",
+    by: tuple[str, ...] = ("n",),
+    best_so_far: bool = False,
+    x: str = "compute",
+) -> pd.DataFrame:
     """Tidy frame: one row per (run, budget) with columns `by`, seed, budget, value (see `curve_at`)."""
     rows = []
     for r in results:
@@ -135,8 +164,9 @@ def n_star(frame: pd.DataFrame, key: str = "n") -> pd.DataFrame:
     return best.rename(columns={key: f"{key}_star", "mean": "best_mean", "se": "best_se"})
 
 
-def paired_contrast(frame: pd.DataFrame, budget: float, small: Sequence[int], large: Sequence[int],
-                    key: str = "n") -> dict:
+def paired_contrast(
+    frame: pd.DataFrame, budget: float, small: Sequence[int], large: Sequence[int], key: str = "n"
+) -> dict:
     """Best large-n minus best small-n at `budget`, paired over seeds (each seed = one problem set).
 
     The best member of each group is chosen by seed mean; the SE is that of the per-seed differences.
@@ -152,22 +182,36 @@ def paired_contrast(frame: pd.DataFrame, budget: float, small: Sequence[int], la
     diff = (piv[nl_] - piv[ns_]).dropna().to_numpy()
     se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("nan")
     mean = float(diff.mean())
-    return {"n_small": int(ns_), "n_large": int(nl_), "small_mean": float(means[ns_]),
-            "large_mean": float(means[nl_]), "diff": mean, "se": se,
-            "z": mean / se if se and se > 0 else float("nan"), "wins": int((diff > 0).sum()),
-            "seeds": int(diff.size)}
+    return {
+        "n_small": int(ns_),
+        "n_large": int(nl_),
+        "small_mean": float(means[ns_]),
+        "large_mean": float(means[nl_]),
+        "diff": mean,
+        "se": se,
+        "z": mean / se if se and se > 0 else float("nan"),
+        "wins": int((diff > 0).sum()),
+        "seeds": int(diff.size),
+    }
 
 
-def robust_claim2(ns_star: Sequence[int], contrast: dict, tab_ns_star: Sequence[int] | None,
-                  ns: Sequence[int]) -> dict:
-    """Issue 4's robust criteria: n* grows >= 8x over the budgets, top-budget contrast >= 0.02 and >= 3 SE over
+def robust_claim2(
+    ns_star: Sequence[int], contrast: dict, tab_ns_star: Sequence[int] | None, ns: Sequence[int]
+) -> dict:
+    """Issue 4's robust criteria: n* grows >= 8x over the budgets, top-budget contrast >= 0.02 and >= 3 SE
+    over
     >= 8 seeds, and the tabular control keeps n* among the two smallest n."""
     ns_star = [int(v) for v in ns_star]
     growth = max(ns_star) / min(ns_star) if ns_star else float("nan")
     two_smallest = sorted(ns)[:2]
     tab_ok = None if tab_ns_star is None else all(int(v) in two_smallest for v in tab_ns_star)
-    ok = (growth >= 8 and contrast["diff"] >= 0.02 and contrast["z"] >= 3 and contrast["seeds"] >= 8
-          and tab_ok is not False)
+    ok = (
+        growth >= 8
+        and contrast["diff"] >= 0.02
+        and contrast["z"] >= 3
+        and contrast["seeds"] >= 8
+        and tab_ok is not False
+    )
     return {"growth": growth, "tabular_keeps_small": tab_ok, "robust": bool(ok)}
 
 
@@ -176,7 +220,13 @@ def polarisation(p: np.ndarray, zero: float = 1e-3, one: float = 0.99) -> dict:
     p = np.asarray(p, dtype=float)
     p = p[np.isfinite(p)]
     z, o = float((p < zero).mean()), float((p >= one).mean())
-    return {"mean": float(p.mean()), "zero_frac": z, "one_frac": o, "polar_frac": z + o, "std": float(p.std())}
+    return {
+        "mean": float(p.mean()),
+        "zero_frac": z,
+        "one_frac": o,
+        "polar_frac": z + o,
+        "std": float(p.std()),
+    }
 
 
 def pass1_at(result: dict, split: str, compute: float) -> np.ndarray:
@@ -214,29 +264,70 @@ def train_snapshots(cfg, stops: Sequence[int]) -> list[np.ndarray]:
     st = np.zeros(3, dtype=np.int64)
     st[grpo.ST_POS] = d
     acc = np.zeros(7)
-    hp = np.array([cfg.effective_lr(), cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay, cfg.clip_eps,
-                   cfg.kl_coef, cfg.entropy_coef], dtype=np.float64)
-    ip = np.array([cfg.n, cfg.bp, cfg.n_est, _OPT[cfg.optimizer], _SCALE[cfg.scale_rewards], _OBJ[cfg.objective],
-                   cfg.ppo_epochs, cfg.minibatches, int(cfg.zero_variance_filter)], dtype=np.int64)
+    hp = np.array(
+        [
+            cfg.effective_lr(),
+            cfg.beta1,
+            cfg.beta2,
+            cfg.adam_eps,
+            cfg.weight_decay,
+            cfg.clip_eps,
+            cfg.kl_coef,
+            cfg.entropy_coef,
+        ],
+        dtype=np.float64,
+    )
+    ip = np.array(
+        [
+            cfg.n,
+            cfg.bp,
+            cfg.n_est,
+            _OPT[cfg.optimizer],
+            _SCALE[cfg.scale_rewards],
+            _OBJ[cfg.objective],
+            cfg.ppo_epochs,
+            cfg.minibatches,
+            int(cfg.zero_variance_filter),
+        ],
+        dtype=np.int64,
+    )
     rs = new_state(cfg.seed, 0)
     out = []
     for m in stops:
         if m > st[grpo.ST_STEP]:
-            code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, pw, row_t, stamp, perm,
-                                     st, acc, hp, ip, rs, int(m))
+            code = grpo._train_chunk(
+                *pargs,
+                problems.lens,
+                logp0,
+                theta,
+                theta0,
+                m1,
+                m2,
+                pw,
+                row_t,
+                stamp,
+                perm,
+                st,
+                acc,
+                hp,
+                ip,
+                rs,
+                int(m),
+            )
             if code != grpo.OK:
                 raise RuntimeError(f"run diverged before step {m}: {grpo.REASONS[code]}")
         out.append(theta.copy())
     return out
 
 
-def gradient_noise_scale(cfg, theta: np.ndarray, n: int | None = None, problems_sampled: int = 512,
-                         seed: int = 0) -> dict:
+def gradient_noise_scale(
+    cfg, theta: np.ndarray, n: int | None = None, problems_sampled: int = 512, seed: int = 0
+) -> dict:
     """B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training").
 
     One sample is one training problem with its group of n rollouts: g_i = d(GRPO surrogate of problem i)/d
     theta, from the simulator's own advantage and logit-gradient kernels and the policy's backward pass.
-    G = mean g_i and Sigma their covariance, with |G|^2 corrected for its sampling bias (|mean|^2 - tr Sigma/N).
+    G = mean g_i and Sigma their covariance, |G|^2 corrected for its sampling bias (|mean|^2 - tr Sigma / N).
     B_simple is in groups (problems); times n it is in rollouts, comparable with the chosen batch bp * n.
     """
     from sandbox.grpo import SCALE_GROUP, advantages, logit_gradient
@@ -265,14 +356,14 @@ def gradient_noise_scale(cfg, theta: np.ndarray, n: int | None = None, problems_
         a_c, a_w = advantages(c, n, mean, np.sqrt(mean * (1 - mean)), SCALE_GROUP, 0.0)
         zero_var += int(c == 0 or c == n)
         logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp, logp, 0, 0.2, 0.0, 0.0, dz)
-        pieces[b] = policy.backward(theta, idx[b:b + 1], (dz if c not in (0, n) else zeros)[None, :])
+        pieces[b] = policy.backward(theta, idx[b : b + 1], (dz if c not in (0, n) else zeros)[None, :])
     out = noise_scale_from_pieces(pieces)
     out.update({"zero_var_frac": zero_var / idx.size, "n": n})
     return out
 
 
 def noise_scale_from_pieces(pieces: np.ndarray) -> dict:
-    """B_simple from N per-sample gradients (N, P): unbiased tr(Sigma) and |G|^2 = |mean|^2 - tr(Sigma) / N."""
+    """B_simple from N per-sample gradients (N, P): unbiased tr(Sigma), |G|^2 = |mean|^2 - tr(Sigma) / N."""
     N = pieces.shape[0]
     G = pieces.mean(axis=0)
     tr_sigma = float(((pieces - G) ** 2).sum(axis=1).sum() / (N - 1))

@@ -26,8 +26,11 @@ def test_curve_at_interpolates_in_log_compute_and_best_so_far():
 def test_paired_contrast_uses_per_seed_differences():
     rows = []
     for s, (a, b) in enumerate([(0.5, 0.6), (0.4, 0.52), (0.6, 0.69), (0.5, 0.63)]):
-        rows += [{"n": 4, "seed": s, "budget": 1.0, "value": a}, {"n": 64, "seed": s, "budget": 1.0, "value": b},
-                 {"n": 2, "seed": s, "budget": 1.0, "value": a - 0.1}]
+        rows += [
+            {"n": 4, "seed": s, "budget": 1.0, "value": a},
+            {"n": 64, "seed": s, "budget": 1.0, "value": b},
+            {"n": 2, "seed": s, "budget": 1.0, "value": a - 0.1},
+        ]
     c = I.paired_contrast(pd.DataFrame(rows), 1.0, [2, 4], [64])
     d = np.array([0.1, 0.12, 0.09, 0.13])
     assert (c["n_small"], c["n_large"], c["wins"], c["seeds"]) == (4, 64, 4, 4)
@@ -65,7 +68,7 @@ def test_train_snapshots_reproduce_the_runner():
 
 
 def test_noise_scale_from_pieces_recovers_known_b_simple():
-    """Pieces = G + noise with tr(Sigma) = P * sigma^2: B_simple = P sigma^2 / |G|^2 (here 20 * 0.25 / 1 = 5)."""
+    """Pieces = G + noise, tr(Sigma) = P sigma^2: B_simple = P sigma^2 / |G|^2 (here 20 * 0.25 / 1 = 5)."""
     rng = np.random.default_rng(0)
     G = np.zeros(20)
     G[0] = 1.0
@@ -77,7 +80,8 @@ def test_noise_scale_from_pieces_recovers_known_b_simple():
 
 def test_gradient_noise_scale_more_rollouts_more_signal():
     """With group-normalised advantages a group's gradient keeps its size whatever n is, but small groups are
-    more often all-equal (no signal): at the same parameters |G|^2 grows with n and the zero-variance share falls."""
+    more often all-equal (no signal): at the same parameters |G|^2 grows with n and the zero-variance share
+    falls."""
     cfg = SimConfig(n=8, **SMALL)
     theta = I.train_snapshots(cfg, [1])[0]
     a = I.gradient_noise_scale(cfg, theta, n=2, problems_sampled=128, seed=1)
@@ -88,7 +92,7 @@ def test_gradient_noise_scale_more_rollouts_more_signal():
 
 @pytest.fixture(scope="module")
 def headline(tmp_path_factory):
-    """The interference preset and its tabular control, 8 paired seeds, budget 2^18 (about 30 s on 2 cores)."""
+    """The interference preset and its tabular control, 8 paired seeds, budget 2^18 (~30 s on 2 cores)."""
     cache = tmp_path_factory.mktemp("science_cache")
     out = {}
     base = SimConfig(model="interference", budget=2**18, snapshots=False, n_evals=16)
