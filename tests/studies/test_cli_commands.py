@@ -225,3 +225,19 @@ def test_demo_smoke_on_a_tiny_budget(tmp_path):
         if HAS_PLOTS:
             assert (out / model / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     assert r.stdout.count("compute-optimal n*(C)") == 2
+
+
+def test_fit_on_a_results_directory_names_left_out_diverged_runs(tmp_path):
+    out = tmp_path / "res"
+    common = ["--backend", "fake", "--out", out, "--bp", "4", "--budget", "2^16", "--n-evals", "24",
+              "--jobs", "1", "--no-progress"]
+    assert invoke("sweep", "n-vs-m", "--n", "2,8,32", *common).exit_code == 0
+    r = invoke("sweep", "n-vs-m", "--n", "4", "--option", "diverge_at=50", *common)
+    assert r.exit_code == 0 and "1 diverged" in r.stdout
+    diverged = RunConfig(backend="fake", n=4, bp=4, budget=2**16, n_evals=24, seed=0, problem_seed=0,
+                         options=(("diverge_at", 50),)).run_id
+    r = invoke("fit", out, "--json")
+    assert r.exit_code == 0, r.output
+    assert f"warning: left out 1 diverged run(s): {diverged} (step 50)" in r.stderr
+    rep = json.loads(r.stdout)
+    assert sorted(c["n"] for c in rep["curves"]) == [2, 8, 32]  # the diverged n = 4 run is not fitted
