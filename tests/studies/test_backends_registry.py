@@ -81,3 +81,16 @@ def test_sim_adapter_runs_the_simulator_and_adds_run_id():
     assert out.pass1.groupby(["compute", "split"]).size().to_dict()[(0, "train")] == 32
     again = SimAdapter().run(cfg)
     assert again.table.equals(t)  # same seed, same table (bit for bit)
+
+
+def test_studies_imports_no_engine_until_a_run_needs_it():
+    import subprocess
+    import sys
+
+    code = ("import sys, studies, studies.cli, studies.backends, studies.executors, studies.store, "
+            "studies.io, studies.sweeps; from studies.cli import main; "
+            "print(sorted(m for m in ('sandbox', 'numba', 'torch', 'llm_backend', 'ray') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
