@@ -133,7 +133,9 @@ def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Probl
 
 def eval_steps(m: int, n_evals: int) -> list[int]:
     """m = 0 plus `n_evals` log-spaced steps in [1, m] (rounded, unique), always including m."""
-    pts = np.unique(np.round(np.geomspace(1, max(m, 1), n_evals)).astype(int)) if m else np.array([], int)
+    if m == 0:
+        return [0]
+    pts = np.unique(np.round(np.geomspace(1, m, n_evals)).astype(int)) if n_evals > 1 else np.array([m])
     return sorted({0, *map(int, pts), m})
 
 

@@ -92,3 +92,37 @@ def n_vs_m(base, ns: list[int], seeds: list[int], out_dir: str | Path, progress:
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     table.to_csv(out / "table.csv", index=False)
     return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m llm_backend.study --n 2,4,8 --out DIR [KEY=VALUE ...]` with KEY an LLMConfig field."""
+    import argparse
+
+    from llm_backend.config import LLMConfig
+
+    ap = argparse.ArgumentParser(description="n-vs-m study on the real model (one shared engine)")
+    ap.add_argument("--n", default="2,4,8")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("fields", nargs="*", help="LLMConfig overrides KEY=VALUE (e.g. bp=4 budget=64 lr=3e-5)")
+    a = ap.parse_args(argv)
+    kw = {}
+    types = {k: type(v) for k, v in LLMConfig().to_dict().items()}
+    for item in a.fields:
+        key, _, value = item.partition("=")
+        kind = types.get(key)
+        if kind is None:
+            ap.error(f"unknown LLMConfig field {key!r}")
+        if kind is bool:
+            kw[key] = value.lower() in ("1", "true", "yes")
+        elif kind is int:
+            kw[key] = int(float(value))
+        else:
+            kw[key] = value if kind in (str, type(None)) else kind(value)
+    base = LLMConfig(**{**kw, "n": 2})
+    table = n_vs_m(base, [int(x) for x in a.n.split(",")], list(range(a.seeds)), a.out)
+    print(table[["run_id", "n", "m", "compute", "val_mean", "train_mean"]].to_string())
+
+
+if __name__ == "__main__":
+    main()
