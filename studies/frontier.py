@@ -169,6 +169,10 @@ class FrontierFit:
         self.ranges_ = {k: (float(r["min"]), float(r["max"])) for k, r in rng.iterrows()}
         self.curves_: dict = {}
         kw = dict(self.sigmoid or {})
+        vals = df[metric].to_numpy(dtype=float)
+        vals = vals[np.isfinite(vals)]
+        if "limits" not in kw and vals.size and vals.min() >= 0.0 and vals.max() <= 1.0:
+            kw["limits"] = (0.0, 1.0)  # a rate (pass@1, best@k, worst@k): the fitted asymptote stays <= 1
         for v, g in recs.groupby(by, sort=True, observed=True):
             fit = SigmoidFit(**kw).fit(g[x].to_numpy(dtype=float), g[metric].to_numpy(dtype=float))
             self.curves_[v] = fit

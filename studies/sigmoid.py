@@ -33,7 +33,8 @@ class SigmoidFit:
     b in `b_bounds` (b > 0 makes the curve non-decreasing); C_mid in [min C / cmid_factor,
     max C * cmid_factor] (a midpoint far outside the data is not identified); R0 <= A, both in
     [min R - margin * span, max R + margin * span] with span = max R - min R, or in `y_bounds` when
-    given (e.g. the n-grid for n*).
+    given (e.g. the n-grid for n*); always inside `limits` when given (a pass rate cannot exceed 1, so a
+    rate metric is fitted with limits (0, 1) and its asymptote A never reads above 1).
 
     After `fit`: `params_` (dict R0, A, C_mid, b), `r2_` (nan when undefined), `ok_` (False for degenerate
     data: too few points or a constant target; then params_ describe a flat line at the mean, or are nan
@@ -49,6 +50,7 @@ class SigmoidFit:
         y_bounds: tuple[float, float] | None = None,
         min_points: int = 5,
         n_starts: int = 3,
+        limits: tuple[float, float] | None = None,
     ):
         self.b_bounds = b_bounds
         self.cmid_factor = cmid_factor
@@ -56,6 +58,7 @@ class SigmoidFit:
         self.y_bounds = y_bounds
         self.min_points = min_points
         self.n_starts = n_starts
+        self.limits = limits
 
     # ---- public API -------------------------------------------------------------------------------------
     def fit(self, C, R) -> SigmoidFit:
@@ -103,6 +106,8 @@ class SigmoidFit:
         else:
             span = float(np.ptp(y))
             lo, hi = float(y.min()) - self.margin * span, float(y.max()) + self.margin * span
+        if self.limits is not None:
+            lo, hi = max(lo, float(self.limits[0])), min(hi, float(self.limits[1]))
         if not hi > lo:
             hi = lo + 1e-9
         return lo, hi

@@ -287,3 +287,19 @@ def test_fit_speed_benchmark_is_within_budget(capsys):
     assert out["runs"] == 1000 and out["rows"] == 100_000
     assert out["fit_report_s"] <= 10.0 and out["fit_report_pool_s"] <= 10.0
     assert out["min_curve_r2"] > 0.99
+
+
+def test_rate_metric_asymptote_never_exceeds_one():
+    """A pass rate saturating at 1 with noise must not be fitted with A > 1 (seen on tabular sweeps)."""
+    rng = np.random.default_rng(3)
+    C = np.logspace(2, 6, 60)
+    rows = []
+    for seed in range(4):
+        R = np.clip(sigmoid(C, 0.45, 1.0, 2e4, 1.8) + rng.normal(0, 0.004, C.size), 0, 1)
+        rows += [
+            {"run_id": f"r{seed}", "compute": c, "n": 2, "bp": 32, "val_mean": r}
+            for c, r in zip(C, R, strict=True)
+        ]
+    rep = fit_report(pd.DataFrame(rows))
+    assert rep["curves"][0]["params"]["A"] <= 1.0 + 1e-12
+    assert max(p["reward"] for p in rep["frontier"]) <= 1.0 + 1e-12
