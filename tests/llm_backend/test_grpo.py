@@ -237,3 +237,18 @@ def test_lr_rule_and_config_errors():
         LLMConfig(n=1)
     with pytest.raises(ConfigError, match="budget"):
         LLMConfig(n=4, bp=8, budget=16)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_gradient_matches_cpu():
+    """The trainer is device-agnostic (issue 6: cpu / cuda): the same batch gives the same gradient."""
+    grads = {}
+    for dev in ("cpu", "cuda"):
+        model, ref_model = tiny_llama(0).to(dev), tiny_llama(5).to(dev)
+        batch, _, _ = toy_batch()
+        batch = grpo.Batch(*(getattr(batch, f).to(dev) for f in batch.__dataclass_fields__))
+        model.zero_grad()
+        grpo.grpo_backward(model, batch, Cfg(), ref_model)
+        grads[dev] = [p.grad.detach().cpu() for p in model.parameters()]
+    for a, b in zip(grads["cpu"], grads["cuda"], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-3)
