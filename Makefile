@@ -32,6 +32,8 @@ env-all: $(STAMP_ALL)
 ## demo: the main job, a small simulated n-vs-m study (tabular vs interference) -> n*(C) table + headline figure
 demo: $(STAMP_BASE)
 	$(BIN)/isocompute demo --out $(OUT)/demo
+	$(BIN)/isocompute figs --only headline --reuse $(OUT)/demo/tabular --reuse $(OUT)/demo/interference \
+		--results $(OUT)/figs --out $(OUT)/demo --quiet
 
 ## test: lint + the whole test suite (CI runs this)
 test: $(STAMP_ALL)
@@ -43,7 +45,7 @@ lint: $(STAMP_ALL)
 
 ## figs: rebuild every paper figure from cached or new runs
 figs: $(STAMP_BASE)
-	$(BIN)/isocompute figs --out docs/figs --results $(OUT)/figs
+	$(BIN)/isocompute figs --out docs/figs --results $(OUT)/figs --gallery paper_figs/README.md
 
 ## bench: the speed benchmarks (ratios against baselines measured in the same run)
 bench: $(STAMP_ALL)

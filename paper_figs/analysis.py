@@ -55,6 +55,36 @@ def nstar_curve(params: dict, compute) -> np.ndarray:
     return 2.0 ** curve(params, compute)
 
 
+EARLY_GAIN = 0.1
+"""Frontier points that have gained less than this share of the frontier's total reward gain are
+'undetermined': before any curve has improved, all n tie and the arg-max n is arbitrary (often the largest n
+of the first steps), which would drag the n* fit."""
+
+
+def undetermined(fr: pd.DataFrame) -> pd.Series:
+    """Frontier points where n* is not yet determined (gain < EARLY_GAIN of the frontier's total gain)."""
+    if fr.empty:
+        return pd.Series([], dtype=bool)
+    r0, r1 = float(fr["reward"].iloc[0]), float(fr["reward"].max())
+    return fr["reward"] < r0 + EARLY_GAIN * (r1 - r0)
+
+
+def nstar_fit(report: dict, by: str = "n") -> SigmoidFit | None:
+    """Sigmoid of log2 n* against C (studies.sigmoid.SigmoidFit, bounded by the grid of n, as studies.frontier
+    does) fitted on the determined frontier points only; None without a frontier. A constant n* gives a
+    degenerate fit (ok_ False) whose prediction is that constant."""
+    fr = frontier_frame(report, by)
+    if fr.empty:
+        return None
+    fr = fr[~undetermined(fr)]
+    col = by + "_smooth" if by + "_smooth" in fr.columns else by
+    keys = [c[by] for c in report.get("curves", [])] or list(fr[by])
+    l2 = np.log2(np.asarray(keys, dtype=float))
+    return SigmoidFit(y_bounds=(float(l2.min()), float(l2.max())), min_points=4).fit(
+        fr["compute"].to_numpy(dtype=float), np.log2(fr[col].to_numpy(dtype=float))
+    )
+
+
 def frontier_frame(report: dict, by: str = "n") -> pd.DataFrame:
     """The report's frontier as a table (compute, reward, <by>), sorted by compute."""
     rows = report.get("frontier") or []

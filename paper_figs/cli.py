@@ -61,9 +61,16 @@ def _ids(value: tuple[str, ...]) -> list[str]:
     default=None,
     help="Also write the gallery Markdown here (e.g. paper_figs/README.md).",
 )
+@click.option(
+    "--reuse",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Other results directories whose finished runs are copied in instead of rerun "
+    "(repeatable), e.g. those of `isocompute demo`.",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the figure ids and exit.")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
-def figs(only, backend, out, results, jobs, size, gallery_path, list_only, quiet) -> None:
+@click.option("--quiet", is_flag=True, help="No progress bars and no per-figure log: only the files written.")
+def figs(only, backend, out, results, jobs, size, gallery_path, reuse, list_only, quiet) -> None:
     from paper_figs import build
     from paper_figs.registry import figures
 
@@ -88,7 +95,10 @@ def figs(only, backend, out, results, jobs, size, gallery_path, list_only, quiet
             size=size,
             gallery_path=gallery_path,
             progress=not quiet,
-            log=click.echo,
+            log=(lambda _msg: None) if quiet else click.echo,
+            reuse=reuse,
         )
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
+    if quiet:
+        click.echo("wrote " + ", ".join(str(out / f"{i}.png") for i in ids))

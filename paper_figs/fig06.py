@@ -35,10 +35,8 @@ def summary(tables):
 def ours(s):
     e, h = s["easy"], s["hard"]
     return (
-        f"frontier n* rises from {plots.fmt_n(e['n_lo'])} to {plots.fmt_n(e['n_hi'])} on easy and from "
-        f"{plots.fmt_n(h['n_lo'])} to {plots.fmt_n(h['n_hi'])} on hard between C = {plots.fmt_c(e['C_lo'])} "
-        f"and {plots.fmt_c(e['C_hi'])} rollouts; frontier reward at the top: easy {e['R_hi']:.3f}, "
-        f"hard {h['R_hi']:.3f}."
+        f"easy: {plots.nstar_span(e)} (frontier reward at the top {e['R_hi']:.3f}); "
+        f"hard: {plots.nstar_span(h)} ({h['R_hi']:.3f})."
     )
 
 

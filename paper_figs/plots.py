@@ -5,6 +5,7 @@ Everything here draws from tables and from `studies` fit reports; nothing here f
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -82,55 +83,66 @@ def nstar_panel(
         style.empty_panel(ax, "no frontier")
         return
     y = fr[by + "_smooth"] if by + "_smooth" in fr.columns else fr[by]
+    early = undetermined(fr)
     if color_by_reward:
+        norm = style.norm_for(fr["reward"])
         sc = ax.scatter(
-            fr["compute"],
-            y,
-            c=fr["reward"],
+            fr["compute"][~early],
+            y[~early],
+            c=fr["reward"][~early],
             cmap="rocket_r",
             s=22,
             zorder=3,
-            norm=style.norm_for(fr["reward"]),
+            norm=norm,
+        )
+        ax.scatter(
+            fr["compute"][early],
+            y[early],
+            s=22,
+            zorder=3,
+            facecolors="none",
+            edgecolors=plt.get_cmap("rocket_r")(norm(fr["reward"][early])),
         )
         cb = ax.figure.colorbar(sc, ax=ax, pad=0.01, fraction=0.05)
         cb.set_label("frontier reward")
     else:
-        ax.scatter(fr["compute"], y, s=18, color=color, zorder=3, label=label)
-    params = ((report or {}).get("n_star_fit") or {}).get("params")
-    if fit and an.has_params(params):
-        cs = np.geomspace(fr["compute"].min(), fr["compute"].max(), 200)
-        ax.plot(cs, an.nstar_curve(params, cs), color=color or style.FIT_COLOR, lw=2.0, zorder=4)
+        ax.scatter(fr["compute"][~early], y[~early], s=18, color=color, zorder=3, label=label)
+        ax.scatter(fr["compute"][early], y[early], s=18, facecolors="none", edgecolors=color, zorder=3)
+    f = an.nstar_fit(report or {}, by) if fit else None
+    if f is not None and an.has_params(f.params_):
+        det = fr[~early]
+        cs = np.geomspace(det["compute"].min(), det["compute"].max(), 200)
+        ax.plot(cs, 2.0 ** f.predict(cs), color=color or style.FIT_COLOR, lw=2.0, zorder=4)
     style.compute_axis(ax, unit)
     style.log2_axis(ax, "y", fr[by], label=f"compute-optimal {by}*")
 
 
-def fit_handle(label: str = "sigmoid fit of log2 n*") -> tuple[Line2D, str]:
+EARLY_GAIN = an.EARLY_GAIN
+undetermined = an.undetermined
+
+
+def fit_handle(label: str = "sigmoid fit of log2 n* (filled points)") -> tuple[Line2D, str]:
     return Line2D([], [], color=style.FIT_COLOR, lw=2.0), label
 
 
 def frontier_numbers(report: dict | None, by: str = "n") -> dict:
-    """Gallery numbers of one frontier: n* at the lowest and highest compute of the grid, the reward there,
-    and the r2 of the n* fit."""
+    """Gallery numbers of one frontier: n* at the lowest compute where it is determined (see `undetermined`)
+    and at the highest compute of the grid, the reward there, and the r2 of the n* fit."""
     fr = an.frontier_frame(report or {}, by)
+    nan = float("nan")
     if fr.empty:
-        return {
-            "C_lo": float("nan"),
-            "C_hi": float("nan"),
-            "n_lo": float("nan"),
-            "n_hi": float("nan"),
-            "n_max": float("nan"),
-            "R_hi": float("nan"),
-            "r2": float("nan"),
-        }
-    fit = (report or {}).get("n_star_fit") or {}
+        return {"C_lo": nan, "C_hi": nan, "n_lo": nan, "n_hi": nan, "n_max": nan, "R_hi": nan, "r2": nan}
+    f = an.nstar_fit(report or {}, by)
+    det = fr[~undetermined(fr)]
+    det = det if not det.empty else fr
     return {
-        "C_lo": float(fr["compute"].iloc[0]),
+        "C_lo": float(det["compute"].iloc[0]),
         "C_hi": float(fr["compute"].iloc[-1]),
-        "n_lo": float(fr[by].iloc[0]),
+        "n_lo": float(det[by].iloc[0]),
         "n_hi": float(fr[by].iloc[-1]),
-        "n_max": float(fr[by].max()),
+        "n_max": float(det[by].max()),
         "R_hi": float(fr["reward"].iloc[-1]),
-        "r2": _num(fit.get("r2")),
+        "r2": float(f.r2_) if f is not None else nan,
     }
 
 
@@ -188,9 +200,18 @@ def variant_legend(fig, colors: dict, title: str | None = None, where: str = "bo
 
 
 def nstar_legend(fig, smooth: int = 1) -> None:
-    """Bottom legend of n*(C) panels: what the points and the red line are."""
+    """Bottom legend of n*(C) panels: what the filled and hollow points and the red line are."""
     pts = Line2D([], [], ls="", marker="o", color="0.3")
-    what = "frontier n* at each compute" + (
-        f" (running average over {smooth} grid points)" if smooth > 1 else ""
+    hollow = Line2D([], [], ls="", marker="o", mfc="none", color="0.3")
+    what = "frontier n*" + (f" (running average over {smooth} grid points)" if smooth > 1 else "")
+    style.outside_legend(
+        fig, [pts, hollow, fit_handle()[0]], [what, HOLLOW_LABEL, fit_handle()[1]], where="bottom"
     )
-    style.outside_legend(fig, [pts, fit_handle()[0]], [what, fit_handle()[1]], where="bottom")
+
+
+HOLLOW_LABEL = f"hollow: frontier gain < {int(100 * an.EARLY_GAIN)}%, n* undetermined (ties)"
+
+
+def nstar_span(v: dict) -> str:
+    """'n* 4 at C = 2.0e2 -> 64 at C = 2.6e5' from frontier_numbers."""
+    return f"n* {fmt_n(v['n_lo'])} at C = {fmt_c(v['C_lo'])} -> {fmt_n(v['n_hi'])} at C = {fmt_c(v['C_hi'])}"

@@ -81,3 +81,5 @@ class FigureSpec:
     ours: Callable[[dict], str]
     """One line from the summary numbers: what our run shows (no hand-typed numbers)."""
     backends: tuple[str, ...] = field(default=("sim",))
+    text: Callable[[dict[str, pd.DataFrame]], str] | None = None
+    """Optional text the build prints after drawing (the headline prints the n*(C) tables)."""
