@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from paper_figs import analysis as an
-from paper_figs import style
+from paper_figs import plots, style
 from paper_figs.catalog import FIXED_EASY
 from paper_figs.specs import FigureSpec
 
@@ -29,14 +29,18 @@ def make(tables):
         axes[0, 0].scatter(f["m"], f["n_star"], s=16, color=c)
         axes[0, 1].scatter(f["m"], f["bp_star"], s=16, color=c)
         p = (fits.get(int(B)) or {}).get("params")
-        if an.has_params(p):
+        r2 = (fits.get(int(B)) or {}).get("r2")
+        if an.has_params(p) and r2 is not None and r2 >= plots.MIN_R2:
             ms = np.geomspace(f["m"].min(), f["m"].max(), 200)
             nfit = an.nstar_curve(p, ms)
             axes[0, 0].plot(ms, nfit, color=c, lw=2)
             axes[0, 1].plot(ms, B / nfit, color=c, lw=2)
         handles.append(Line2D([], [], color=c, marker="o", lw=2))
-        r2 = (fits.get(int(B)) or {}).get("r2")
-        labels.append(f"B = {int(B)}" + (f" (fit r2 {r2:.2f})" if r2 is not None else ""))
+        drawn = r2 is not None and r2 >= plots.MIN_R2
+        labels.append(
+            f"B = {int(B)}"
+            + (f" (fit r2 {r2:.2f}{'' if drawn else ', not drawn'})" if r2 is not None else "")
+        )
     for ax, col, name in ((axes[0, 0], "n_star", "n*(M)"), (axes[0, 1], "bp_star", "bp*(M) = B / n*")):
         style.compute_axis(ax, "steps")
         style.log2_axis(ax, "y", opt[col], label=name)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
 from paper_figs import analysis as an
-from paper_figs import style
+from paper_figs import plots, style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD
 from paper_figs.specs import FigureSpec
 
@@ -19,13 +20,13 @@ _CODE = 1_000_000  # cfg = bp * _CODE + n, a numeric key so studies' fit_report 
 
 
 def joint_report(t):
-    """Frontier over every (bp, n) configuration (studies.frontier with by = configuration) and the
-    sigmoid fit
-    of log2 n* against C (studies.sigmoid.SigmoidFit) on it."""
+    """Frontier over every (bp, n) configuration (studies.frontier with by = configuration) and the sigmoid
+    fit of log2 n* against C (studies.sigmoid.SigmoidFit) on its determined points (analysis.undetermined)."""
     rep = an.fit_report(t.assign(cfg=t["bp"] * _CODE + t["n"]), by="cfg")
     fr = an.frontier_frame(rep, "cfg")
     fr["bp"], fr["n"] = fr["cfg"] // _CODE, fr["cfg"] % _CODE
-    ok = fr["compute"] > 0
+    fr["undetermined"] = an.undetermined(fr)
+    ok = (fr["compute"] > 0) & ~fr["undetermined"]
     lo, hi = np.log2(t["n"].min()), np.log2(t["n"].max())
     fit = an.SigmoidFit(y_bounds=(lo, hi)).fit(fr.loc[ok, "compute"], np.log2(fr.loc[ok, "n"]))
     return rep, fr, fit
@@ -62,9 +63,9 @@ def make(tables):
                     f"({int(r['bp'])}, {int(r['n'])})",
                     (r["compute"], r["reward"]),
                     fontsize=8.5,
-                    xytext=(0, -14 if labelled % 2 else 10),
+                    xytext=(3, -13),
                     textcoords="offset points",
-                    ha="center",
+                    ha="left",
                     color="0.15",
                 )
                 labelled += 1
@@ -72,9 +73,19 @@ def make(tables):
         ax.set_ylabel(style.metric_label("val_mean", an.k_of(t)))
         ax.set_title(f"{st.dataset}: frontier over (bp, n)")
         ax = axes[1, c]
-        sc = ax.scatter(fr["compute"], fr["n"], c=fr["reward"], cmap="rocket_r", s=18, zorder=3)
-        if fit.ok_:
-            cs = np.geomspace(fr["compute"].min(), fr["compute"].max(), 200)
+        det, und = fr[~fr["undetermined"]], fr[fr["undetermined"]]
+        norm = style.norm_for(fr["reward"])
+        sc = ax.scatter(det["compute"], det["n"], c=det["reward"], cmap="rocket_r", norm=norm, s=18, zorder=3)
+        ax.scatter(
+            und["compute"],
+            und["n"],
+            s=18,
+            zorder=3,
+            facecolors="none",
+            edgecolors=plt.get_cmap("rocket_r")(norm(und["reward"])),
+        )
+        if fit.ok_ and fit.r2_ >= plots.MIN_R2:
+            cs = np.geomspace(det["compute"].min(), det["compute"].max(), 200)
             ax.plot(cs, 2.0 ** fit.predict(cs), color=style.FIT_COLOR, lw=2)
         fig.colorbar(sc, ax=ax, label="frontier reward", pad=0.01)
         style.compute_axis(ax)
@@ -86,11 +97,13 @@ def make(tables):
             Line2D([], [], color="0.8", lw=1),
             Line2D([], [], color=style.n_color(16), lw=3.5),
             Line2D([], [], color=style.FIT_COLOR, lw=2),
+            Line2D([], [], ls="", marker="o", mfc="none", color="0.3"),
         ],
         [
             "fitted curve of each (bp, n)",
             "frontier, coloured by n, labelled (bp, n)",
-            "sigmoid fit of log2 n*",
+            "sigmoid fit of log2 n* (filled points)",
+            plots.HOLLOW_LABEL,
         ],
         where="bottom",
     )

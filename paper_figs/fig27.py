@@ -47,6 +47,17 @@ def make(tables):
         mesh = ax.pcolormesh(xe, BINS, H, cmap="mako_r", vmin=0, vmax=vmax, shading="flat")
         style.compute_axis(ax)
         ax.set_title(f"{ds}, n = {n}")
+        x0 = min(p[3][0] for p in panels if len(p[3]))
+        if cs[0] > 4 * x0:  # a large n takes its first step later: say so instead of leaving a blank
+            ax.text(
+                (x0 * cs[0]) ** 0.5,
+                0.5,
+                "before the\nfirst step",
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="0.4",
+            )
     for ax in axes[:, 0]:
         ax.set_ylabel("training pass@1")
     for ax in axes[0]:

@@ -109,7 +109,10 @@ def nstar_panel(
         ax.scatter(fr["compute"][~early], y[~early], s=18, color=color, zorder=3, label=label)
         ax.scatter(fr["compute"][early], y[early], s=18, facecolors="none", edgecolors=color, zorder=3)
     f = an.nstar_fit(report or {}, by) if fit else None
-    if f is not None and an.has_params(f.params_):
+    drawable = f is not None and (
+        (f.ok_ and np.isfinite(f.r2_) and f.r2_ >= MIN_R2) or f.status_ == "degenerate: constant target"
+    )
+    if drawable and an.has_params(f.params_):
         det = fr[~early]
         cs = np.geomspace(det["compute"].min(), det["compute"].max(), 200)
         ax.plot(cs, 2.0 ** f.predict(cs), color=color or style.FIT_COLOR, lw=2.0, zorder=4)
@@ -117,6 +120,9 @@ def nstar_panel(
     style.log2_axis(ax, "y", fr[by], label=f"compute-optimal {by}*")
 
 
+MIN_R2 = 0.5
+"""Sigmoid fits of n* explaining less than half the variance are not drawn (a line through nothing misleads);
+a constant n* (degenerate fit) is drawn as the constant it is."""
 EARLY_GAIN = an.EARLY_GAIN
 undetermined = an.undetermined
 
