@@ -35,7 +35,7 @@ def new_state(seed: int, stream: int = 0) -> np.ndarray:
     return st
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def next_u64(s):
     """xoshiro256** (Blackman & Vigna 2018): next 64-bit output; advances s in place."""
     s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
@@ -52,13 +52,13 @@ def next_u64(s):
     return result
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def uniform(s):
     """Uniform double in [0, 1) with 53 random bits."""
     return (next_u64(s) >> _U11) * _INV53
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def shuffle(s, a):
     """In-place Fisher-Yates shuffle of a 1-D array."""
     for i in range(a.shape[0] - 1, 0, -1):
@@ -68,7 +68,7 @@ def shuffle(s, a):
         a[i], a[j] = a[j], a[i]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _stirling_tail(k):
     if k <= 9:
         return _TAIL[int(k)]
@@ -76,7 +76,7 @@ def _stirling_tail(k):
     return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _binv(s, n, p):
     q = 1.0 - p
     sr = p / q
@@ -96,7 +96,7 @@ def _binv(s, n, p):
             return x
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _btrs(s, n, p):
     spq = np.sqrt(n * p * (1.0 - p))
     b = 1.15 + 2.53 * spq
@@ -124,7 +124,7 @@ def _btrs(s, n, p):
             return int(k)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def binomial(s, n, p):
     """Exact Binomial(n, p) draw."""
     if n <= 0 or p <= 0.0:
@@ -143,7 +143,7 @@ def binomial(s, n, p):
     return n - x if flip else x
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def multinomial(s, pi, n, first, out):
     """Counts (K,) of n categorical draws from pi as a chain of K-1 binomials (one multinomial draw).
 
@@ -170,7 +170,7 @@ def multinomial(s, pi, n, first, out):
     out[last] = rem
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _binomial_many(s, n, p, size):
     out = np.empty(size, dtype=np.int64)
     for i in range(size):
