@@ -51,6 +51,7 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--val-frac", type=float, default=0.5, show_default=True, help="Held-out share of each split.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="Device of the hf engine (cpu, cuda).")
 def calibrate(
     model,
     cache_dir,
@@ -65,6 +66,7 @@ def calibrate(
     temperature,
     val_frac,
     seed,
+    device,
 ) -> None:
     from llm_backend.model import ModelError, cache_root, resolve_model
 
@@ -96,8 +98,8 @@ def calibrate(
         _fail(str(e))
     out_dir = Path(out) if out else (Path(cache_dir) if cache_dir else cache_root()) / "splits"
     tok = load_tokenizer(path)
-    m = load_model(path)
-    eng = make_engine(engine, m, tok, str(path), seed=seed)
+    m = load_model(path, device)
+    eng = make_engine(engine, m, tok, str(path), seed=seed, device=device)
     try:
         counts = do_calibrate(
             problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, progress=True
