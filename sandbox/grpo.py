@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sandbox.policies import batch_backward, batch_logits, softmax_row, work_size
+from sandbox.policies import batch_backward, batch_logits, exp_nonpos, work_size
 from sandbox.rng import binomial, multinomial, shuffle
 
 SGD, ADAM, ADAMW = 0, 1, 2
@@ -45,6 +45,31 @@ ZERO_PASS1 = 1e-3
 # status codes returned by the kernels
 OK, BAD_LOGITS, BAD_GRAD = 0, 1, 2
 REASONS = {BAD_LOGITS: "non-finite logits", BAD_GRAD: "non-finite gradient", 3: "non-finite metrics"}
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _softmax_fast(z, logp, pi):
+    """Stable log-softmax and softmax of one row z (K,) into logp and pi (as policies.softmax_row).
+
+    The exponentials go through `exp_nonpos` (<= 1 ulp from np.exp, no libm call) so the K of them vectorise;
+    arguments below -708 are clamped there (exp(-708) ~ 3e-308 instead of a smaller number: rounding).
+    """
+    K = z.shape[0]
+    mx = z[0]
+    for k in range(1, K):
+        if z[k] > mx:
+            mx = z[k]
+    for k in range(K):
+        y = z[k] - mx
+        pi[k] = exp_nonpos(y if y > -708.0 else -708.0)
+    s = 0.0
+    for k in range(K):
+        s += pi[k]
+    lse = mx + np.log(s)
+    inv = 1.0 / s
+    for k in range(K):
+        pi[k] *= inv
+        logp[k] = z[k] - lse
 
 
 @njit(cache=True, error_model="numpy")
@@ -155,7 +180,7 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
         tot_c = 0.0
         for b in range(bp):
             g = batch[b]
-            softmax_row(Z[b], logp_old[b], pis[b])
+            _softmax_fast(Z[b], logp_old[b], pis[b])
             cg = correct[g]
             multinomial(rs, pis[b], n, cg, counts[b])
             c = counts[b, cg]
@@ -227,7 +252,7 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                         pi[k] = pis[b, k]
                         logp[k] = logp_old[b, k]
                 else:
-                    softmax_row(Z[i], logp, pi)
+                    _softmax_fast(Z[i], logp, pi)
                 lg0 = logp0[g] if g < d else logp0[0]
                 logit_gradient(counts[b], n, correct[g], a_c[b], a_w[b], pi, logp, logp_old[b], lg0,
                                objective, clip, kl, ent, dz)
@@ -364,7 +389,7 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
             return False
         for i in range(nb):
             g = lo + i
-            softmax_row(Z[i], logp, pi)
+            _softmax_fast(Z[i], logp, pi)
             p = pi[correct[g]]
             if sampled:
                 c = binomial(rs, k_metric, p)
@@ -408,7 +433,7 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
     """Log-softmax (d, K) of the training problems under theta (the KL reference pi_init)."""
     out = np.empty((d, K))
@@ -422,5 +447,5 @@ def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
             idx[i] = lo + i
         batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[:nb], Z[:nb], work)
         for i in range(nb):
-            softmax_row(Z[i], out[lo + i], pi)
+            _softmax_fast(Z[i], out[lo + i], pi)
     return out

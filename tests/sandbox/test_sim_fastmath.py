@@ -1,6 +1,7 @@
 """The fast kernels behind benchmarks/sim_throughput.py (issue 2): they change rounding only, never results.
 
 - `tanh_fast` / `exp_nonpos` (vectorisable, no libm call) against numpy's tanh / exp, special values included;
+- the kernel softmax (`exp_nonpos` inside) against numpy, extreme logits included;
 - the mlp backward that skips zero rows of dL/dlogits against finite differences and the full-row backward;
 - the dense shared-block optimiser `_opt_dense` bit-identical to the per-row `_opt_update` arithmetic;
 - `_sumsq` (reassociated reduction) against numpy, and non-finite values still reach the divergence check.
@@ -13,7 +14,7 @@ import pytest
 from numba import njit
 
 from sandbox import SimConfig
-from sandbox.grpo import ADAM, ADAMW, SGD, _opt_dense, _sumsq
+from sandbox.grpo import ADAM, ADAMW, SGD, _opt_dense, _softmax_fast, _sumsq
 from sandbox.policies import build_policy, exp_nonpos, tanh_fast
 from sandbox.problems import make_problems
 
@@ -116,3 +117,22 @@ def test_sumsq_matches_numpy_and_propagates_non_finite():
         y = x.copy()
         y[1000] = bad
         assert not np.isfinite(_sumsq(y))
+
+
+@njit(cache=True, error_model="numpy")
+def _softmax_rows(Z, logp, pi):
+    for i in range(Z.shape[0]):
+        _softmax_fast(Z[i], logp[i], pi[i])
+
+
+def test_kernel_softmax_matches_numpy_to_rounding():
+    rng = np.random.default_rng(4)
+    Z = np.concatenate([rng.normal(size=(200, 8)) * 5.0, [[0.0, -800.0, 3.0, 1e-9, -1e3, 2.0, 2.0, 700.0]]])
+    logp = np.empty_like(Z)
+    pi = np.empty_like(Z)
+    _softmax_rows(Z, logp, pi)
+    ref_logp = Z - Z.max(axis=1, keepdims=True)
+    ref_logp -= np.log(np.exp(ref_logp).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(logp, ref_logp, rtol=1e-14, atol=1e-12)
+    np.testing.assert_allclose(pi, np.exp(ref_logp), rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(pi.sum(axis=1), 1.0, rtol=1e-15)
