@@ -62,7 +62,7 @@ FULL = Plan(
     ns=(2, 4, 8, 16, 32, 64, 128, 256, 512),
     side_ns=(2, 8, 32, 128, 512),
     d=1024,
-    lrs=(0.01, 0.03, 0.1, 0.3),
+    lrs=(0.003, 0.01, 0.03, 0.1, 0.3),
     sqrt_lrs=(0.03, 0.1),
 )
 QUICK = Plan(
@@ -339,7 +339,8 @@ def section_f1(ctx: Ctx, store: dict) -> Section:
         s.body += [
             "",
             "Best constant lr per n at the top budget (record metric): "
-            + ", ".join(f"n={int(r.n)}: {r.lr}" for r in tb.itertuples()),
+            + ", ".join(f"n={int(r.n)}: {r.lr}" for r in tb.itertuples())
+            + (" (some at the edge of the lr grid)" if tb["lr"].isin([min(p.lrs), max(p.lrs)]).any() else ""),
         ]
     tab_lines = []
     for lr in p.lrs:
@@ -887,7 +888,7 @@ def section_mechanism(ctx: Ctx, store: dict) -> Section:
             )
     s.body = lines
     s.verdict = "measured"
-    s.why = "measurements behind the verdicts above, not a paper finding (see docs/CLAIMS.md's notes)."
+    s.why = "measurements that explain the verdicts above; not a paper finding, so no verdict."
     s.numbers["confound"] = {f"{a} {b}": v for (a, b), v in conf.items()}
     return s
 
