@@ -5,6 +5,7 @@
 - the mlp backward that skips zero rows of dL/dlogits against finite differences and the full-row backward;
 - the dense shared-block optimiser `_opt_dense` bit-identical to the per-row `_opt_update` arithmetic;
 - `_sumsq` (reassociated reduction) against numpy, and non-finite values still reach the divergence check.
+- BTRS with the log-factorial table draws exactly what the Stirling-series form draws.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sandbox import SimConfig
 from sandbox.grpo import ADAM, ADAMW, SGD, _opt_dense, _softmax_fast, _sumsq
 from sandbox.policies import build_policy, exp_nonpos, tanh_fast
 from sandbox.problems import make_problems
+from sandbox.rng import _btrs_impl, new_state
 
 
 @njit(cache=True, error_model="numpy")
@@ -136,3 +138,20 @@ def test_kernel_softmax_matches_numpy_to_rounding():
     np.testing.assert_allclose(logp, ref_logp, rtol=1e-14, atol=1e-12)
     np.testing.assert_allclose(pi, np.exp(ref_logp), rtol=1e-14, atol=1e-300)
     np.testing.assert_allclose(pi.sum(axis=1), 1.0, rtol=1e-15)
+
+
+@njit(cache=True, error_model="numpy")
+def _btrs_draws(seed_state, n, p, table, size):
+    out = np.empty(size, dtype=np.int64)
+    for i in range(size):
+        out[i] = _btrs_impl(seed_state, n, p, table)
+    return out
+
+
+@pytest.mark.parametrize("n,p", [(40, 0.3), (256, 0.43), (1000, 0.05), (4096, 0.5)])
+def test_btrs_log_factorial_table_gives_the_same_draws_as_stirling(n, p):
+    """The table form of BTRS's exact acceptance test decides like the Stirling form (agree to ~3e-11)."""
+    a = _btrs_draws(new_state(11, 3), n, p, True, 40000)
+    b = _btrs_draws(new_state(11, 3), n, p, False, 40000)
+    np.testing.assert_array_equal(a, b)
+    assert abs(a.mean() - n * p) < 5 * np.sqrt(n * p * (1 - p) / a.size)
