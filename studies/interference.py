@@ -81,6 +81,21 @@ def _run_one(args):
     return out
 
 
+_WARM = []
+
+
+def _warm_up() -> None:
+    """Run one tiny simulation per policy family in this process (numba loads its cached kernels lazily)."""
+    if _WARM:
+        return
+    import sandbox
+    from sandbox.config import SimConfig
+
+    for model in ("tabular", "interference"):
+        sandbox.run(SimConfig(model=model, d=8, d_val=8, bp=4, n=2, budget=64, n_evals=2))
+    _WARM.append(True)
+
+
 def run_many(
     configs: Sequence, cache_dir: Path | str = DEFAULT_CACHE, jobs: int = 2, keep_pass1: bool = False
 ) -> list[dict]:
@@ -90,6 +105,7 @@ def run_many(
     args = [(configs[i], str(cache_dir), keep_pass1) for i in order]
     todo = [a for a in args if not (cache_dir / f"{config_key(a[0])}.pkl").exists()]
     if jobs > 1 and len(todo) > 1:
+        _warm_up()  # load the compiled kernels once here, so forked workers do not each load them again
         with get_context("fork").Pool(jobs) as pool:
             pool.map(_run_one, todo, chunksize=1)
     out = [None] * len(configs)
