@@ -96,7 +96,14 @@ def make_batch(prompt_ids, token_ids, engine_logps, adv, pad_id: int, device="cp
     )
 
 
-def token_logprobs(model, input_ids, attention_mask, temperature: float = 1.0, with_entropy: bool = False):
+def token_logprobs(
+    model,
+    input_ids,
+    attention_mask,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    entropy_grad: bool = True,
+):
     """Log-probs (S, L-1) of each next token under logits / temperature; optionally the entropy (S, L-1)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
     if logits.dtype in (torch.float16, torch.bfloat16):
@@ -106,8 +113,10 @@ def token_logprobs(model, input_ids, attention_mask, temperature: float = 1.0, w
     logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     if not with_entropy:
         return logp, None
-    ent = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, ent
+    if entropy_grad:
+        return logp, -(logp_all.exp() * logp_all).sum(-1)
+    with torch.no_grad():  # logged only: two fewer (S, L, V) tensors kept for backward
+        return logp, -(logp_all.exp() * logp_all).sum(-1)
 
 
 def grpo_loss(
@@ -186,9 +195,9 @@ def grpo_backward(model, batch: Batch, cfg, ref_model=None) -> dict:
         if ref_model is not None:
             with torch.no_grad():
                 ref, _ = token_logprobs(ref_model, ids, att, cfg.temperature)
-        logp, ent = token_logprobs(model, ids, att, cfg.temperature, with_entropy=want_ent)
-        if not cfg.entropy_coef:
-            ent = ent.detach()  # logged only: free its part of the graph
+        logp, ent = token_logprobs(
+            model, ids, att, cfg.temperature, with_entropy=want_ent, entropy_grad=bool(cfg.entropy_coef)
+        )
         loss, st = grpo_loss(
             logp,
             batch.engine_logp[sl, : L - 1],

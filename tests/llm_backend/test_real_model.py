@@ -112,6 +112,7 @@ def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
     base = load_model(model_path).state_dict()
     changed = sum(not torch.equal(base[k], v) for k, v in res.model.state_dict().items())
     assert changed > 0
+    del res, base
     if engine is not None:
         engine.sync_weights(load_model(model_path))
 
@@ -146,3 +147,4 @@ def test_killed_run_resumes_to_the_same_parameters(model_path, tmp_path):
     base = load_model(model_path).state_dict()
     assert any(not torch.equal(base[k], a[k]) for k in a), "the run never updated: the test would be vacuous"
     np.testing.assert_array_equal(full.table["val_mean"], resumed.table["val_mean"])
+    del full, killed, resumed, a, b, base  # three models + optimiser states: free them for the next test
