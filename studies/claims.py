@@ -876,7 +876,9 @@ def section_mechanism(ctx: Ctx, store: dict) -> Section:
         for reg, kw in (
             ("none", {}),
             ("kl_coef=0.1", {"kl_coef": 0.1}),
+            ("kl_coef=1", {"kl_coef": 1.0}),
             ("adamw weight_decay=0.01", {"optimizer": "adamw", "weight_decay": 0.01}),
+            ("adamw weight_decay=0.1", {"optimizer": "adamw", "weight_decay": 0.1}),
         ):
             base = ctx.base(model=model, budget=p.side_top, **kw)
             res = ctx.sweep(base, p.side_ns, label=f"{model} {reg}")
