@@ -21,9 +21,10 @@ import time
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.25, help="vLLM share of memory")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -43,7 +44,7 @@ def main() -> None:
     gen = dict(n=a.n, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=1.0)
 
     t0 = time.perf_counter()
-    vl = VLLMEngine(str(path), tok, seed=0)
+    vl = VLLMEngine(str(path), tok, seed=0, gpu_memory_utilization=a.gpu_memory_utilization, kv_cache_gib=1.0)
     startup = time.perf_counter() - t0
     vl.sync_weights(model)
     vl.generate(prompts[:2], 2, 4, a.temperature)  # warm-up

@@ -42,6 +42,9 @@ class LLMConfig:
     gpu_memory_utilization: float = 0.35
     """vLLM: share of (CPU or GPU) memory it reserves; 0.2 leaves no KV cache on this machine."""
     max_model_len: int = 512
+    kv_cache_gib: float = 1.0
+    """vLLM: KV cache size in GiB (explicit, so the reservation does not depend on what vLLM reads as
+    the machine's memory); 0 = vLLM's own sizing from gpu_memory_utilization."""
 
     # --- problems ---
     dataset: str = "easy"

@@ -131,6 +131,7 @@ class VLLMEngine:
         max_model_len: int = 512,
         gpu_memory_utilization: float = 0.35,
         dtype: str = "float32",
+        kv_cache_gib: float | None = 1.0,
     ):
         import torch
 
@@ -152,6 +153,10 @@ class VLLMEngine:
             distributed_executor_backend="uni",
             seed=seed,
             logprobs_mode="processed_logprobs",
+            # An explicit KV cache: the fraction above is of the node's *total* memory as vLLM reads it
+            # (8.8 GiB at one start, 23.5 GiB at another on this machine), so 0.35 could reserve 8 GiB of
+            # a shared machine. 1 GiB holds ~23k tokens of SmolLM2 (46 KB/token): bp*n*len to spare.
+            **({"kv_cache_memory_bytes": int(kv_cache_gib * 2**30)} if kv_cache_gib else {}),
         )
 
     def _runner(self):

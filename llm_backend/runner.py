@@ -290,7 +290,11 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             seed=cfg.seed,
             device=cfg.device,
             **(
-                {"gpu_memory_utilization": cfg.gpu_memory_utilization, "max_model_len": cfg.max_model_len}
+                {
+                    "gpu_memory_utilization": cfg.gpu_memory_utilization,
+                    "max_model_len": cfg.max_model_len,
+                    "kv_cache_gib": cfg.kv_cache_gib or None,
+                }
                 if cfg.engine == "vllm"
                 else {}
             ),

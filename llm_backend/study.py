@@ -66,7 +66,10 @@ def n_vs_m(base, ns: list[int], seeds: list[int], out_dir: str | Path, progress:
                         seed=0,
                         device=base.device,
                         **(
-                            {"gpu_memory_utilization": base.gpu_memory_utilization}
+                            {
+                                "gpu_memory_utilization": base.gpu_memory_utilization,
+                                "kv_cache_gib": base.kv_cache_gib or None,
+                            }
                             if base.engine == "vllm"
                             else {}
                         ),
