@@ -51,9 +51,24 @@ TABLE_COLS = (
 )
 
 
+def _sandbox_source_hash() -> str:
+    """Hash of the simulator's source files: a cached run is reused only for the code that produced it."""
+    import sandbox
+
+    h = hashlib.sha1()
+    for f in sorted(Path(sandbox.__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+_SOURCE: list[str] = []
+
+
 def config_key(cfg) -> str:
-    """Stable short hash of a SimConfig (the cache file name)."""
-    blob = json.dumps(asdict(cfg), sort_keys=True, default=str).encode()
+    """Stable short hash of a SimConfig and the simulator's source (the cache file name)."""
+    if not _SOURCE:
+        _SOURCE.append(_sandbox_source_hash())
+    blob = json.dumps(asdict(cfg), sort_keys=True, default=str).encode() + _SOURCE[0].encode()
     return hashlib.sha1(blob).hexdigest()[:16]
 
 
