@@ -132,7 +132,78 @@ def tidy_pass1(run_id: str, compute, splits: dict[str, np.ndarray | None]) -> pd
     return pd.concat(parts, ignore_index=True)
 
 
-BACKENDS: dict[str, Adapter] = {"sim": SimAdapter()}
+# RunConfig fields that mean the same thing in llm_backend.config.LLMConfig (DESIGN.md vocabulary).
+_LLM_SHARED = (
+    "n", "bp", "budget", "seed", "dataset", "lr", "lr_rule", "weight_decay", "scale_rewards", "kl_coef",
+    "entropy_coef", "k", "n_evals", "d", "device",
+)
+_SIM_MODELS = ("tabular", "linear", "mlp", "interference", "skills")
+
+
+class LLMAdapter:
+    """GRPO on a real causal LM (llm_backend/). `model`: a local HF folder, or a sim preset name / "default"
+    for the prepared SmolLM2. Backend options: other LLMConfig fields (engine, max_new_tokens, d_val...)."""
+
+    name = "llm"
+
+    def llm_config(self, cfg: RunConfig):
+        from llm_backend.config import ConfigError, LLMConfig
+
+        if cfg.optimizer not in (None, "adamw") or cfg.objective != "pg":
+            raise StudiesError(f"llm backend supports optimizer adamw and objective pg, got {cfg.optimizer}, "
+                               f"{cfg.objective}")
+        if cfg.zero_variance_filter or cfg.n_est:
+            raise StudiesError("llm backend does not implement zero_variance_filter or n_est yet")
+        kwargs: dict[str, Any] = {k: getattr(cfg, k) for k in _LLM_SHARED if getattr(cfg, k) is not None}
+        kwargs["model"] = None if cfg.model in (*_SIM_MODELS, "default", "smollm2") else cfg.model
+        specific = {f.name: f for f in fields(LLMConfig)}
+        for key, value in cfg.options:
+            if key in _LLM_SHARED or key == "model" or key not in specific:
+                allowed = ", ".join(sorted(set(specific) - set(_LLM_SHARED) - {"model"}))
+                raise StudiesError(f"unknown llm option {key!r}; choose from {allowed}")
+            default = specific[key].default
+            kwargs[key] = value if default is None else _coerce(key, value, type(default))
+        try:
+            return LLMConfig(**kwargs)
+        except ConfigError as e:
+            raise StudiesError(str(e)) from None
+
+    def validate(self, cfg: RunConfig) -> None:
+        """Config, model folder and problem files, so a sweep fails before its first run, in one line."""
+        from llm_backend.config import ConfigError
+        from llm_backend.model import ModelError, resolve_model
+        from llm_backend.runner import load_problems
+
+        c = self.llm_config(cfg)
+        try:
+            resolve_model(c.model, c.cache_dir)
+            load_problems(c)
+        except (ConfigError, ModelError, ValueError, OSError) as e:
+            raise StudiesError(str(e).splitlines()[0]) from None
+
+    def needs_gpu(self, cfg: RunConfig) -> bool:
+        return cfg.device.startswith("cuda")
+
+    def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
+        from llm_backend.config import ConfigError
+        from llm_backend.model import ModelError
+        from llm_backend.runner import run
+
+        try:
+            res = run(self.llm_config(cfg), progress=progress)
+        except (ConfigError, ModelError) as e:
+            raise StudiesError(str(e)) from None
+        run_id = cfg.run_id
+        table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
+        table.insert(0, "run_id", run_id)
+        pass1 = tidy_pass1(run_id, res.pass1["compute"], {"val": res.pass1["val"]})
+        status = "diverged" if res.status == "diverged" else "done"
+        info = {"diverged_step": res.diverged_step, "reason": res.reason, "steps": len(res.steps),
+                "wall_s": float(sum(s["t_step"] for s in res.steps))}
+        return RunOutput(table=table, pass1=pass1, status=status, info=info)
+
+
+BACKENDS: dict[str, Adapter] = {"sim": SimAdapter(), "llm": LLMAdapter()}
 """Registered adapters by name. The LLM issue adds "llm" here."""
 
 _NOT_YET = {"llm": "the llm backend is not available yet"}
