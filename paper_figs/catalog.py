@@ -11,7 +11,7 @@ from paper_figs.specs import POW2, StudySpec
 
 BUDGET = 2**18
 """Quick default budget in rollouts per run (about 2.6e5)."""
-SEEDS = 4
+SEEDS = 3
 
 
 def joint(dataset: str) -> StudySpec:

@@ -83,6 +83,8 @@ def figs(only, backend, out, results, jobs, size, gallery_path, reuse, list_only
     unknown = [i for i in ids if i not in reg]
     if unknown:
         raise click.UsageError(f"unknown figure id(s) {', '.join(unknown)}; choose from {', '.join(reg)}")
+    if gallery_path is not None and set(ids) != set(reg):
+        raise click.UsageError("--gallery lists every figure: build all of them (drop --only)")
     if jobs is not None and jobs < 1:
         raise click.UsageError(f"--jobs must be >= 1, got {jobs}")
     try:

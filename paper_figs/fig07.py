@@ -33,11 +33,13 @@ def summary(tables):
 
 
 def ours(s):
+    def r2(v):
+        return "n/a (n* constant)" if v["r2"] != v["r2"] else f"{v['r2']:.2f}"
+
     e, h = s["easy"], s["hard"]
     return (
-        f"log2 n* sigmoid fit r2: easy {e['r2']:.2f} (n* {plots.fmt_n(e['n_lo'])} -> "
-        f"{plots.fmt_n(e['n_hi'])}), hard {h['r2']:.2f} (n* {plots.fmt_n(h['n_lo'])} -> "
-        f"{plots.fmt_n(h['n_hi'])})."
+        f"log2 n* sigmoid fit r2: easy {r2(e)} (n* {plots.fmt_n(e['n_lo'])} -> {plots.fmt_n(e['n_hi'])}), "
+        f"hard {r2(h)} (n* {plots.fmt_n(h['n_lo'])} -> {plots.fmt_n(h['n_hi'])})."
     )
 
 

@@ -176,27 +176,17 @@ def test_import_runs_copies_only_finished_runs(tmp_path):
     assert build.import_runs([done], dst, [src]) == 0  # already present: nothing copied twice
 
 
-def test_cli_builds_a_figure_end_to_end_and_never_reruns(tmp_path):
+def test_cli_builds_a_figure_end_to_end_and_never_reruns(tmp_path, monkeypatch):
     """Real simulator runs (fig02 needs 6 one-step runs), PNG + PDF + gallery; a second build reuses every run
     file untouched and writes the same gallery text."""
     from click.testing import CliRunner
 
+    from paper_figs import registry
     from paper_figs.cli import figs
 
     res, out, gal = tmp_path / "runs", tmp_path / "img", tmp_path / "README.md"
-    args = [
-        "--only",
-        "fig02",
-        "--results",
-        str(res),
-        "--out",
-        str(out),
-        "--gallery",
-        str(gal),
-        "--quiet",
-        "--jobs",
-        "1",
-    ]
+    monkeypatch.setattr(registry, "MODULES", ("fig02",))  # the gallery needs every registered figure
+    args = ["--results", str(res), "--out", str(out), "--gallery", str(gal), "--quiet", "--jobs", "1"]
     r1 = CliRunner().invoke(figs, args)
     assert r1.exit_code == 0, r1.output
     png, pdf = out / "fig02.png", out / "fig02.pdf"
@@ -238,3 +228,32 @@ def test_nstar_fit_ignores_undetermined_ties():
     rep = {"frontier": fr.to_dict("records"), "curves": [{"n": v} for v in (4, 16, 64, 256)]}
     f = an.nstar_fit(rep)
     assert f.n_points_ == 4 and np.all(2 ** f.predict([1e4]) < 16)  # not dragged up by the n = 256 ties
+
+
+def test_cli_llm_backend_is_refused_in_one_line_until_presets_exist(tmp_path):
+    from click.testing import CliRunner
+
+    from paper_figs.cli import figs
+
+    r = CliRunner().invoke(figs, ["--only", "fig06", "--backend", "llm", "--results", str(tmp_path)])
+    assert r.exit_code == 2 and "sim backend" in r.output and not (tmp_path / "runs").exists()
+
+
+def test_cli_lists_every_figure():
+    from click.testing import CliRunner
+
+    from paper_figs.cli import figs
+
+    r = CliRunner().invoke(figs, ["--list"])
+    assert r.exit_code == 0 and all(fid in r.output for fid in REG)
+
+
+def test_cli_gallery_needs_every_figure(tmp_path):
+    from click.testing import CliRunner
+
+    from paper_figs.cli import figs
+
+    r = CliRunner().invoke(
+        figs, ["--only", "fig02", "--gallery", str(tmp_path / "g.md"), "--results", str(tmp_path)]
+    )
+    assert r.exit_code == 2 and "drop --only" in r.output and not (tmp_path / "g.md").exists()
