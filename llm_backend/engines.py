@@ -32,6 +32,23 @@ class Rollouts:
         return sum(len(t) for t in self.token_ids)
 
 
+def _guard_llvmlite_against_vllm_module_scan() -> None:
+    """Let vLLM's kernel-override scan of sys.modules survive an imported numba.
+
+    vLLM (vllm/triton_utils/dispatcher.py) calls `vars(value).get("kernel")` on every module attribute that
+    has a `__dict__`. llvmlite's `ffi.lib` has __slots__ and a `__getattr__` that wraps any name as a C
+    function, so `lib.__dict__` is a function wrapper and the scan crashes ("'_lib_fn_wrapper' object has no
+    attribute 'get'") whenever numba was imported first (seen in the full test session). Registering an
+    empty dict under that name makes the scan read `{}`; no C function is called `__dict__`.
+    """
+    import sys
+
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    fntab = getattr(getattr(ffi, "lib", None), "_fntab", None)
+    if isinstance(fntab, dict):
+        fntab["__dict__"] = {}  # replaces a wrapper cached by an earlier hasattr(lib, "__dict__")
+
+
 def vllm_available() -> bool:
     import importlib.util
 
@@ -141,6 +158,7 @@ class VLLMEngine:
         # also slow the trainer down by 2x on this 2-core machine (measured: 52 vs 100-150 tokens/s).
         os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        _guard_llvmlite_against_vllm_module_scan()
         from vllm import LLM
 
         self.tok = tokenizer
