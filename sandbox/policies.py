@@ -464,9 +464,10 @@ def build_policy(config: SimConfig, problems: ProblemSet) -> Policy:
         shared0[: dim * H] = rng.standard_normal(dim * H) / np.sqrt(dim)
     elif config.model == "skills":
         # issue 4: S = dim skills; problem g loads on every skill with a signed weight L_g = x_g / sqrt(S)
-        # (x_g ~ N(0, I_S) from problems.py), so raising a skill for problems that load on it positively lowers
-        # it for the problems that load negatively. The correct answer is a nonlinear (tanh teacher) function of
-        # x_g, so a linear skill model cannot satisfy every problem at once: limited capacity means conflict.
+        # (x_g ~ N(0, I_S) from problems.py), so raising a skill for problems that load on it positively
+        # lowers it for the problems that load negatively. The correct answer is a nonlinear (tanh teacher)
+        # function of x_g, so a linear skill model cannot satisfy every problem at once: limited capacity
+        # means conflict.
         # Knobs: `dim` (number of skills, capacity) and `share` (0 = tabular, 1 = only skills).
         kind, S = SKILLS, config.dim * K + K
         s_sh, s_pr = float(np.sqrt(config.share)), float(np.sqrt(1.0 - config.share))
