@@ -48,7 +48,7 @@ def test_every_command_and_option_has_help():
     ("args", "message"),
     [
         (["run", "--n", "1"], "n = 1 < 2 leaves the group baseline without signal"),
-        (["run", "--backend", "llm"], "the llm backend is not available yet"),
+        (["run", "--backend", "llm"], "no prepared model at"),
         (["run", "--backend", "gpt"], "unknown backend 'gpt'"),
         (["run", "--bp", "2048", "--d", "1024"], "bp = 2048 exceeds the training set size d = 1024"),
         (["run", "--budget", "100"], "budget 100 is smaller than one step"),
@@ -77,6 +77,7 @@ def test_every_command_and_option_has_help():
 )
 def test_bad_input_is_one_line_on_stderr_and_exit_2(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ISOCOMPUTE_CACHE", str(tmp_path / "cache"))  # no prepared LLM in this test's cache
     r = invoke(*args)
     assert r.exit_code == 2, r.output
     assert r.stdout == ""
