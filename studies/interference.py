@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from multiprocessing import get_context
@@ -74,10 +73,9 @@ def config_key(cfg) -> str:
 
 def _run_one(args):
     cfg, cache_dir, keep_pass1 = args
-    path = Path(cache_dir) / f"{config_key(cfg)}.pkl"
+    path = Path(cache_dir) / f"{config_key(cfg)}.npz"
     if path.exists():
-        with open(path, "rb") as fh:
-            return pickle.load(fh)
+        return _load_cached(path)
     import sandbox
 
     res = sandbox.run(cfg)
@@ -91,9 +89,31 @@ def _run_one(args):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     with open(tmp, "wb") as fh:
-        pickle.dump(out, fh)
+        _save_cached(fh, out)
     os.replace(tmp, path)
     return out
+
+
+def _save_cached(fh, out: dict) -> None:
+    """One cached run as a plain .npz (no pickle: arrays plus a JSON header), read by `_load_cached`."""
+    meta = {k: out[k] for k in ("config", "status", "seconds")} | {"has_pass1": out["pass1"] is not None}
+    arrays = {f"table__{c}": np.asarray(v) for c, v in out["table"].items()}
+    arrays.update({f"pass1__{k}": np.asarray(v) for k, v in (out["pass1"] or {}).items()})
+    np.savez(fh, __meta__=np.array(json.dumps(meta, default=str)), **arrays)
+
+
+def _load_cached(path: Path) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["__meta__"]))
+        table = {k[len("table__"):]: z[k] for k in z.files if k.startswith("table__")}
+        pass1 = {k[len("pass1__"):]: z[k] for k in z.files if k.startswith("pass1__")}
+    return {
+        "config": meta["config"],
+        "status": meta["status"],
+        "table": table,
+        "pass1": pass1 if meta["has_pass1"] else None,
+        "seconds": meta["seconds"],
+    }
 
 
 _WARM = []
@@ -118,7 +138,7 @@ def run_many(
     cache_dir = Path(cache_dir)
     order = sorted(range(len(configs)), key=lambda i: -configs[i].steps)
     args = [(configs[i], str(cache_dir), keep_pass1) for i in order]
-    todo = [a for a in args if not (cache_dir / f"{config_key(a[0])}.pkl").exists()]
+    todo = [a for a in args if not (cache_dir / f"{config_key(a[0])}.npz").exists()]
     if jobs > 1 and len(todo) > 1:
         _warm_up()  # load the compiled kernels once here, so forked workers do not each load them again
         with get_context("fork").Pool(jobs) as pool:
