@@ -12,21 +12,11 @@ STUDIES = (JOINT_EASY, JOINT_HARD)
 
 @style.styled
 def make(tables):
-    bps = sorted(tables[JOINT_EASY.name]["bp"].unique())
-    fig, axes = style.subplots(2, len(bps), panel=(3.7, 2.8), sharex=True, sharey="row")
-    ns = set()
-    for r, st in enumerate(STUDIES):
-        t = tables[st.name]
-        for c, bp in enumerate(bps):
-            sub = subset(t, bp=bp)
-            ns |= set(sub["n"].unique())
-            plots.n_curves(axes[r, c], sub)
-            axes[r, c].set_title(f"{st.dataset}, bp = {bp}")
-            if c:
-                axes[r, c].set_ylabel("")
-    style.n_legend(fig, ns, [style.frontier_handle()])
-    style.title(fig, "16-17", "frontiers over n for each bp (top: easy, bottom: hard)")
-    return fig
+    return plots.frontier_grid(
+        tables, STUDIES, "bp", "bp",
+        (3.7, 2.8), "16-17",
+        "frontiers over n for each bp (top: easy, bottom: hard)",
+    )
 
 
 def summary(tables):

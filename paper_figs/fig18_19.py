@@ -12,20 +12,11 @@ STUDIES = (FIXED_EASY, FIXED_HARD)
 
 @style.styled
 def make(tables):
-    batches = sorted(tables[FIXED_EASY.name]["batch"].unique())
-    fig, axes = style.subplots(2, len(batches), panel=(4.2, 2.9), sharex=True, sharey="row")
-    ns = set()
-    for r, st in enumerate(STUDIES):
-        for c, B in enumerate(batches):
-            sub = subset(tables[st.name], batch=B)
-            ns |= set(sub["n"].unique())
-            plots.n_curves(axes[r, c], sub)
-            axes[r, c].set_title(f"{st.dataset}, B = {B}")
-            if c:
-                axes[r, c].set_ylabel("")
-    style.n_legend(fig, ns, [style.frontier_handle()])
-    style.title(fig, "18-19", "frontiers at fixed batch B = bp * n (top: easy, bottom: hard)")
-    return fig
+    return plots.frontier_grid(
+        tables, STUDIES, "batch", "B",
+        (4.2, 2.9), "18-19",
+        "frontiers at fixed batch B = bp * n (top: easy, bottom: hard)",
+    )
 
 
 def summary(tables):

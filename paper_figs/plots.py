@@ -221,3 +221,26 @@ HOLLOW_LABEL = f"hollow: frontier gain < {int(100 * an.EARLY_GAIN)}%, n* undeter
 def nstar_span(v: dict) -> str:
     """'n* 4 at C = 2.0e2 -> 64 at C = 2.6e5' from frontier_numbers."""
     return f"n* {fmt_n(v['n_lo'])} at C = {fmt_c(v['C_lo'])} -> {fmt_n(v['n_hi'])} at C = {fmt_c(v['C_hi'])}"
+
+
+def frontier_grid(
+    tables, studies, column: str, symbol: str, panel: tuple[float, float], fig_id: str, what: str
+):
+    """Rows = studies (easy, hard), columns = the values of `column` (bp or batch): n-curves with their
+    frontier in each panel (paper Fig 16-19)."""
+    from paper_figs.catalog import subset
+
+    values = sorted(tables[studies[0].name][column].unique())
+    fig, axes = style.subplots(len(studies), len(values), panel=panel, sharex=True, sharey="row")
+    ns = set()
+    for r, st in enumerate(studies):
+        for c, v in enumerate(values):
+            sub = subset(tables[st.name], **{column: v})
+            ns |= set(sub["n"].unique())
+            n_curves(axes[r, c], sub)
+            axes[r, c].set_title(f"{st.dataset}, {symbol} = {v}")
+            if c:
+                axes[r, c].set_ylabel("")
+    style.n_legend(fig, ns, [style.frontier_handle()])
+    style.title(fig, fig_id, what)
+    return fig
