@@ -5,7 +5,11 @@
 2. seconds of one weight sync into vLLM (reload_weights + reset_prefix_cache; target <= 1 s for 135M);
 3. the time split of one GRPO step: rollout / log-probs + backward + AdamW / sync.
 
-Usage: .venv/bin/python benchmarks/llm_rollout.py [--prompts 8] [--n 8] [--max-new-tokens 32] [--json]
+Both engines run at the same precision (--dtype: vLLM's weights, bf16 autocast for transformers); the
+GRPO step trains at --train-dtype.
+
+Usage: .venv/bin/python benchmarks/llm_rollout.py [--prompts 8] [--n 8] [--max-new-tokens 32]
+       [--dtype float32|bfloat16] [--train-dtype float32|bfloat16] [--json]
 Needs the prepared model (`isocompute llm prepare`) and vLLM.
 """
 
@@ -25,6 +29,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.25, help="vLLM share of memory")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="rollout precision")
+    ap.add_argument("--train-dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
@@ -44,12 +50,19 @@ def main() -> None:
     gen = dict(n=a.n, max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_p=1.0)
 
     t0 = time.perf_counter()
-    vl = VLLMEngine(str(path), tok, seed=0, gpu_memory_utilization=a.gpu_memory_utilization, kv_cache_gib=1.0)
+    vl = VLLMEngine(
+        str(path),
+        tok,
+        seed=0,
+        gpu_memory_utilization=a.gpu_memory_utilization,
+        kv_cache_gib=1.0,
+        dtype=a.dtype,
+    )
     startup = time.perf_counter() - t0
     vl.sync_weights(model)
     vl.generate(prompts[:2], 2, 4, a.temperature)  # warm-up
     ro_v = vl.generate(prompts, **gen)
-    hf = HFEngine(model, tok, batch_size=a.prompts * a.n)
+    hf = HFEngine(model, tok, batch_size=a.prompts * a.n, dtype=a.dtype)
     ro_h = hf.generate(prompts, seed=0, **gen)
     v_tps, h_tps = ro_v.num_tokens / ro_v.seconds, ro_h.num_tokens / ro_h.seconds
 
@@ -62,6 +75,8 @@ def main() -> None:
         budget=a.n * a.prompts,
         max_new_tokens=a.max_new_tokens,
         temperature=a.temperature,
+        engine_dtype=a.dtype,
+        train_dtype=a.train_dtype,
     )
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.effective_lr())
     t0 = time.perf_counter()
@@ -83,6 +98,8 @@ def main() -> None:
         "n": a.n,
         "max_new_tokens": a.max_new_tokens,
         "temperature": a.temperature,
+        "dtype": a.dtype,
+        "train_dtype": a.train_dtype,
         "threads": torch.get_num_threads(),
         "loadavg_1min": os.getloadavg()[0],
         "vllm_startup_s": round(startup, 2),

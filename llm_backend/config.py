@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from llm_backend.engines import ENGINES
+from llm_backend.engines import DTYPES, ENGINES
 
 SCALE_REWARDS = ("group", "batch", "none")
 LR_RULES = ("constant", "linear", "sqrt")
@@ -39,6 +39,12 @@ class LLMConfig:
     """Rollout engine: vllm (in-process, weights synced after every step) or hf (transformers generate)."""
     device: str = "cpu"
     """Trainer device: cpu or cuda[:i]. vLLM runs on whatever its install targets."""
+    engine_dtype: str = "float32"
+    """Rollout precision: float32 or bfloat16 (vLLM weights in bf16, or bf16 autocast for hf). bf16 is
+    ~2.5x faster on an AMX CPU; the trainer's log-probs stay float32 and TIS corrects the mismatch."""
+    train_dtype: str = "float32"
+    """Trainer precision: float32 or bfloat16 (bf16 autocast of forward/backward; weights and AdamW
+    state stay float32)."""
     gpu_memory_utilization: float = 0.35
     """vLLM: share of (CPU or GPU) memory it reserves; 0.2 leaves no KV cache on this machine."""
     max_model_len: int = 512
@@ -146,6 +152,8 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 def validate(c: LLMConfig) -> None:
     """Check one config; raise ConfigError with a one-line message quoting the bad values."""
     _choice("engine", c.engine, ENGINES)
+    _choice("engine_dtype", c.engine_dtype, DTYPES)
+    _choice("train_dtype", c.train_dtype, DTYPES)
     _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)
     _choice("lr_rule", c.lr_rule, LR_RULES)
     _choice("loss_agg", c.loss_agg, LOSS_AGG)

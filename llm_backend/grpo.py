@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from llm_backend.engines import autocast
+
 EPS = 1e-6
 
 
@@ -192,12 +194,15 @@ def grpo_backward(model, batch: Batch, cfg, ref_model=None) -> dict:
         ids, att = ids[:, :L], att[:, :L]
         mask = batch.comp_mask[sl, : L - 1]
         ref = None
+        dtype = getattr(cfg, "train_dtype", "float32")
         if ref_model is not None:
-            with torch.no_grad():
+            # same precision as the policy, so rounding alone puts no floor under the KL
+            with torch.no_grad(), autocast(str(ids.device), dtype):
                 ref, _ = token_logprobs(ref_model, ids, att, cfg.temperature)
-        logp, ent = token_logprobs(
-            model, ids, att, cfg.temperature, with_entropy=want_ent, entropy_grad=bool(cfg.entropy_coef)
-        )
+        with autocast(str(ids.device), dtype):
+            logp, ent = token_logprobs(
+                model, ids, att, cfg.temperature, with_entropy=want_ent, entropy_grad=bool(cfg.entropy_coef)
+            )
         loss, st = grpo_loss(
             logp,
             batch.engine_logp[sl, : L - 1],

@@ -229,6 +229,18 @@ def _config_key(cfg: LLMConfig) -> dict:
     return d
 
 
+def engine_options(cfg: LLMConfig) -> dict:
+    """The keyword arguments of make_engine that come from a config (vLLM-only ones only for vLLM)."""
+    opts = {"device": cfg.device, "dtype": cfg.engine_dtype}
+    if cfg.engine == "vllm":
+        opts.update(
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            max_model_len=cfg.max_model_len,
+            kv_cache_gib=cfg.kv_cache_gib or None,
+        )
+    return opts
+
+
 def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, engine=None) -> LLMResult:
     """Run GRPO for m = budget // (bp * n) steps; evaluate at eval_steps(m, n_evals).
 
@@ -282,23 +294,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
 
     own_engine = engine is None
     if own_engine:
-        engine = make_engine(
-            cfg.engine,
-            model,
-            tok,
-            str(path),
-            seed=cfg.seed,
-            device=cfg.device,
-            **(
-                {
-                    "gpu_memory_utilization": cfg.gpu_memory_utilization,
-                    "max_model_len": cfg.max_model_len,
-                    "kv_cache_gib": cfg.kv_cache_gib or None,
-                }
-                if cfg.engine == "vllm"
-                else {}
-            ),
-        )
+        engine = make_engine(cfg.engine, model, tok, str(path), seed=cfg.seed, **engine_options(cfg))
     else:
         engine.sync_weights(model)
     base = {

@@ -43,7 +43,7 @@ def n_vs_m(base, ns: list[int], seeds: list[int], out_dir: str | Path, progress:
 
     from llm_backend.engines import make_engine
     from llm_backend.model import load_model, load_tokenizer, resolve_model
-    from llm_backend.runner import run
+    from llm_backend.runner import engine_options, run
 
     out = Path(out_dir)
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -58,22 +58,8 @@ def n_vs_m(base, ns: list[int], seeds: list[int], out_dir: str | Path, progress:
                 if engine is None:
                     path = resolve_model(base.model, base.cache_dir)
                     tok = load_tokenizer(path)
-                    engine = make_engine(
-                        base.engine,
-                        load_model(path, base.device),
-                        tok,
-                        str(path),
-                        seed=0,
-                        device=base.device,
-                        **(
-                            {
-                                "gpu_memory_utilization": base.gpu_memory_utilization,
-                                "kv_cache_gib": base.kv_cache_gib or None,
-                            }
-                            if base.engine == "vllm"
-                            else {}
-                        ),
-                    )
+                    model = load_model(path, base.device)
+                    engine = make_engine(base.engine, model, tok, str(path), seed=0, **engine_options(base))
                 res = run(cfg, progress=progress, engine=engine if base.engine == "vllm" else None)
                 table, pass1 = adapter_table(res, rid)
                 pd.DataFrame(res.steps).assign(run_id=rid).to_csv(

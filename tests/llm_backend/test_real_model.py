@@ -79,6 +79,78 @@ def test_engines_agree_on_shapes_and_meaning(model_path, tokenizer, vllm_engine)
     assert outs["vllm"].prompt_ids == outs["hf"].prompt_ids  # prompt-major, same tokenisation
 
 
+LOGP_TOL_MEAN_BF16 = 0.1
+"""Largest mean |trainer (float32) - engine (bf16)| per-token log-prob allowed with engine_dtype="bfloat16".
+Measured on this CPU (3 prompts x 4 x 16 tokens): vLLM 0.027 (max 0.29), transformers autocast 0.020
+(max 0.16); a stale engine (MLP outputs x0.8 not synced) is at 0.43. TIS is there for this gap."""
+
+
+def test_hf_bf16_engine_logprobs_are_the_float32_ones_rounded(model_path, tokenizer):
+    from llm_backend.engines import HFEngine
+
+    model = load_model(model_path)
+    ro = HFEngine(model, tokenizer, dtype="bfloat16").generate(_prompts(tokenizer), 2, 12, T, seed=1)
+    gap = _mismatch(model, ro)
+    assert 0 < gap.mean() < LOGP_TOL_MEAN_BF16, gap.mean()  # > 0: autocast really changed the precision
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # autocast leaves the weights alone
+
+
+_VLLM_BF16_CHILD = """
+import json, sys
+import numpy as np, torch
+from llm_backend import grpo, tasks
+from llm_backend.engines import VLLMEngine
+from llm_backend.model import load_model, load_tokenizer, prepare
+
+if __name__ == "__main__":
+    path = prepare()
+    tok, model = load_tokenizer(path), load_model(path)
+    prompts = [tasks.build_prompt(tok, p.question) for p in tasks.generate_arithmetic(3, 0)]
+
+    def gap(ro):
+        b = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, np.zeros(len(ro.token_ids)), 0)
+        with torch.no_grad():
+            lp, _ = grpo.token_logprobs(model, b.input_ids, b.attention_mask, 0.7)
+        return float((lp - b.engine_logp).abs()[b.comp_mask.bool()].mean())
+
+    eng = VLLMEngine(str(path), tok, seed=0, dtype="bfloat16")
+    eng.sync_weights(model)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "mlp.down_proj" in name:
+                p.mul_(0.8)
+    stale = gap(eng.generate(prompts, 4, 16, 0.7))
+    secs = eng.sync_weights(model)
+    fresh = gap(eng.generate(prompts, 4, 16, 0.7))
+    print("RESULT " + json.dumps({"stale": stale, "fresh": fresh, "sync": secs}))
+"""
+
+
+@pytest.mark.vllm
+def test_vllm_bf16_engine_tracks_the_float32_trainer_after_sync(model_path):
+    """engine_dtype="bfloat16": the float32 weights are cast on sync; log-probs agree up to bf16 rounding.
+    In a child process: one in-process vLLM engine per process, and the session's engine is float32."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("vllm")
+    child = subprocess.run(
+        [sys.executable, "-c", _VLLM_BF16_CHILD],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    line = [x for x in child.stdout.splitlines() if x.startswith("RESULT ")]
+    assert child.returncode == 0 and line, child.stderr[-2000:]
+    r = json.loads(line[0][7:])
+    assert r["fresh"] < LOGP_TOL_MEAN_BF16, r
+    assert r["stale"] > 5 * r["fresh"], r  # the sync really changed vLLM's weights
+    assert r["sync"] < 10.0
+
+
 def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
     import importlib.util
 
@@ -118,7 +190,29 @@ def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
         engine.sync_weights(load_model(model_path))
 
 
+_KILL_AFTER_CHECKPOINT = """
+import json, os, signal, sys
+from llm_backend import runner
+from llm_backend.config import LLMConfig
+
+save = runner._Checkpointer.save
+def save_then_die(self, *args, **kwargs):  # SIGKILL right after the first checkpoint is on disk
+    save(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+runner._Checkpointer.save = save_then_die
+runner.run(LLMConfig(**json.loads(sys.argv[1])))
+"""
+
+
 def test_killed_run_resumes_to_the_same_parameters(model_path, tmp_path):
+    """A run SIGKILLed (a real kill, in a child process) after its first checkpoint, then rerun with the
+    same checkpoint_dir, ends at the parameters and learning curve of an uninterrupted run."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
     from llm_backend.runner import run
 
     # entropy_coef > 0 keeps the gradient non-zero even when both rewards of the group agree, and it still
@@ -128,24 +222,38 @@ def test_killed_run_resumes_to_the_same_parameters(model_path, tmp_path):
         dataset="arith",
         bp=1,
         n=2,
-        budget=4,
+        budget=6,
         max_new_tokens=6,
         k=1,
         d_val=1,
-        n_evals=1,
+        n_evals=2,
         lr=1e-4,
         seed=1,
         checkpoint_every=1,
         entropy_coef=0.01,
     )
     full = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "a")))
-    killed = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "b")), stop_after=1)
-    assert len(killed.steps) == 1 and (tmp_path / "b" / "ckpt-1" / "model.safetensors").exists()
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _KILL_AFTER_CHECKPOINT,
+            json.dumps({**kw, "checkpoint_dir": str(tmp_path / "b")}),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["ckpt-1"]  # no partial checkpoint left
     resumed = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "b")))
-    assert len(resumed.steps) == 2
+    assert len(resumed.steps) == 3 and resumed.steps[0]["step"] == 1  # step 1 comes from the checkpoint
     a, b = full.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
     base = load_model(model_path).state_dict()
     assert any(not torch.equal(base[k], a[k]) for k in a), "the run never updated: the test would be vacuous"
-    np.testing.assert_array_equal(full.table["val_mean"], resumed.table["val_mean"])
-    del full, killed, resumed, a, b, base  # three models + optimiser states: free them for the next test
+    for col in ("m", "val_mean", "train_mean", "tokens"):
+        np.testing.assert_array_equal(full.table[col], resumed.table[col])
+    del full, resumed, a, b, base  # two models + optimiser states: free them for the next test
