@@ -52,6 +52,13 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 @click.option("--val-frac", type=float, default=0.5, show_default=True, help="Held-out share of each split.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="cpu", show_default=True, help="Device of the hf engine (cpu, cuda).")
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "bfloat16"]),
+    default="float32",
+    show_default=True,
+    help="Rollout precision; bfloat16 is ~2.5x faster with vLLM on an AMX CPU.",
+)
 def calibrate(
     model,
     cache_dir,
@@ -67,6 +74,7 @@ def calibrate(
     val_frac,
     seed,
     device,
+    dtype,
 ) -> None:
     from llm_backend.model import ModelError, cache_root, resolve_model
 
@@ -99,7 +107,7 @@ def calibrate(
     out_dir = Path(out) if out else (Path(cache_dir) if cache_dir else cache_root()) / "splits"
     tok = load_tokenizer(path)
     m = load_model(path, device)
-    eng = make_engine(engine, m, tok, str(path), seed=seed, device=device)
+    eng = make_engine(engine, m, tok, str(path), seed=seed, device=device, dtype=dtype)
     try:
         counts = do_calibrate(
             problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, progress=True

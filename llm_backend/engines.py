@@ -153,7 +153,7 @@ class VLLMEngine:
 
     LLM-NOTES.md: gpu_memory_utilization is the share of CPU memory reserved on a CPU build (0.92 fails;
     at 0.2 only 0.03 GiB is left for the KV cache after 1.7 GiB of weights and activations: default 0.35);
-    per-request seeds crash on the CPU, so the engine is seeded once at construction.
+    per-request seeds crash on the CPU, so `generate` seeds torch's global generator per call instead.
     dtype="bfloat16" keeps vLLM's weights and KV cache in bf16 (the synced float32 weights are cast): on this
     AMX CPU it generated 2.5x the tokens/s of float32 (benchmarks/llm_rollout.py); the trainer stays float32
     and truncated importance sampling absorbs the larger log-prob mismatch.
@@ -230,7 +230,15 @@ class VLLMEngine:
             max_tokens=max_new_tokens,
             logprobs=0,
         )
-        res = self.llm.generate(prompts, sp, use_tqdm=False)
+        import torch
+
+        # Per-request seeds crash on the CPU, but vLLM's CPU sampler draws from torch's global generator:
+        # seeding it per call makes each call reproducible (same prompts + seed -> same tokens, checked in
+        # tests), so a resumed run redraws the rollouts it would have drawn, and evaluations at the same
+        # seed are paired across runs. fork_rng leaves the caller's generator as it was.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            res = self.llm.generate(prompts, sp, use_tqdm=False)
         out = Rollouts([], [], [], [], n)
         for r in res:
             for c in r.outputs:
