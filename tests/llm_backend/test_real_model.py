@@ -269,3 +269,33 @@ def test_killed_run_resumes_to_the_same_parameters(model_path, tmp_path):
     for col in ("m", "val_mean", "train_mean", "tokens"):
         np.testing.assert_array_equal(full.table[col], resumed.table[col])
     del full, resumed, a, b, base  # two models + optimiser states: free them for the next test
+
+
+@pytest.mark.vllm
+def test_vllm_resumed_run_ends_at_the_same_parameters(model_path, tmp_path, vllm_engine):
+    """With vLLM rollouts too (seeded per call): stop after step 1's checkpoint, resume, compare."""
+    from llm_backend.runner import run
+
+    kw = dict(
+        engine="vllm",
+        dataset="arith",
+        bp=1,
+        n=2,
+        budget=4,
+        max_new_tokens=6,
+        k=1,
+        d_val=1,
+        n_evals=1,
+        lr=1e-4,
+        seed=3,
+        checkpoint_every=1,
+        entropy_coef=0.01,
+    )
+    full = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "a")), engine=vllm_engine)
+    run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "b")), engine=vllm_engine, stop_after=1)
+    resumed = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "b")), engine=vllm_engine)
+    a, b = full.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [s["tokens"] for s in full.steps] == [s["tokens"] for s in resumed.steps]
+    np.testing.assert_array_equal(full.table["val_mean"], resumed.table["val_mean"])
+    vllm_engine.sync_weights(load_model(model_path))
