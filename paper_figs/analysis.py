@@ -55,18 +55,12 @@ def nstar_curve(params: dict, compute) -> np.ndarray:
     return 2.0 ** curve(params, compute)
 
 
-EARLY_GAIN = 0.1
-"""Frontier points that have gained less than this share of the frontier's total reward gain are
-'undetermined': before any curve has improved, all n tie and the arg-max n is arbitrary (often the largest n
-of the first steps), which would drag the n* fit."""
+EARLY_GAIN = _fr.EARLY_GAIN  # frontier gain share below which n* is 'undetermined' (ties near R0)
 
 
 def undetermined(fr: pd.DataFrame) -> pd.Series:
-    """Frontier points where n* is not yet determined (gain < EARLY_GAIN of the frontier's total gain)."""
-    if fr.empty:
-        return pd.Series([], dtype=bool)
-    r0, r1 = float(fr["reward"].iloc[0]), float(fr["reward"].max())
-    return fr["reward"] < r0 + EARLY_GAIN * (r1 - r0)
+    """Frontier points where n* is not yet determined (studies.frontier.undetermined on fr["reward"])."""
+    return pd.Series(_fr.undetermined(fr["reward"]), index=fr.index, dtype=bool)
 
 
 def nstar_fit(report: dict, by: str = "n") -> SigmoidFit | None:

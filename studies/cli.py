@@ -337,16 +337,23 @@ def _fmt_c(c: float) -> str:
 def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo,
                      every: int = 1) -> None:
     """Readable n*(C): one line per frontier grid point (every `every`-th and the last), then the fits."""
+    from studies.frontier import EARLY_GAIN, undetermined
+
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
-    frontier = [f for i, f in enumerate(frontier) if i % every == 0 or i == len(frontier) - 1]
+    tie = undetermined([math.nan if f["reward"] is None else f["reward"] for f in frontier])
+    keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
     echo(f"compute-optimal {by}*(C) for {metric} ({len(report.get('curves', []))} curves, "
-         f"{len(frontier)} grid points)")
+         f"{len(keep)} grid points)")
     echo(f"{'compute':>12}  {metric:>10}  {by + '*':>8}")
-    for row in frontier:
-        v = row.get(by)
+    for i in keep:
+        row, v = frontier[i], frontier[i].get(by)
         shown = "-" if v is None else v
-        echo(f"{_fmt_c(float(row['compute'])):>12}  {float(row['reward']):>10.4f}  {shown:>8}")
+        mark = "  (tie)" if tie[i] else ""
+        echo(f"{_fmt_c(float(row['compute'])):>12}  {float(row['reward']):>10.4f}  {shown:>8}{mark}")
+    if tie[keep].any():
+        echo(f"(tie): the frontier has gained < {EARLY_GAIN:.0%} of its total there; all {by} still tie and "
+             f"the {by}* shown is arbitrary")
     curves = report.get("curves", [])
     if curves:
         echo("per-curve fits R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b):")

@@ -38,6 +38,21 @@ __all__ = [
 _RANGE_TOL = 1e-9  # relative slack when deciding whether a grid point lies inside a curve's data range
 
 
+EARLY_GAIN = 0.1
+"""Frontier points that have gained less than this share of the frontier's total reward gain are
+'undetermined': before any curve has improved, all n tie and the arg-max n is arbitrary (often the largest n
+of the first steps)."""
+
+
+def undetermined(rewards: Sequence[float]) -> np.ndarray:
+    """Mask of frontier points (in compute order) where n* is not determined yet (see EARLY_GAIN)."""
+    r = np.asarray(rewards, dtype=float)
+    if r.size == 0:
+        return np.zeros(0, dtype=bool)
+    r0, r1 = r[0], np.nanmax(r)
+    return r < r0 + EARLY_GAIN * (r1 - r0)
+
+
 def _require(table: pd.DataFrame, cols: Sequence[str]) -> None:
     missing = [c for c in cols if c not in table.columns]
     if missing:

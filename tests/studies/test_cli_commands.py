@@ -242,3 +242,21 @@ def test_fit_on_a_results_directory_names_left_out_diverged_runs(tmp_path):
     assert f"warning: left out 1 diverged run(s): {diverged} (step 50)" in r.stderr
     rep = json.loads(r.stdout)
     assert sorted(c["n"] for c in rep["curves"]) == [2, 8, 32]  # the diverged n = 4 run is not fitted
+
+
+def test_fit_table_marks_undetermined_ties(tmp_path):
+    """Before any curve has gained 10% of the frontier's total gain, all n tie near R0 and the printed n* is
+    arbitrary: those rows say (tie), later rows do not, and a footnote explains the mark."""
+    from studies.frontier import EARLY_GAIN, synthetic_table, undetermined
+
+    # r0 = 0.2, total gain 0.8: undetermined below 0.28
+    mask = undetermined([0.2, 0.21, 0.27, 0.29, 1.0])
+    np.testing.assert_array_equal(mask, [True, True, True, False, False])
+    assert undetermined([]).shape == (0,) and EARLY_GAIN == 0.1
+    table = synthetic_table({2: (0.1, 0.6, 1e5, 1.5), 16: (0.1, 0.8, 1e6, 1.5)}, seeds=2, noise=0.0)
+    path = tmp_path / "t.csv"
+    table.to_csv(path, index=False)
+    out = invoke("fit", path).stdout.splitlines()
+    rows = [ln for ln in out if ln[:12].strip() and ln.split()[0][0].isdigit()]
+    assert "(tie)" in rows[0] and "(tie)" not in rows[-1]
+    assert any(ln.startswith("(tie): the frontier has gained < 10%") for ln in out)
