@@ -169,7 +169,7 @@ def test_loss_value_at_update_is_minus_weighted_mean_advantage():
     loss, st = grpo.grpo_loss(logp, batch.engine_logp, batch.adv, batch.comp_mask, tis_cap=2.0)
     w = torch.clamp(torch.exp(logp.detach() - batch.engine_logp), max=2.0)
     want = float((-w * batch.adv[:, None] * batch.comp_mask).sum() / batch.comp_mask.sum())
-    assert float(loss) == pytest.approx(want, rel=1e-6)
+    assert float(loss.detach()) == pytest.approx(want, rel=1e-6)
     seq = grpo.grpo_loss(
         logp, batch.engine_logp, batch.adv, batch.comp_mask, tis_cap=2.0, loss_agg="seq_mean"
     )[0]
