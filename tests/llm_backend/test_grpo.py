@@ -174,7 +174,7 @@ def test_loss_value_at_update_is_minus_weighted_mean_advantage():
         logp, batch.engine_logp, batch.adv, batch.comp_mask, tis_cap=2.0, loss_agg="seq_mean"
     )[0]
     per_seq = (-w * batch.adv[:, None] * batch.comp_mask).sum(1) / batch.comp_mask.sum(1)
-    assert float(seq) == pytest.approx(float(per_seq.mean()), rel=1e-6)
+    assert float(seq.detach()) == pytest.approx(float(per_seq.mean()), rel=1e-6)
 
 
 def _adamw_step(model, batch, cfg, opt):
