@@ -220,8 +220,20 @@ class FrontierFit:
         for i, k in enumerate(keys):
             lo, hi = self.ranges_[k]
             inside = (C >= lo * (1 - _RANGE_TOL)) & (C <= hi * self.extend * (1 + _RANGE_TOL))
-            P[i, inside] = self.curves_[k].predict(C[inside])
+            fit = self.curves_[k]
+            P[i, inside] = fit.predict(C[inside]) if fit.ok_ else self._record_curve(k, C[inside])
         return keys, P
+
+    def _record_curve(self, key, C) -> np.ndarray:
+        """Fallback for a configuration whose sigmoid is degenerate (too few points...): its record-breaking
+        points joined linearly in log C. The degenerate fit is a constant at their mean, which would claim
+        that mean below the first record and put a phantom winner on the frontier there."""
+        g = self.records_.loc[self.records_["_group"] == key]
+        pts = g.groupby(self.x, sort=True)[self.metric].mean()
+        if pts.empty:
+            return np.full(np.shape(C), np.nan)
+        xs, ys = np.log(pts.index.to_numpy(dtype=float)), np.maximum.accumulate(pts.to_numpy(dtype=float))
+        return np.interp(np.log(C), xs, ys)
 
     def _build_frontier(self) -> None:
         keys, P = self.curve_matrix(self.grid_)

@@ -303,3 +303,29 @@ def test_rate_metric_asymptote_never_exceeds_one():
     rep = fit_report(pd.DataFrame(rows))
     assert rep["curves"][0]["params"]["A"] <= 1.0 + 1e-12
     assert max(p["reward"] for p in rep["frontier"]) <= 1.0 + 1e-12
+
+
+def test_degenerate_curve_enters_the_frontier_through_its_records_not_a_constant():
+    """A configuration with 3 evaluated points cannot be fitted (degenerate, a constant at their mean). On
+    the frontier it must stand for its measured record points joined in log C, so it cannot win where its
+    measured reward is below another curve's (the LLM study's n = 16 did that at C = 135-148)."""
+    C2 = np.geomspace(16, 512, 12)
+    r2 = sigmoid(C2, 0.4, 0.9, 120.0, 1.5)
+    C16 = np.array([128.0, 256.0, 512.0])
+    r16 = np.array([0.60, 0.78, 0.80])  # mean 0.727: above n=2 at C = 128..150, the real 0.60 is below it
+    table = pd.DataFrame(
+        {
+            "run_id": ["a"] * 12 + ["b"] * 3,
+            "compute": np.r_[C2, C16],
+            "n": [2] * 12 + [16] * 3,
+            "val_mean": np.r_[r2, r16],
+        }
+    )
+    ff = FrontierFit(metric="val_mean", by="n", bin_width=0.001).fit(table)
+    assert not ff.curves_[16].ok_ and ff.curves_[2].ok_
+    keys, P = ff.curve_matrix(np.array([128.0, np.sqrt(128 * 256), 256.0, 512.0]))  # halfway in log C
+    np.testing.assert_allclose(P[keys.index(16)], [0.60, 0.69, 0.78, 0.80], atol=1e-9)  # interpolated
+    fr = ff.frontier_
+    early = fr[(fr["compute"] >= 128) & (fr["compute"] <= 150)]
+    assert len(early) and (early["n"] == 2).all()
+    assert (fr["reward"].diff().dropna() >= -1e-12).all()  # still an upper envelope of rising curves
