@@ -22,17 +22,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.colors import Colormap, Normalize  # noqa: E402
+from matplotlib.colors import Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator  # noqa: E402
 
+from studies.plots import n_cmap  # noqa: E402, F401  (one colour scale of n for studies and paper_figs)
+
 LOG2_N_RANGE = (1.0, 9.0)
 """log2 n mapped onto the colour scale: n = 2 (lightest) .. n = 512 (darkest; larger n are clipped to it)."""
-N_CMAP = "viridis_r"
-"""Sequential map for n; reversed so large n is dark, and cut before the pale yellow end (unreadable on
-white)."""
-_CMAP_CUT = (0.18, 1.0)
 
 COMPUTE_LABEL = "compute C (rollouts)"
 TOKENS_LABEL = "compute (generated tokens)"
@@ -94,12 +92,6 @@ def subplots(nrows: int = 1, ncols: int = 1, *, panel: tuple[float, float] = (4.
         nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), layout="constrained", **kwargs
     )
     return fig, axes
-
-
-def n_cmap() -> Colormap:
-    base = plt.get_cmap(N_CMAP)
-    lo, hi = _CMAP_CUT
-    return matplotlib.colors.LinearSegmentedColormap.from_list("n_scale", base(np.linspace(lo, hi, 256)))
 
 
 def n_color(n: float):

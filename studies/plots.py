@@ -13,12 +13,22 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import LogNorm, Normalize
+from matplotlib.colors import Colormap, LinearSegmentedColormap, LogNorm, Normalize
 from matplotlib.figure import Figure
 
 from studies.frontier import FrontierFit
 
 SAVE_SUFFIXES = (".png", ".pdf", ".svg")
+N_CMAP = "viridis_r"
+"""Sequential map for n (shared with paper_figs.style): reversed so small n is light and large n dark, and
+cut before the pale yellow end, which is unreadable on white."""
+N_CMAP_CUT = (0.18, 1.0)
+
+
+def n_cmap() -> Colormap:
+    """The colour scale of n in every figure of the project."""
+    lo, hi = N_CMAP_CUT
+    return LinearSegmentedColormap.from_list("n_scale", colormaps[N_CMAP](np.linspace(lo, hi, 256)))
 
 
 def _pow2_label(v: float) -> str:
@@ -49,7 +59,7 @@ def plot_frontier(
     metric, by, x = ff.metric, ff.by, ff.x
     keys = list(ff.curves_)
     numeric = ff._numeric_by(keys)
-    cmap = colormaps["viridis"]
+    cmap = n_cmap()
     if numeric and len(keys) > 1:
         norm = LogNorm(vmin=float(min(keys)), vmax=float(max(keys)))
     else:
