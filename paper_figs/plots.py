@@ -51,7 +51,9 @@ def n_curves(
     if fits and report:
         for c in report.get("curves", []):
             g = sm[sm[by] == c[by]]
-            if g.empty or not an.has_params(c["params"]):
+            # a degenerate fit (too few points) is a constant, not a curve: the seed-mean line above shows
+            # the data, and the frontier uses its record points (studies.frontier)
+            if g.empty or c.get("status", "ok") != "ok" or not an.has_params(c["params"]):
                 continue
             cs = np.geomspace(g[x].min(), g[x].max(), 120)
             kw = {"color": style.n_color(c[by])} if by == "n" else {}

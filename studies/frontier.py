@@ -221,10 +221,10 @@ class FrontierFit:
             lo, hi = self.ranges_[k]
             inside = (C >= lo * (1 - _RANGE_TOL)) & (C <= hi * self.extend * (1 + _RANGE_TOL))
             fit = self.curves_[k]
-            P[i, inside] = fit.predict(C[inside]) if fit.ok_ else self._record_curve(k, C[inside])
+            P[i, inside] = fit.predict(C[inside]) if fit.ok_ else self.record_curve(k, C[inside])
         return keys, P
 
-    def _record_curve(self, key, C) -> np.ndarray:
+    def record_curve(self, key, C) -> np.ndarray:
         """Fallback for a configuration whose sigmoid is degenerate (too few points...): its record-breaking
         points joined linearly in log C. The degenerate fit is a constant at their mean, which would claim
         that mean below the first record and put a phantom winner on the frontier there."""

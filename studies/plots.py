@@ -15,6 +15,7 @@ from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Colormap, LinearSegmentedColormap, LogNorm, Normalize
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from studies.frontier import FrontierFit
 
@@ -79,10 +80,15 @@ def plot_frontier(
         ax.scatter(rec[x], rec[metric], s=10, color=c, edgecolors="k", linewidths=0.3, zorder=3)
         lo, hi = ff.ranges_[k]
         C = np.geomspace(lo, hi, 200)
-        ax.plot(C, ff.curves_[k].predict(C), color=c, lw=1.6, label=f"{by}={k:g}" if numeric else f"{by}={k}")
+        label = f"{by}={k:g}" if numeric else f"{by}={k}"
+        if ff.curves_[k].ok_:
+            ax.plot(C, ff.curves_[k].predict(C), color=c, lw=1.6, label=label)
+        else:  # too few points for a sigmoid: the record points joined, as the frontier uses them
+            ax.plot(C, ff.record_curve(k, C), color=c, lw=1.2, ls=":", label=f"{label} (no fit)")
     fr = ff.frontier_
     ax.plot(fr[x], fr["reward"], "k--", lw=1.4, label="frontier", zorder=4)
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # narrow ranges label every minor tick, overlapping
     ax.set_xlabel(f"{x} (rollouts)" if x == "compute" else x)
     ax.set_ylabel(metric)
     ax.set_title("fitted curves and frontier")
@@ -113,6 +119,7 @@ def plot_frontier(
                 label=f"sigmoid fit of log2 {by}* (r2={r2:.2f})",
             )
         ax2.set_xscale("log")
+        ax2.xaxis.set_minor_formatter(NullFormatter())
         ax2.set_yscale("log", base=2)
         ax2.set_yticks(keys, [_pow2_label(float(k)) for k in keys])
         ax2.minorticks_off()

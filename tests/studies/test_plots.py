@@ -53,3 +53,17 @@ def test_plot_frontier_single_configuration_and_text_by(table):
     assert "not a positive number" in fig.axes[1].texts[0].get_text()
     with pytest.raises(ValueError, match="lacks column"):
         plot_frontier(pd.DataFrame({"run_id": ["a"], "compute": [1.0]}))
+
+
+def test_degenerate_curve_is_drawn_as_its_record_points_not_a_constant(table):
+    """A configuration with 3 points has no sigmoid: it is drawn dotted through its record points (what the
+    frontier uses), labelled "(no fit)", instead of the degenerate fit's flat line at their mean."""
+    few = pd.DataFrame(
+        {"run_id": "x", "compute": [2e4, 8e4, 3e5], "n": 64, "bp": 32, "seed": 0, "val_mean": [0.3, 0.5, 0.7]}
+    )
+    t = pd.concat([table, few], ignore_index=True)
+    fig = plot_frontier(t, metric="val_mean", by="n")
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "n=64 (no fit)"]
+    assert line.get_linestyle() == ":"
+    y = line.get_ydata()
+    assert y[0] == pytest.approx(0.3) and y[-1] == pytest.approx(0.7) and np.ptp(y) > 0.3
