@@ -205,6 +205,21 @@ def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
         engine.sync_weights(load_model(model_path))
 
 
+_RESUME_RUN = dict(
+    dataset="arith",
+    bp=1,
+    n=2,
+    max_new_tokens=6,
+    k=1,
+    d_val=1,
+    lr=1e-4,
+    checkpoint_every=1,
+    entropy_coef=0.01,
+)
+"""A tiny checkpointed run for the resume tests. entropy_coef > 0 keeps the gradient non-zero even when both
+rewards of the group agree, and it still depends on the sampled tokens, so equality checks the optimiser
+state *and* the seeded rollouts."""
+
 _KILL_AFTER_CHECKPOINT = """
 import json, os, signal, sys
 from llm_backend import runner
@@ -230,23 +245,7 @@ def test_killed_run_resumes_to_the_same_parameters(model_path, tmp_path):
 
     from llm_backend.runner import run
 
-    # entropy_coef > 0 keeps the gradient non-zero even when both rewards of the group agree, and it still
-    # depends on the sampled tokens, so equality checks the optimiser state *and* the seeded rollouts
-    kw = dict(
-        engine="hf",
-        dataset="arith",
-        bp=1,
-        n=2,
-        budget=6,
-        max_new_tokens=6,
-        k=1,
-        d_val=1,
-        n_evals=2,
-        lr=1e-4,
-        seed=1,
-        checkpoint_every=1,
-        entropy_coef=0.01,
-    )
+    kw = {**_RESUME_RUN, "engine": "hf", "budget": 6, "n_evals": 2, "seed": 1}
     full = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "a")))
     root = Path(__file__).resolve().parents[2]
     child = subprocess.run(
@@ -279,21 +278,7 @@ def test_vllm_resumed_run_ends_at_the_same_parameters(model_path, tmp_path, vllm
     """With vLLM rollouts too (seeded per call): stop after step 1's checkpoint, resume, compare."""
     from llm_backend.runner import run
 
-    kw = dict(
-        engine="vllm",
-        dataset="arith",
-        bp=1,
-        n=2,
-        budget=4,
-        max_new_tokens=6,
-        k=1,
-        d_val=1,
-        n_evals=1,
-        lr=1e-4,
-        seed=3,
-        checkpoint_every=1,
-        entropy_coef=0.01,
-    )
+    kw = {**_RESUME_RUN, "engine": "vllm", "budget": 4, "n_evals": 1, "seed": 3}
     full = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "a")), engine=vllm_engine)
     run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "b")), engine=vllm_engine, stop_after=1)
     resumed = run(LLMConfig(**kw, checkpoint_dir=str(tmp_path / "b")), engine=vllm_engine)
