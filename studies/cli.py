@@ -1,7 +1,8 @@
-"""The `isocompute` command line: thin click commands over importable functions (STYLE.md habit 2).
+"""The studies commands of `isocompute` (run, sweep, fit, plot, demo): thin click commands over importable
+functions (STYLE.md habit 2).
 
-Every bad input ends as one line on stderr and exit code 2 (DESIGN.md "CLI contracts"); that mapping
-happens in one place, `_Main.main`. Heavy modules (engines, fitting, plotting) load inside the commands.
+The root group lives above studies, in isocompute/cli.py (DESIGN.md arrows), which also maps every error to
+one line and exit code 2. Heavy modules (engines, fitting, plotting) load inside the commands.
 """
 
 from __future__ import annotations
@@ -68,75 +69,6 @@ class CountListType(click.ParamType):
 COUNT, COUNT_LIST = CountType(), CountListType()
 
 
-# ------------------------------------------------------------------------------------------------ the group
-class _Main(click.Group):
-    """The root group: lazy sub-commands from other packages and the one place where errors become exit 2."""
-
-    LAZY = {"llm": ("llm_backend.cli", "llm"), "figs": ("paper_figs.cli", "figs"),
-            "claims": ("studies.claims", "claims")}
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        lazy = [name for name, (mod, _) in self.LAZY.items() if _module_exists(mod)]
-        return sorted(set(super().list_commands(ctx)) | set(lazy))
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        cmd = super().get_command(ctx, name)
-        if cmd is not None or name not in self.LAZY:
-            return cmd
-        mod_name, attr = self.LAZY[name]
-        if not _module_exists(mod_name):
-            return None
-        try:
-            cmd = getattr(importlib.import_module(mod_name), attr)
-        except ImportError as e:
-            raise StudiesError(f"the {name} commands cannot load: {e}") from None
-        self.add_command(cmd, name)
-        return cmd
-
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Exit as e:
-            sys.exit(e.exit_code)
-        except click.exceptions.Abort:
-            click.echo("error: aborted", err=True)
-            sys.exit(130)
-        except KeyboardInterrupt:
-            click.echo("error: interrupted (finished runs are kept; rerun to resume)", err=True)
-            sys.exit(130)
-        except click.ClickException as e:
-            click.echo(f"error: {_one_line(e.format_message())}", err=True)
-            sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
-        except StudiesError as e:
-            click.echo(f"error: {_one_line(str(e))}", err=True)
-            sys.exit(2)
-        sys.exit(rv if isinstance(rv, int) else 0)
-
-
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ImportError:
-        return False
-
-
-def _one_line(msg: str) -> str:
-    return " ".join(msg.split())
-
-
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(package_name="isocompute", message="%(prog)s %(version)s")
-def main() -> None:
-    """Compute-optimal allocation of RL sampling compute C = bp * n * m (IsoCompute Playbook).
-
-    Run one configuration, sweep allocations into a resumable results directory, and fit the
-    compute-optimal frontier n*(C) of a sweep or of your own logs.
-    """
-
-
 # ----------------------------------------------------------------------------------------- shared options
 def _apply(options: list[Callable]) -> Callable:
     def deco(f: Callable) -> Callable:
@@ -197,6 +129,18 @@ def _dumps(obj: Any) -> str:
     return json.dumps(_clean(obj), allow_nan=False)
 
 
+JSON_STREAM: list[Any] = []
+"""Where `emit_json` writes; isocompute/cli.py points it at the real stdout while third-party output (vLLM's
+log lines, C-level prints) is sent to stderr, so `--json` prints exactly one JSON object on stdout."""
+
+
+def emit_json(obj: Any) -> None:
+    """Print `obj` as the command's one JSON object (strict JSON: NaN/inf become null)."""
+    stream = JSON_STREAM[-1] if JSON_STREAM else sys.stdout
+    stream.write(_dumps(obj) + "\n")
+    stream.flush()
+
+
 # ------------------------------------------------------------------------------------------------------ run
 def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
     """The `run --json` object: config, status and the last evaluation point."""
@@ -217,7 +161,7 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
     }
 
 
-@main.command()
+@click.command()
 @click.option("--n", type=COUNT, default=8, show_default=True, help=HELP["n"])
 @click.option("--bp", type=COUNT, default=32, show_default=True, help=HELP["bp"])
 @click.option("--budget", type=COUNT, default=2**20, show_default="2^20",
@@ -245,7 +189,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
     if out is not None:
         save_table(result.table, out)
     if as_json:
-        click.echo(_dumps(summary))
+        emit_json(summary)
         return
     f = summary["final"]
     click.echo(f"{cfg.run_id}: {summary['status']}, m = {cfg.steps} steps of bp * n = {cfg.batch} rollouts, "
@@ -260,7 +204,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
 
 
 # ---------------------------------------------------------------------------------------------------- sweep
-@main.command()
+@click.command()
 @click.argument("study", type=click.Choice(["n-vs-m", "fixed-batch", "joint"]))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Results directory (created; rerunning into it skips finished runs).")
@@ -378,7 +322,7 @@ def _num(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-@main.command()
+@click.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--metric", default="val_mean", show_default=True, help="Reward column, e.g. val_best_k.")
 @click.option("--by", default="n", show_default=True, help="Column labelling the curves: n, bp, batch...")
@@ -400,14 +344,14 @@ def fit(path: Path, metric: str, by: str, bin_width: float, as_json: bool) -> No
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
     if as_json:
-        click.echo(_dumps(report))
+        emit_json(report)
     else:
         print_fit_report(_clean(report))
         for w in report.get("warnings") or []:
             click.echo(f"warning: {w}", err=True)
 
 
-@main.command()
+@click.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--metric", default="val_mean", show_default=True, help="Reward column to plot.")
 @click.option("--by", default="n", show_default=True, help="Column that labels the curves.")
@@ -437,7 +381,7 @@ DEMO_PRESETS = (
 )
 
 
-@main.command()
+@click.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("results/demo"), show_default=True,
               help="Results directory; one sub-directory per preset (reruns resume).")
@@ -478,5 +422,5 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         click.echo(f"figure: {where / 'frontier.png'}")
 
 
-if __name__ == "__main__":
-    main()
+COMMANDS = (run, sweep, fit, plot, demo)
+"""The commands of this module; isocompute/cli.py attaches them to the root group."""

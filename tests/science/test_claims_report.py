@@ -8,8 +8,8 @@ import re
 import pytest
 from click.testing import CliRunner
 
+from isocompute.cli import main
 from studies.claims import QUICK, VERDICTS
-from studies.cli import main
 
 KEYS = ["theory"] + [f"f{i}" for i in range(1, 12)]
 

@@ -88,7 +88,7 @@ def test_studies_imports_no_engine_until_a_run_needs_it():
     import sys
 
     code = ("import sys, studies, studies.cli, studies.backends, studies.executors, studies.store, "
-            "studies.io, studies.sweeps; from studies.cli import main; "
+            "studies.io, studies.sweeps; from isocompute.cli import main; "
             "print(sorted(m for m in ('sandbox', 'numba', 'torch', 'llm_backend', 'ray') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

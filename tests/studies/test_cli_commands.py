@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 from studies_fakes import FakeAdapter, register
 
-from studies.cli import main, run
+from isocompute.cli import main
+from studies.cli import run
 from studies.config import RunConfig
 
 register()

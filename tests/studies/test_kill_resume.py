@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from studies_fakes import register
 
-from studies.cli import main
+from isocompute.cli import main
 from studies.io import load_table
 
 register()
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 # The child registers the fake backend, then runs the real console entry point.
 BOOT = f"import sys; sys.path.insert(0, {str(HERE)!r}); import studies_fakes; " \
-       "studies_fakes.register(slow_sim=True); from studies.cli import main; main()"
+       "studies_fakes.register(slow_sim=True); from isocompute.cli import main; main()"
 # 8 runs each, every run delayed by FAKE_SLEEP in the killed processes so that the kills land part-way.
 # fake: a process pool (--jobs 2; workers must die with the parent); sim: the real simulator in-process
 # (--jobs 1; the parent is killed while computing or writing), bit-identical to the reference.

@@ -1,0 +1,2 @@
+"""isocompute: the facade above the packages (DESIGN.md): the CLI (`isocompute.cli`) and integrations with
+the frameworks practitioners run (`isocompute.integrations`). Nothing below imports it."""

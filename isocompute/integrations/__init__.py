@@ -1,0 +1,1 @@
+"""Integrations with TRL and verl: log readers and a TRL callback (issue 14)."""
