@@ -38,7 +38,7 @@ demo: $(STAMP_BASE)
 ## test: lint + the whole test suite (CI runs this)
 test: $(STAMP_ALL)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	ISOCOMPUTE_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP_ALL)
 	$(BIN)/ruff check .

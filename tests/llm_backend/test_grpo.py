@@ -259,6 +259,7 @@ def test_bf16_training_gradient_is_the_float32_gradient_rounded():
     assert float((g16 - g32).norm() / g32.norm()) < 0.02  # measured 0.003
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_gradient_matches_cpu():
     """The trainer is device-agnostic (issue 6: cpu / cuda): the same batch gives the same gradient."""

@@ -1,14 +1,11 @@
 """Backend registry and the sim adapter's mapping RunConfig -> SimConfig (docs/CONTRACTS.md)."""
 
-import importlib.util
 
 import numpy as np
 import pytest
 
 from studies.backends import BACKENDS, SimAdapter, get_backend, tidy_pass1
 from studies.config import RunConfig, StudiesError
-
-HAS_RUNNER = importlib.util.find_spec("sandbox.runner") is not None
 
 
 def test_registry_answers_unknown_and_unavailable_backends_in_one_line():
@@ -66,7 +63,6 @@ def test_tidy_pass1_layout():
     assert (df[df.split == "val"].pass1 == 1).all()
 
 
-@pytest.mark.skipif(not HAS_RUNNER, reason="sandbox.runner has not landed yet")
 def test_sim_adapter_runs_the_simulator_and_adds_run_id():
     cfg = RunConfig(model="tabular", n=4, bp=8, budget=4096, d=32, n_evals=6,
                     options=(("d_val", 16), ("dim", 8)))

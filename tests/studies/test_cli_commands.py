@@ -1,7 +1,6 @@
 """The `isocompute` CLI: options agree with RunConfig, one-line errors and exit 2, run/sweep/fit/plot."""
 
 import dataclasses
-import importlib.util
 import json
 
 import numpy as np
@@ -15,7 +14,6 @@ from studies.cli import run
 from studies.config import RunConfig
 
 register()
-HAS_PLOTS = importlib.util.find_spec("studies.plots") is not None
 
 
 def invoke(*args):
@@ -204,7 +202,6 @@ def test_fit_missing_column_is_one_line(tmp_path):
     assert r.exit_code == 2 and "lacks column(s) val_best_k" in r.stderr
 
 
-@pytest.mark.skipif(not HAS_PLOTS, reason="studies/plots.py (plot_frontier) has not landed yet")
 def test_plot_writes_a_png(tmp_path):
     table, _ = _synthetic_table()
     path = tmp_path / "mine.csv"
@@ -224,8 +221,7 @@ def test_demo_smoke_on_a_tiny_budget(tmp_path):
         assert f"== {model} (8 runs, {metric})" in r.stdout
         man = json.loads((out / model / "manifest.json").read_text())
         assert len(man["runs"]) == 8 and {e["status"] for e in man["runs"].values()} == {"done"}
-        if HAS_PLOTS:
-            assert (out / model / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+        assert (out / model / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     assert r.stdout.count("compute-optimal n*(C)") == 2
 
 

@@ -1,6 +1,5 @@
 """Ray executor against a real local Ray instance: the same tables as the local executor (issue 3)."""
 
-import importlib.util
 import warnings
 
 import pandas as pd
@@ -16,7 +15,6 @@ from studies.sweeps import n_vs_m
 
 ray = pytest.importorskip("ray")
 register()
-HAS_RUNNER = importlib.util.find_spec("sandbox.runner") is not None
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +48,6 @@ def test_ray_equals_local_on_a_small_sweep(tmp_path, local_ray):
     assert ray.is_initialized()  # an instance the caller started is left running
 
 
-@pytest.mark.skipif(not HAS_RUNNER, reason="sandbox.runner has not landed yet")
 def test_ray_equals_local_with_the_simulator(tmp_path, local_ray):
     base = RunConfig(model="tabular", bp=8, budget=2**12, d=32, n_evals=6,
                      options=(("d_val", 16), ("dim", 8)))
