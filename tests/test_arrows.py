@@ -47,5 +47,6 @@ def test_arrows_point_one_way(package):
 
 def test_the_checker_sees_lazy_and_nested_imports(tmp_path):
     src = tmp_path / "m.py"
-    src.write_text("def f():\n    import paper_figs.cli\n    return importlib.import_module('llm_backend.cli')\n")
+    src.write_text("def f():\n    import paper_figs.cli\n"
+                   "    return importlib.import_module('llm_backend.cli')\n")
     assert imported_packages(src) == {"paper_figs", "llm_backend"}
