@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -36,17 +37,85 @@ def _finished_records(root: Path) -> dict[str, dict]:
     return records
 
 
-def load_table(path: str | Path, include_diverged: bool = False, kind: str = "table") -> pd.DataFrame:
+# ------------------------------------------------------------------------------------------ reader registry
+class Reader(NamedTuple):
+    """A log format: `sniff(path) -> bool` says whether `path` is in it; `read(path, n=None, bp=None)` maps it
+    to the learning-curve table (n / bp: the caller's values for what the log cannot tell)."""
+
+    name: str
+    sniff: Callable[[Path], bool]
+    read: Callable[..., pd.DataFrame]
+    family: str | None
+
+
+READERS: dict[str, Reader] = {}
+"""Readers of third-party logs, tried in registration order by `load_table(path, fmt="auto")`. studies cannot
+import the packages that know those formats (DESIGN.md arrows), so they register here at import (TRL / verl /
+wandb / TensorBoard: `isocompute.integrations`)."""
+
+def register_reader(name: str, sniff: Callable[[Path], bool], read: Callable[..., pd.DataFrame],
+                    family: str | None = None) -> None:
+    """Register (or replace) the reader `name`; `family` groups formats under one `--format` value (the
+    wandb and TensorBoard CSV exports answer to `--format csv` as well as to their own names)."""
+    READERS[name] = Reader(name, sniff, read, family)
+
+
+def formats() -> list[str]:
+    """The values `load_table(fmt=...)` accepts."""
+    names = ["auto", "csv", *READERS, *(r.family for r in READERS.values() if r.family)]
+    return list(dict.fromkeys(names))
+
+
+def load_table(path: str | Path, include_diverged: bool = False, kind: str = "table", fmt: str = "auto",
+               n: int | None = None, bp: int | None = None, metric: str | None = None) -> pd.DataFrame:
     """The learning-curve table (kind="table") or pass@1 snapshots (kind="pass1") at `path`.
 
     A results directory yields its finished, non-diverged runs in run_id order (a LeftOutRunsWarning names
-    the others); a .csv / .parquet / .pq / .jsonl / .json file is read as is.
+    the others); a .csv / .parquet / .pq / .jsonl / .json file with our column names is read as is; other
+    logs go to the registered reader of `fmt` ("auto": the first whose sniff accepts `path`), which maps them
+    to the table, using `n` / `bp` where the log cannot tell them. Logs record each metric at its own steps:
+    with `metric`, rows of a reader's table where it is missing are left out (not logged there).
     """
     p = Path(path)
     if not p.exists():
         raise StudiesError(f"no such file or directory: {p}")
-    if p.is_dir():
+    if fmt not in formats():
+        raise StudiesError(f"unknown --format {fmt!r}; use {', '.join(formats())}")
+    if p.is_dir() and ((p / "manifest.json").exists() or (p / "runs").is_dir()) and fmt in ("auto", "csv"):
         return _load_dir(p, include_diverged, kind)
+    reader = _pick_reader(p, fmt)
+    if reader is None:
+        if p.is_dir():
+            known = "|".join(f for f in formats() if f != "auto")
+            raise StudiesError(f"{p} is not a results directory (no manifest.json or runs/) and holds no log "
+                               f"this version reads; pass --format {known}")
+        return _read_plain(p)
+    table = reader.read(p, n=n, bp=bp)
+    if metric is not None and metric in table.columns:
+        table = table.loc[table[metric].notna()].reset_index(drop=True)
+        if table.empty:
+            raise StudiesError(f"{p} ({reader.name} log) has no logged {metric}; columns with values: "
+                               f"{', '.join(map(str, table.columns))}")
+    return table
+
+
+def _pick_reader(p: Path, fmt: str) -> Reader | None:
+    if fmt in READERS:
+        return READERS[fmt]
+    candidates = [r for r in READERS.values() if fmt == "auto" or r.family == fmt]
+    for r in candidates:
+        try:
+            if r.sniff(p):
+                return r
+        except (OSError, ValueError):
+            continue
+    if fmt not in ("auto", "csv"):
+        raise StudiesError(f"{p} is not a {fmt} log")
+    return None
+
+
+def _read_plain(p: Path) -> pd.DataFrame:
+    """A table file with our column names."""
     suffix = p.suffix.lower()
     try:
         if suffix == ".csv":
