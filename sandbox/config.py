@@ -9,8 +9,13 @@ MODELS = ("tabular", "linear", "mlp", "interference", "skills")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 LR_RULES = ("constant", "linear", "sqrt")
 SCALE_REWARDS = ("group", "batch", "none")
+ADV_STDS = ("sample", "population")
 OBJECTIVES = ("pg", "ppo", "cispo")
 METRIC_MODES = ("exact", "sampled")
+
+ZERO_PASS1 = 1e-3
+"""A problem with pass@1 below this counts as zero (`*_zero_frac` in exact metric mode): below the resolution
+of avg@k for k <= 1000, and a softmax never reaches exactly 0. The one threshold of the sandbox (issue 10)."""
 
 
 class ConfigError(ValueError):
@@ -73,7 +78,13 @@ class SimConfig:
 
     # --- objective ---
     scale_rewards: str = "group"
-    """Advantage normalisation: group (divide by group std), batch (batch std) or none (mean baseline)."""
+    """Advantage normalisation A = (r - mean) / (std + adv_eps): group (std of the group's rewards), batch
+    (std of all bp * n rewards of the step) or none (A = r - mean). Zero whenever that std is 0."""
+    adv_std: str = "sample"
+    """Std convention of the advantage scale: sample (Bessel, n - 1: TRL's GRPOTrainer, verl's
+    compute_grpo_outcome_advantage) or population (divide by n)."""
+    adv_eps: float = 1e-4
+    """Added to the std in the advantage denominator (TRL: 1e-4; verl: 1e-6)."""
     objective: str = "pg"
     """pg (plain policy gradient), ppo (clipped ratio) or cispo (clipped IS weight, stop-gradient)."""
     clip_eps: float = 0.2
@@ -96,8 +107,9 @@ class SimConfig:
     k: int = 4
     """k of best_k (pass@k) and worst_k (all k correct)."""
     metric_mode: str = "exact"
-    """exact (from pass@1; zero_frac = share with pass@1 < 1e-3) or sampled (k draws per problem; zero_frac =
-    share with 0 of k correct). Sampled metrics use their own random stream, so training is unchanged."""
+    """exact (from pass@1; zero_frac = share with pass@1 < ZERO_PASS1) or sampled (k draws per problem;
+    zero_frac = share with 0 of k correct). Sampled metrics use their own random stream, so training is
+    unchanged."""
     n_evals: int = 32
     """Number of log-spaced evaluation points between the first step and the budget."""
     snapshots: bool = True
@@ -152,6 +164,7 @@ def validate(c: SimConfig) -> None:
     _choice("optimizer", c.optimizer, OPTIMIZERS)
     _choice("lr_rule", c.lr_rule, LR_RULES)
     _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)
+    _choice("adv_std", c.adv_std, ADV_STDS)
     _choice("objective", c.objective, OBJECTIVES)
     _choice("metric_mode", c.metric_mode, METRIC_MODES)
     if c.n < 1:
@@ -178,9 +191,11 @@ def validate(c: SimConfig) -> None:
         raise ConfigError(f"lr must be positive and finite, got {c.lr}")
     if c.lr_ref_batch < 1:
         raise ConfigError(f"lr_ref_batch must be >= 1, got {c.lr_ref_batch}")
-    for name in ("weight_decay", "kl_coef", "entropy_coef", "response_len"):
+    for name in ("weight_decay", "kl_coef", "entropy_coef", "response_len", "adv_eps"):
         if getattr(c, name) < 0:
             raise ConfigError(f"{name} must be >= 0, got {getattr(c, name)}")
+    if not c.adv_eps < float("inf"):
+        raise ConfigError(f"adv_eps must be finite, got {c.adv_eps}")
     if not 0 <= c.beta1 < 1 or not 0 <= c.beta2 < 1 or c.adam_eps <= 0:
         raise ConfigError(f"bad Adam constants beta1={c.beta1}, beta2={c.beta2}, eps={c.adam_eps}")
     if c.clip_eps <= 0:

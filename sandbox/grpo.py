@@ -3,10 +3,12 @@
 One step, for each of the bp problems of the batch (shapes in comments):
 1. logits z (K,) -> pi = softmax(z); the n rollouts are ONE multinomial draw of answer counts N (K,),
    sampled as a chain of K-1 binomials, so a step costs O(bp * K * dim) whatever n is.
-2. Binary reward (answer == correct). Advantages A = (r - mean) / scale with `scale_rewards`:
-   group (population std of the group), batch (population std of all bp*n rewards) or none; zero whenever
-   the scale is zero (all rewards agree). With a decoupled baseline the mean/std come from n_est separate
-   rollouts.
+2. Binary reward (answer == correct). Advantages A = (r - mean) / (std + adv_eps) with `scale_rewards`:
+   group (std of the group), batch (std of all bp*n rewards of the step) or none (A = r - mean); the std is
+   the sample std (n - 1, as TRL's GRPOTrainer and verl's compute_grpo_outcome_advantage) or the population
+   std (`adv_std`). Zero whenever the std is zero (all rewards agree). With a decoupled baseline the group's
+   mean/std come from its n_est separate rollouts (same convention); the batch std stays that of the bp*n
+   gradient rollouts.
 3. Surrogate J_g = (1/n) sum_j w_j A_j log pi(a_j); since A_j and the weight w_j depend only on the answer,
    dJ_g/dz = (v - sum(v) pi) / n with v_k = N_k A(k) w_k, where w = 1 (pg), the ratio r_k = pi_k/pi_old_k
    where PPO's clipped min is not active and 0 where it is (ppo), or the stop-gradient weight
@@ -23,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from sandbox.config import ZERO_PASS1
 from sandbox.policies import batch_backward, batch_logits, exp_nonpos, work_size
 from sandbox.rng import binomial, multinomial, shuffle
 
@@ -31,16 +34,14 @@ SCALE_GROUP, SCALE_BATCH, SCALE_NONE = 0, 1, 2
 PG, PPO, CISPO = 0, 1, 2
 
 # float hyperparameters hp[...]
-HP_LR, HP_B1, HP_B2, HP_EPS, HP_WD, HP_CLIP, HP_KL, HP_ENT = range(8)
+HP_LR, HP_B1, HP_B2, HP_EPS, HP_WD, HP_CLIP, HP_KL, HP_ENT, HP_ADV_EPS = range(9)
 # int hyperparameters ip[...]
-IP_N, IP_BP, IP_NEST, IP_OPT, IP_SCALE, IP_OBJ, IP_EPOCHS, IP_MB, IP_ZVF = range(9)
+IP_N, IP_BP, IP_NEST, IP_OPT, IP_SCALE, IP_OBJ, IP_EPOCHS, IP_MB, IP_ZVF, IP_SAMPLE_STD = range(10)
 # int state st[...]
 ST_POS, ST_T, ST_STEP = range(3)
-# float accumulators acc[...] (since the last evaluation unless "total")
-AC_TOKENS, AC_ZV, AC_GROUPS, AC_GNORM, AC_UPDATES, AC_TOK, AC_ROLL = range(7)
-
-ZERO_PASS1 = 1e-3
-"""Exact-mode zero_frac counts problems with pass@1 below this (a softmax never reaches exactly 0)."""
+# float accumulators acc[...] (since the last evaluation unless "total"; AC_BREW: the last step's value)
+AC_TOKENS, AC_ZV, AC_GROUPS, AC_GNORM, AC_UPDATES, AC_TOK, AC_ROLL, AC_BREW = range(8)
+N_ACC = 8
 
 # status codes returned by the kernels
 OK, BAD_LOGITS, BAD_GRAD = 0, 1, 2
@@ -73,16 +74,31 @@ def _softmax_fast(z, logp, pi):
 
 
 @njit(cache=True, error_model="numpy")
-def advantages(c, n, mean, std, scale, batch_std):
-    """(A_correct, A_wrong) of a group with c of n correct and baseline mean/std (GRPO, PAPER.md)."""
+def reward_std(mean, count, sample):
+    """Std of `count` binary rewards with mean `mean`: sample (Bessel, count - 1; 0 for one reward) or
+    population (sample=False). The variance of 0/1 rewards is mean (1 - mean) (population)."""
+    var = max(mean * (1.0 - mean), 0.0)
+    if sample:
+        if count < 2:
+            return 0.0
+        var *= count / (count - 1.0)
+    return np.sqrt(var)
+
+
+@njit(cache=True, error_model="numpy")
+def advantages(c, n, mean, std, scale, batch_std, eps=0.0):
+    """(A_correct, A_wrong) = ((1 - mean), (0 - mean)) / (std + eps) of a group with c of n correct and
+    baseline mean/std (GRPO, PAPER.md; `scale` picks the group std, the batch std or none). Zero when the
+    chosen std is zero: every reward agrees with the baseline, and eps alone would give a 1/eps scale."""
     if scale == SCALE_GROUP:
         den = std
     elif scale == SCALE_BATCH:
         den = batch_std
     else:
-        den = 1.0
+        return 1.0 - mean, 0.0 - mean
     if den <= 1e-12:
         return 0.0, 0.0
+    den += eps
     return (1.0 - mean) / den, (0.0 - mean) / den
 
 
@@ -121,9 +137,23 @@ def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objecti
             out[k] -= ent * pi[k] * (logp[k] + h)
 
 
-@njit(cache=True, error_model="numpy")
 def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                  theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, m_end):
+    """Deprecated argument layout of `_train_kernel` (hp (8,), ip (9,), acc (7,)), kept only until
+    studies/interference.py uses sandbox.diagnostics; pads the advantage convention with SimConfig's defaults
+    (sample std, eps 1e-4)."""
+    hp2 = np.concatenate([hp, [1e-4]]) if hp.size == HP_ADV_EPS else hp
+    ip2 = np.concatenate([ip, [1]]).astype(np.int64) if ip.size == IP_SAMPLE_STD else ip
+    acc2 = np.concatenate([acc, np.zeros(N_ACC - acc.size)]) if acc.size < N_ACC else acc
+    code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2,
+                         pw, row_t, stamp, perm, st, acc2, hp2, ip2, rs, m_end)
+    acc[:] = acc2[: acc.size]
+    return code
+
+
+@njit(cache=True, error_model="numpy")
+def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
+                  theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, m_end):
     """Run GRPO steps st[ST_STEP] .. m_end-1 in place on theta and the optimiser state. Returns a status code.
 
     pw: running powers (beta1^t, beta2^t) per private row (d, 2) and for the shared block (row d).
@@ -138,6 +168,8 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     n_mb = 1 if objective == PG else ip[IP_MB]
     n_updates = 1 if objective == PG else ip[IP_EPOCHS] * n_mb
     zvf = ip[IP_ZVF] != 0
+    sample_std = ip[IP_SAMPLE_STD] != 0
+    adv_eps = hp[HP_ADV_EPS]
     lr = hp[HP_LR]
     b1 = hp[HP_B1]
     b2 = hp[HP_B2]
@@ -212,12 +244,14 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             acc[AC_TOK] += tok
         acc[AC_ROLL] += bp * (n + n_est)
         bmean = tot_c / (bp * n)
-        batch_std = np.sqrt(max(bmean * (1.0 - bmean), 0.0))
+        acc[AC_BREW] = bmean
+        batch_std = reward_std(bmean, bp * n, sample_std)
+        n_base = n_est if n_est > 0 else n
         for b in range(bp):
             mean = a_c[b]
             c = counts[b, correct[batch[b]]]
-            std = np.sqrt(max(mean * (1.0 - mean), 0.0))
-            ac, aw = advantages(c, n, mean, std, scale, batch_std)
+            std = reward_std(mean, n_base, sample_std)
+            ac, aw = advantages(c, n, mean, std, scale, batch_std, adv_eps)
             if n_est == 0 and (c == 0 or c == n):
                 ac, aw = 0.0, 0.0
             a_c[b] = ac
@@ -401,7 +435,7 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
                 mean = p
                 best = 1.0 - (1.0 - p) ** k_metric
                 worst = p**k_metric
-                zero = 1.0 if p < ZERO_PASS1 else 0.0
+                zero = 1.0 if p < ZERO_PASS1 else 0.0  # sandbox.config.ZERO_PASS1
             o = 0 if g < d else 4
             out[o] += mean
             out[o + 1] += best

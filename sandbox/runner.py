@@ -9,12 +9,15 @@ Column meanings beyond DESIGN.md's vocabulary:
 - `compute` = m * bp * (n + n_est) rollouts; `epoch` = m * bp / d, passes over the training set (equal to
   compute / (d * n) without a decoupled baseline); `lr` = SimConfig.effective_lr().
 - `*_mean / *_best_k / *_worst_k / *_zero_frac`: exact from pass@1 p (mean p, 1-(1-p)^k, p^k, share with
-  p < 1e-3) or sampled with k draws per problem (metric_mode; zero_frac = share with 0 of k correct).
+  p < config.ZERO_PASS1) or sampled with k draws per problem (metric_mode; zero_frac = share with 0 of k
+  correct).
   Under `tabular` the validation problems never move (they have no parameters of their own and share none).
 - `entropy`, `kl` (KL(pi || pi_init)): means over the training problems at the evaluation point.
 - `grad_norm`: mean L2 norm of the batch gradient over the updates since the previous row (NaN at m = 0).
 - `zero_var_frac`: share of groups whose n rewards all agreed since the previous row; at m = 0 its
   expectation under the initial policy, mean of p^n + (1-p)^n.
+- `batch_reward`: mean reward of the bp * n (gradient) rollouts of the last training step before the row
+  (NaN at m = 0); `train_mean` stays the exact pass@1 over the whole training set.
 - `response_len`: tokens per rollout since the previous row (at m = 0 the expectation under the initial
   policy); `tokens` cumulative; both 0 unless config.response_len > 0.
 """
@@ -29,8 +32,8 @@ import numpy as np
 
 from sandbox import grpo
 from sandbox.config import SimConfig
-from sandbox.policies import build_policy
-from sandbox.problems import make_problems
+from sandbox.policies import Policy, build_policy
+from sandbox.problems import ProblemSet, make_problems
 from sandbox.rng import new_state
 
 STRING_COLUMNS = ("backend", "model", "dataset")
@@ -38,7 +41,7 @@ COLUMNS = (
     "backend", "model", "dataset", "seed", "n", "bp", "batch", "m", "compute", "tokens", "epoch", "lr", "k",
     "train_mean", "train_best_k", "train_worst_k", "train_zero_frac",
     "val_mean", "val_best_k", "val_worst_k", "val_zero_frac",
-    "entropy", "kl", "grad_norm", "response_len", "zero_var_frac",
+    "entropy", "kl", "grad_norm", "response_len", "zero_var_frac", "batch_reward",
 )
 _OPT = {"sgd": grpo.SGD, "adam": grpo.ADAM, "adamw": grpo.ADAMW}
 _SCALE = {"group": grpo.SCALE_GROUP, "batch": grpo.SCALE_BATCH, "none": grpo.SCALE_NONE}
@@ -64,33 +67,97 @@ def eval_steps(steps: int, n_evals: int) -> np.ndarray:
     return np.concatenate([[0], pts[(pts >= 1) & (pts <= steps)]]).astype(np.int64)
 
 
+@dataclass
+class RunState:
+    """Everything one run mutates or reads, built by `prepare` (runner.run and sandbox.diagnostics share it).
+
+    Kernel inputs: `policy.args()`, `problems.lens`, `logp0` (d, K) the KL reference, the flat parameters
+    `theta` (P,) and optimiser state, the epoch permutation and counters `st`, accumulators `acc` (N_ACC,),
+    hyperparameters `hp` / `ip` (grpo.HP_* / IP_*), and the two random streams.
+    """
+
+    config: SimConfig
+    problems: ProblemSet
+    policy: Policy
+    theta: np.ndarray
+    theta0: np.ndarray
+    logp0: np.ndarray
+    m1: np.ndarray
+    m2: np.ndarray
+    pw: np.ndarray
+    row_t: np.ndarray
+    stamp: np.ndarray
+    perm: np.ndarray
+    st: np.ndarray
+    acc: np.ndarray
+    hp: np.ndarray
+    ip: np.ndarray
+    rs: np.ndarray
+    rs_eval: np.ndarray
+
+    @property
+    def step(self) -> int:
+        return int(self.st[grpo.ST_STEP])
+
+    def train_to(self, m_end: int) -> int:
+        """Advance to step m_end (no-op if already there); a grpo status code (grpo.OK unless diverged)."""
+        if m_end <= self.step:
+            return grpo.OK
+        return grpo._train_kernel(*self.policy.args(), self.problems.lens, self.logp0, self.theta,
+                                  self.theta0, self.m1, self.m2, self.pw, self.row_t, self.stamp, self.perm,
+                                  self.st, self.acc, self.hp, self.ip, self.rs, int(m_end))
+
+    def evaluate(self, theta: np.ndarray, p_train: np.ndarray, p_val: np.ndarray, out: np.ndarray) -> bool:
+        """pass@1 of every problem under theta into p_train (d,), p_val (d_val,) and the metric aggregates
+        (grpo._evaluate) into out (12,); False if non-finite. Sampled metrics draw from `rs_eval`."""
+        c = self.config
+        return grpo._evaluate(*self.policy.args(), self.problems.lens, self.logp0, theta, c.n, c.k,
+                              c.metric_mode == "sampled", self.rs_eval, p_train, p_val, out)
+
+
+def hyperparameters(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's float (grpo.HP_*) and int (grpo.IP_*) hyperparameter vectors of a config."""
+    c = config
+    hp = np.array([c.effective_lr(), c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_eps, c.kl_coef,
+                   c.entropy_coef, c.adv_eps], dtype=np.float64)
+    ip = np.array([c.n, c.bp, c.n_est, _OPT[c.optimizer], _SCALE[c.scale_rewards], _OBJ[c.objective],
+                   c.ppo_epochs, c.minibatches, int(c.zero_variance_filter), int(c.adv_std == "sample")],
+                  dtype=np.int64)
+    return hp, ip
+
+
+def prepare(config: SimConfig) -> RunState:
+    """Problems, initial policy, optimiser state and random streams of a run at step 0."""
+    if not isinstance(config, SimConfig):
+        raise TypeError(f"expected a SimConfig, got {type(config).__name__}")
+    problems = make_problems(config)
+    policy = build_policy(config, problems)
+    d = config.d
+    theta = policy.theta0.copy()
+    st = np.zeros(3, dtype=np.int64)
+    st[grpo.ST_POS] = d  # shuffle before the first batch
+    hp, ip = hyperparameters(config)
+    return RunState(
+        config=config, problems=problems, policy=policy, theta=theta, theta0=policy.theta0.copy(),
+        logp0=grpo.initial_log_probs(*policy.args(), theta, config.K),
+        m1=np.zeros_like(theta), m2=np.zeros_like(theta),
+        pw=np.ones((d + 1, 2)),  # running beta1^t, beta2^t per private row; row d for the shared block
+        row_t=np.zeros(d, dtype=np.int64), stamp=np.zeros(d, dtype=np.int64),
+        perm=np.arange(d, dtype=np.int64), st=st, acc=np.zeros(grpo.N_ACC), hp=hp, ip=ip,
+        rs=new_state(config.seed, 0),  # training stream: problem order and rollouts
+        rs_eval=new_state(config.seed, 1),  # sampled metrics, so metric_mode never changes training
+    )
+
+
 def run(config: SimConfig, progress: bool = False) -> SimResult:
     """Train one simulated GRPO run (sandbox/grpo.py) and return its learning-curve table."""
     if not isinstance(config, SimConfig):
         raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
     t0 = time.perf_counter()
-    problems = make_problems(config)
-    policy = build_policy(config, problems)
-    pargs = policy.args()
-    d, K = config.d, config.K
-    theta = policy.theta0.copy()
-    theta0 = policy.theta0.copy()
-    logp0 = grpo.initial_log_probs(*pargs, theta, K)
-    m1 = np.zeros_like(theta)
-    m2 = np.zeros_like(theta)
-    row_t = np.zeros(d, dtype=np.int64)
-    pw = np.ones((d + 1, 2))  # running beta1^t, beta2^t per private row; row d for the shared block
-    stamp = np.zeros(d, dtype=np.int64)
-    perm = np.arange(d, dtype=np.int64)
-    st = np.zeros(3, dtype=np.int64)
-    st[grpo.ST_POS] = d  # shuffle before the first batch
-    acc = np.zeros(7)
+    rstate = prepare(config)
+    problems, policy, acc, st = rstate.problems, rstate.policy, rstate.acc, rstate.st
+    d = config.d
     lr = config.effective_lr()
-    hp = np.array([lr, config.beta1, config.beta2, config.adam_eps, config.weight_decay, config.clip_eps,
-                   config.kl_coef, config.entropy_coef], dtype=np.float64)
-    ip = np.array([config.n, config.bp, config.n_est, _OPT[config.optimizer], _SCALE[config.scale_rewards],
-                   _OBJ[config.objective], config.ppo_epochs, config.minibatches,
-                   int(config.zero_variance_filter)], dtype=np.int64)
     steps_total = config.steps
     ev = eval_steps(steps_total, config.n_evals)
     E = ev.size
@@ -100,22 +167,17 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     row_p_val = np.empty(config.d_val)
     stats = np.full((E, 16), np.nan)
     out = np.empty(12)
-    sampled = config.metric_mode == "sampled"
-    rs = new_state(config.seed, 0)  # training stream: problem order and rollouts
-    rs_eval = new_state(config.seed, 1)  # sampled metrics, so metric_mode never changes training
 
     status, div_step, reason = "ok", None, None
     filled = 0
     prev_acc = acc.copy()
     for e in range(E):
         if ev[e] > 0:
-            code = grpo._train_chunk(*pargs, problems.lens, logp0, theta, theta0, m1, m2, pw, row_t, stamp,
-                                     perm, st, acc, hp, ip, rs, ev[e])
+            code = rstate.train_to(ev[e])
             if code != grpo.OK:
                 status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[code]
                 break
-        ok = grpo._evaluate(*pargs, problems.lens, logp0, theta, config.n, config.k, sampled, rs_eval,
-                            row_p_train, row_p_val, out)
+        ok = rstate.evaluate(rstate.theta, row_p_train, row_p_val, out)
         if not ok:
             status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[3]
             break
@@ -129,6 +191,7 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
             stats[e, 10] = delta[grpo.AC_TOK] / delta[grpo.AC_ROLL] if delta[grpo.AC_ROLL] > 0 else 0.0
             stats[e, 11] = delta[grpo.AC_ZV] / delta[grpo.AC_GROUPS]
             stats[e, 12] = delta[grpo.AC_GNORM] / delta[grpo.AC_UPDATES] if delta[grpo.AC_UPDATES] else 0.0
+            stats[e, 14] = acc[grpo.AC_BREW]
         stats[e, 13] = acc[grpo.AC_TOKENS]
         filled = e + 1
         if progress:
@@ -160,7 +223,7 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
         "val_mean": stats[:, 4], "val_best_k": stats[:, 5], "val_worst_k": stats[:, 6],
         "val_zero_frac": stats[:, 7],
         "entropy": stats[:, 8], "kl": stats[:, 9], "grad_norm": stats[:, 12],
-        "response_len": stats[:, 10], "zero_var_frac": stats[:, 11],
+        "response_len": stats[:, 10], "zero_var_frac": stats[:, 11], "batch_reward": stats[:, 14],
     }
     table = {c: np.ascontiguousarray(table[c]) for c in COLUMNS}
     pass1 = {"compute": table["compute"].copy(), "train": p_train[:filled], "val": p_val[:filled]}

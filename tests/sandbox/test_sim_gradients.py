@@ -7,7 +7,7 @@ import pytest
 from sim_helpers import compositions
 
 from sandbox import SimConfig, theory
-from sandbox.grpo import CISPO, PG, PPO, SCALE_GROUP, SCALE_NONE, advantages, logit_gradient
+from sandbox.grpo import CISPO, PG, PPO, SCALE_GROUP, SCALE_NONE, advantages, logit_gradient, reward_std
 from sandbox.policies import build_policy
 from sandbox.problems import make_problems
 from sandbox.rng import multinomial, new_state
@@ -19,11 +19,12 @@ def _softmax(z):
 
 
 def _group_grad(counts, n, corr, pi, scale, objective=PG, logp_old=None, logp=None, clip=0.2, kl=0.0, ent=0.0,
-                logp0=None):
-    """The kernel's per-group ascent direction dJ/dz for given counts (no 1/groups average)."""
+                logp0=None, sample=True, eps=1e-4):
+    """The kernel's per-group ascent direction dJ/dz for given counts (no 1/groups average); advantages with
+    the sample std + eps (SimConfig defaults) unless sample=False (population std)."""
     c = counts[corr]
     m = c / n
-    a_c, a_w = advantages(c, n, m, np.sqrt(m * (1 - m)), scale, 0.0)
+    a_c, a_w = advantages(c, n, m, reward_std(m, n, sample), scale, 0.0, eps)
     logp = np.log(pi) if logp is None else logp
     logp_old = logp if logp_old is None else logp_old
     logp0 = logp if logp0 is None else logp0
@@ -32,23 +33,40 @@ def _group_grad(counts, n, corr, pi, scale, objective=PG, logp_old=None, logp=No
     return out
 
 
-def _enumerate(pi, n, corr, scale):
+def _enumerate(pi, n, corr, scale, sample=True, eps=1e-4):
     """E[dJ/dz] by exact enumeration over all multinomial outcomes."""
     tot = np.zeros(pi.size)
     for counts, coef in compositions(n, pi.size):
         prob = coef * np.prod(pi**counts)
-        tot += prob * _group_grad(counts, n, corr, pi, scale)
+        tot += prob * _group_grad(counts, n, corr, pi, scale, sample=sample, eps=eps)
     return tot
 
 
 @pytest.mark.parametrize("n,K,p", [(2, 3, 0.3), (4, 3, 0.6), (5, 4, 0.1), (8, 2, 0.45)])
 @pytest.mark.parametrize("scale", ["group", "none"])
-def test_enumeration_matches_theory(n, K, p, scale):
+@pytest.mark.parametrize("adv_std,eps", [("sample", 1e-4), ("population", 0.0), ("population", 1e-2)])
+def test_enumeration_matches_theory(n, K, p, scale, adv_std, eps):
     pi = np.array([p] + [(1 - p) / (K - 1)] * (K - 1))
     code = SCALE_GROUP if scale == "group" else SCALE_NONE
-    g = _enumerate(pi, n, 0, code)
-    gc, gw = theory.expected_update(p, n, K, scale)
+    g = _enumerate(pi, n, 0, code, sample=adv_std == "sample", eps=eps)
+    gc, gw = theory.expected_update(p, n, K, scale, adv_std=adv_std, adv_eps=eps)
     np.testing.assert_allclose(g, [gc] + [gw] * (K - 1), rtol=1e-12, atol=1e-14)
+
+
+def test_sample_std_advantages_match_trl_and_verl():
+    """(r - mean) / (std(unbiased) + eps) as TRL's GRPOTrainer / verl's compute_grpo_outcome_advantage compute
+    it from the reward vector; exactly 0 for a group whose rewards agree; population std on request."""
+    for r in ([1, 0], [1, 1, 0, 0, 0], [0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0, 0, 0, 0, 0]):
+        r = np.array(r, dtype=float)
+        n, c = r.size, int(r.sum())
+        ref = (r - r.mean()) / (r.std(ddof=1) + 1e-4)
+        a_c, a_w = advantages(c, n, c / n, reward_std(c / n, n, True), SCALE_GROUP, 0.0, 1e-4)
+        np.testing.assert_allclose(np.where(r == 1, a_c, a_w), ref, rtol=1e-12, atol=0)
+        a_c, a_w = advantages(c, n, c / n, reward_std(c / n, n, False), SCALE_GROUP, 0.0, 0.0)
+        pop = (r - r.mean()) / r.std() if r.std() > 0 else np.zeros(n)
+        np.testing.assert_allclose(np.where(r == 1, a_c, a_w), pop, rtol=1e-12, atol=0)
+        if c in (0, n):
+            assert a_c == 0.0 and a_w == 0.0
 
 
 @pytest.mark.parametrize("n,K", [(2, 3), (3, 4), (6, 3)])
@@ -79,12 +97,16 @@ def test_simulated_expected_update_matches_enumeration():
 
 
 def test_group_normalised_correct_logit_is_sqrt_m_one_minus_m():
-    """Issue 2 note: with group-normalised advantages the correct-logit gradient is sqrt(m (1-m)) >= 0."""
+    """Issue 2 note: with group-normalised advantages (population std, no eps) the correct-logit gradient is
+    sqrt(m (1-m)) >= 0; with the sample std it is sqrt((n-1)/n) times that."""
     pi = np.array([0.2, 0.5, 0.3])
     for counts in ([1, 2, 0], [0, 1, 2], [3, 0, 0], [1, 1, 1]):
         counts = np.array(counts)
         m = counts[1] / 3
-        assert _group_grad(counts, 3, 1, pi, SCALE_GROUP)[1] == pytest.approx(np.sqrt(m * (1 - m)), abs=1e-12)
+        pop = _group_grad(counts, 3, 1, pi, SCALE_GROUP, sample=False, eps=0.0)[1]
+        assert pop == pytest.approx(np.sqrt(m * (1 - m)), abs=1e-12)
+        smp = _group_grad(counts, 3, 1, pi, SCALE_GROUP, eps=0.0)[1]
+        assert smp == pytest.approx(np.sqrt(2 / 3) * np.sqrt(m * (1 - m)), abs=1e-12)
 
 
 def _fd(f, z, h=1e-6):
@@ -119,7 +141,8 @@ def test_softmax_pg_kl_entropy_gradient_matches_finite_differences():
         return (counts * adv * lp).sum() / n - kl * (pi * (lp - lp0)).sum() - ent * (pi * lp).sum()
 
     pi = _softmax(z)
-    g = _group_grad(counts, n, corr, pi, SCALE_GROUP, logp=_logsm(z), kl=kl, ent=ent, logp0=_logsm(z0))
+    g = _group_grad(counts, n, corr, pi, SCALE_GROUP, logp=_logsm(z), kl=kl, ent=ent, logp0=_logsm(z0),
+                    sample=False, eps=0.0)
     np.testing.assert_allclose(g, _fd(objective, z), rtol=1e-6, atol=1e-8)
 
 
@@ -146,7 +169,7 @@ def test_ppo_and_cispo_gradients_match_finite_differences():
     pi = _softmax(z)
     for obj, f in ((PPO, ppo), (CISPO, cispo)):
         g = _group_grad(counts, n, corr, pi, SCALE_GROUP, objective=obj, logp_old=lp_old, logp=_logsm(z),
-                        clip=clip)
+                        clip=clip, sample=False, eps=0.0)
         np.testing.assert_allclose(g, _fd(f, z), rtol=1e-6, atol=1e-8)
 
 
