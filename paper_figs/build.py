@@ -1,30 +1,28 @@
 """Run or reuse the studies figures need, load their tables, draw and save figures, write the gallery.
 
-All studies share one results directory (a `studies.store.ResultStore`): run ids are deterministic hashes of
-the config, so a run needed by several figures is computed once, and a finished run is never recomputed
-(`isocompute figs` twice costs only the drawing). Runs go through `studies.executors.run_sweep`.
+All studies share one results directory, through the one study pipeline of `studies.declared`
+(StudySpec -> RunConfigs -> studies.executors.run_sweep -> studies.store.ResultStore -> lazy tables): run
+ids are deterministic hashes of the config, so a run needed by several figures is computed once, and a
+finished run is never recomputed (`isocompute figs` twice costs only the drawing).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import time
-import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from paper_figs.specs import LLM_PRESETS, PRESETS, FigureSpec, StudySpec
+from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, FigureSpec, StudySpec
+from studies import declared
 from studies.config import RunConfig, StudiesError
-from studies.sweeps import build_sweep
+from studies.declared import import_runs
 
-GRID_KEYS = ("n", "bp", "batch", "bmax", "budget")
-"""Override keys that change a study's grid rather than the RunConfig."""
+__all__ = ["FigureDataWarning", "Tables", "build", "import_runs", "run_studies", "study_configs"]
 
 SIZES: dict[str, dict[str, Any]] = {
     "quick": {},
@@ -37,99 +35,34 @@ class FigureDataWarning(UserWarning):
     """Runs left out of a figure (diverged or failed); the message names them."""
 
 
-def _merge_options(*parts: Iterable[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
-    out: dict[str, Any] = {}
-    for p in parts:
-        out.update(dict(p))
-    return tuple(sorted(out.items()))
+def presets_for(backend: str) -> dict[str, dict[str, Any]]:
+    return PRESETS if backend == "sim" else LLM_PRESETS
 
 
 def study_configs(st: StudySpec, backend: str = "sim") -> list[tuple[str | None, RunConfig]]:
-    """(variant label or None, RunConfig) for every run of one study spec, via studies.sweeps.build_sweep."""
-    presets = PRESETS if backend == "sim" else LLM_PRESETS
-    out: list[tuple[str | None, RunConfig]] = []
-    for label, overrides in st.variants or ((None, ()),):
-        ov = dict(st.base) | dict(overrides)
-        role = ov.pop("preset", st.preset)
-        if role not in presets:
-            where = "PRESETS" if backend == "sim" else "LLM_PRESETS"
-            raise StudiesError(f"no {backend} preset for policy role {role!r} (paper_figs/specs.py {where})")
-        preset = dict(presets[role])
-        grid = {k: ov.pop(k) for k in GRID_KEYS if k in ov}
-        options = _merge_options(
-            preset.pop("options", ()), dict(st.base).get("options", ()), dict(overrides).get("options", ())
-        )
-        ov.pop("options", None)
-        fields = {"backend": backend, "dataset": st.dataset, "budget": grid.get("budget", st.budget)}
-        fields |= preset | ov | {"options": options}
-        base = RunConfig(**fields)
-        n = grid.get("n", st.n)
-        n = [n] if isinstance(n, int) else list(n)
-        bp = grid.get("bp", st.bp)
-        bp = [bp] if isinstance(bp, int) else list(bp)
-        cfgs = build_sweep(
-            st.kind,
-            base,
-            n=n,
-            bp=bp if st.kind != "fixed-batch" else None,
-            batch=list(grid.get("batch", st.batch)) or None,
-            bmax=grid.get("bmax", st.bmax),
-            seeds=st.seeds,
-            budget=base.budget,
-        )
-        out.extend((label, c) for c in cfgs)
-    return out
+    """(variant label or None, RunConfig) for every run of one study spec (studies.declared)."""
+    return declared.study_configs(st, presets_for(backend), backend)
 
 
-def sized(st: StudySpec, size: str) -> StudySpec:
+def sized(st: StudySpec, size: str, backend: str = "sim") -> StudySpec:
     if size not in SIZES:
         raise StudiesError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+    if backend == "llm":
+        return replace(st, **LLM_GRID)
     return st.scaled(**SIZES[size]) if SIZES[size] else st
 
 
-def needed_studies(specs: Iterable[FigureSpec], size: str = "quick") -> dict[str, StudySpec]:
+def needed_studies(specs: Iterable[FigureSpec], size: str = "quick", backend: str = "sim"
+                   ) -> dict[str, StudySpec]:
     """Unique studies of the given figures (by name); two figures naming one study must declare it equally."""
     out: dict[str, StudySpec] = {}
     for spec in specs:
         for st in spec.studies:
-            st = sized(st, size)
+            st = sized(st, size, backend)
             if st.name in out and out[st.name] != st:
                 raise RuntimeError(f"study {st.name!r} is declared differently by two figures")
             out[st.name] = st
     return out
-
-
-def import_runs(configs: Iterable[RunConfig], results: Path, reuse: Iterable[Path]) -> int:
-    """Copy finished runs of `configs` found in other results directories (e.g. `isocompute demo`'s) into
-    `results`, so they are not recomputed. Files are copied table first, status record last (the store's
-    rule: a record's presence means the run is complete); the manifest is rebuilt from records on open."""
-    import shutil
-
-    runs = Path(results) / "runs"
-    copied = 0
-    for cfg in configs:
-        if (runs / f"{cfg.run_id}.json").exists():
-            continue
-        for src_root in reuse:
-            src = Path(src_root) / "runs"
-            rec = src / f"{cfg.run_id}.json"
-            if not rec.exists():
-                continue
-            try:
-                status = json.loads(rec.read_text()).get("status")
-            except json.JSONDecodeError:
-                continue
-            if status != "done":
-                continue
-            runs.mkdir(parents=True, exist_ok=True)
-            for suffix in (".parquet", ".pass1.parquet", ".json"):
-                if (src / f"{cfg.run_id}{suffix}").exists():
-                    tmp = runs / f"{cfg.run_id}{suffix}.tmp"
-                    shutil.copyfile(src / f"{cfg.run_id}{suffix}", tmp)
-                    os.replace(tmp, runs / f"{cfg.run_id}{suffix}")
-            copied += 1
-            break
-    return copied
 
 
 def run_studies(
@@ -139,80 +72,17 @@ def run_studies(
     jobs: int | None = None,
     progress: bool = True,
     reuse: Iterable[Path] = (),
-) -> dict[str, list[tuple[str | None, RunConfig]]]:
-    """Run every missing run of the studies into one results directory; returns each study's runs."""
-    from studies.executors import run_sweep
-    from studies.store import ResultStore
-
-    plan = {name: study_configs(st, backend) for name, st in studies.items()}
-    configs = [c for runs in plan.values() for _, c in runs]
-    if reuse:
-        import_runs(configs, results, reuse)
-    with ResultStore(results, study="paper_figs") as store:
-        summary = run_sweep(configs, store, jobs=jobs, progress=progress, desc="figure runs")
-    if summary.failed:
-        names = ", ".join(list(summary.failed)[:5])
-        warnings.warn(
-            f"{len(summary.failed)} run(s) failed and are left out: {names}", FigureDataWarning, stacklevel=2
-        )
-    return plan
+) -> declared.Plan:
+    """Run every missing run of the figures' studies into one results directory (studies.declared)."""
+    return declared.run_studies(studies, results, presets_for(backend), backend, jobs, progress, reuse,
+                                study="paper_figs", desc="figure runs")
 
 
-class Tables(Mapping):
-    """Lazy {study: learning-curve table, study + '.pass1': snapshots}: Parquet files are read on first use,
-    so figures that do not need pass@1 snapshots never load them. Diverged or unfinished runs are left out
-    with a FigureDataWarning that names them (DESIGN.md: divergence is data, shown, not silently dropped)."""
+class Tables(declared.Tables):
+    """studies.declared.Tables whose left-out runs are reported as FigureDataWarning."""
 
-    def __init__(self, results: Path, plan: dict[str, list[tuple[str | None, RunConfig]]]):
-        self.results = Path(results)
-        self.plan = plan
-        self._cache: dict[str, pd.DataFrame] = {}
-
-    def __iter__(self):
-        for name in self.plan:
-            yield name
-            yield name + ".pass1"
-
-    def __len__(self) -> int:
-        return 2 * len(self.plan)
-
-    def _status(self, run_id: str) -> str | None:
-        p = self.results / "runs" / f"{run_id}.json"
-        if not p.exists():
-            return None
-        try:
-            return json.loads(p.read_text()).get("status")
-        except json.JSONDecodeError:
-            return None
-
-    def __getitem__(self, key: str) -> pd.DataFrame:
-        if key in self._cache:
-            return self._cache[key]
-        pass1 = key.endswith(".pass1")
-        name = key[: -len(".pass1")] if pass1 else key
-        if name not in self.plan:
-            raise KeyError(key)
-        frames, left_out = [], []
-        for label, cfg in self.plan[name]:
-            status = self._status(cfg.run_id)
-            if status != "done":
-                left_out.append(f"{cfg.run_id} ({status or 'missing'})")
-                continue
-            suffix = ".pass1.parquet" if pass1 else ".parquet"
-            df = pd.read_parquet(self.results / "runs" / f"{cfg.run_id}{suffix}")
-            if label is not None:
-                df["variant"] = label
-            frames.append(df)
-        if left_out and not pass1:
-            shown = ", ".join(left_out[:6]) + (" ..." if len(left_out) > 6 else "")
-            warnings.warn(
-                f"study {name}: left out {len(left_out)} run(s): {shown}", FigureDataWarning, stacklevel=2
-            )
-        if not frames:
-            raise StudiesError(f"study {name} has no finished runs in {self.results}")
-        out = pd.concat(frames, ignore_index=True)
-        self._cache[key] = out
-        return out
+    def __init__(self, results: Path, plan: declared.Plan):
+        super().__init__(results, plan, warning=FigureDataWarning)
 
 
 def save(fig, out_dir: Path, fid: str, formats: Iterable[str] = ("png", "pdf")) -> list[Path]:
@@ -307,12 +177,14 @@ def build(
     """Run/reuse studies, draw every figure, save PNG + PDF to `out`, optionally write the gallery."""
     import matplotlib.pyplot as plt
 
-    for spec in specs:
-        if backend not in spec.backends:
-            raise StudiesError(
-                f"figure {spec.id} needs the {' or '.join(spec.backends)} backend, not {backend}"
-            )
-    studies = needed_studies(specs, size)
+    refused = [s for s in specs if backend not in s.backends]
+    for spec in refused:
+        why = f"figure {spec.id} needs the {' or '.join(spec.backends)} backend, not {backend}"
+        if len(refused) == len(specs):
+            raise StudiesError(why)
+        log(f"{spec.id}: refused: {why}")
+    specs = [s for s in specs if backend in s.backends]
+    studies = needed_studies(specs, size, backend)
     t0 = time.perf_counter()
     plan = run_studies(studies, results, backend, jobs, progress, reuse)
     log(

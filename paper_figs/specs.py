@@ -15,7 +15,9 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-Overrides = tuple[tuple[str, Any], ...]
+from studies.declared import CPU_LLM, POW2, Overrides, StudySpec
+
+__all__ = ["CPU_LLM", "LLM_GRID", "LLM_PRESETS", "POW2", "PRESETS", "FigureSpec", "Overrides", "StudySpec"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tabular": {"model": "tabular"},
@@ -23,46 +25,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "linear": {"model": "linear"},
     "mlp": {"model": "mlp"},
 }
-"""Role -> RunConfig fields (model name; backend options as `options`). The figures refer to roles only."""
+"""Role -> RunConfig fields (model name; other keys are backend options). The figures refer to roles only."""
 
-LLM_PRESETS: dict[str, dict[str, Any]] = {}
-"""Role -> RunConfig fields for `--backend llm` (filled by the LLM backend's presets when it lands)."""
+LLM_PRESETS: dict[str, dict[str, Any]] = {"interference": dict(CPU_LLM)}
+"""Role -> RunConfig fields for `--backend llm`: a real LM interferes across problems by construction, so
+it plays the interference role; the tabular / linear / mlp roles have no LLM counterpart."""
 
-POW2 = tuple(2**k for k in range(1, 9))
-"""n = 2 .. 256, the default n grid (the paper's 8 .. 2048 scaled to the simulator's budgets)."""
-
-
-@dataclass(frozen=True)
-class StudySpec:
-    """One study a figure needs. Variants run the same grid with RunConfig overrides and add a `variant`
-    column."""
-
-    name: str
-    """Key of the study's tables and of its results sub-directory."""
-    kind: str = "n-vs-m"
-    """Sweep kind of studies.sweeps: n-vs-m, fixed-batch or joint."""
-    preset: str = "interference"
-    """Policy role, looked up in PRESETS (or LLM_PRESETS for the llm backend)."""
-    dataset: str = "easy"
-    n: tuple[int, ...] = POW2
-    bp: tuple[int, ...] = (32,)
-    batch: tuple[int, ...] = ()
-    """fixed-batch only: values of bp * n."""
-    bmax: int | None = None
-    """joint only: the largest bp * n."""
-    budget: int = 2**18
-    """Compute cap in rollouts of every run."""
-    seeds: int = 2
-    base: Overrides = ()
-    """RunConfig overrides shared by every run (e.g. (("kl_coef", 0.05),)); `options` as a tuple of pairs."""
-    variants: tuple[tuple[str, Overrides], ...] = ()
-    """(label, overrides) pairs; each label becomes a value of the `variant` column."""
-
-    def scaled(self, seeds: int | None = None, budget_factor: float = 1.0) -> StudySpec:
-        """A resized copy (the `--size` of `isocompute figs`): more seeds or a larger budget."""
-        from dataclasses import replace
-
-        return replace(self, seeds=seeds or self.seeds, budget=int(self.budget * budget_factor))
+LLM_GRID: dict[str, Any] = {"n": (2, 4, 8), "bp": (4,), "budget": 256, "seeds": 1}
+"""Every study's grid on `--backend llm` (CPU-sized: minutes on 2 cores, not hours)."""
 
 
 @dataclass(frozen=True)

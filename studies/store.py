@@ -188,6 +188,38 @@ class ResultStore:
     def is_finished(self, run_id: str) -> bool:
         return self.record(run_id) is not None
 
+    def finished_runs(self) -> dict[str, str]:
+        """{run_id: status} of every run with a status record ("done" or "diverged"), in run_id order."""
+        recs = (self._load_record(p) for p in sorted(self.runs_dir.glob("*.json")))
+        return {r["run_id"]: r["status"] for r in recs if r is not None}
+
+    def read_run(self, run_id: str, kind: str = "table") -> pd.DataFrame:
+        """The learning-curve table (kind "table") or pass@1 snapshots (kind "pass1") of a finished run."""
+        if kind not in ("table", "pass1"):
+            raise ValueError(f"kind must be table or pass1, got {kind!r}")
+        if not self.is_finished(run_id):
+            raise StudiesError(f"run {run_id} is not finished in {self.root}")
+        return pd.read_parquet(self.table_path(run_id) if kind == "table" else self.pass1_path(run_id))
+
+    def extra_path(self, run_id: str, name: str) -> Path:
+        """A measurement recorded beside a run's table (e.g. name "gns": gradient noise scale), in DIR/extra/
+        so that the status-record glob of runs/ never sees it."""
+        return self.root / "extra" / f"{run_id}.{name}.json"
+
+    def write_extra(self, run_id: str, name: str, obj: Any) -> None:
+        """Record a JSON-able measurement of a finished run beside its table (atomic)."""
+        path = self.extra_path(run_id, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, obj)
+
+    def read_extra(self, run_id: str, name: str) -> Any | None:
+        """A measurement written by `write_extra`, or None if there is none."""
+        p = self.extra_path(run_id, name)
+        try:
+            return json.loads(p.read_text()) if p.exists() else None
+        except json.JSONDecodeError:
+            return None
+
     # -- writes ---------------------------------------------------------------------------------------------
     def write_manifest(self) -> None:
         atomic_write_json(self.manifest_path, self.manifest)

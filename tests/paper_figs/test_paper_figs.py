@@ -167,7 +167,8 @@ def test_import_runs_copies_only_finished_runs(tmp_path):
     done, div = RunConfig(n=4, bp=8, budget=64, seed=0), RunConfig(n=4, bp=8, budget=64, seed=1)
     for cfg, status in ((done, "done"), (div, "diverged")):
         (src / "runs" / f"{cfg.run_id}.parquet").write_bytes(b"table")
-        (src / "runs" / f"{cfg.run_id}.json").write_text(f'{{"status": "{status}"}}')
+        rec = f'{{"run_id": "{cfg.run_id}", "status": "{status}"}}'
+        (src / "runs" / f"{cfg.run_id}.json").write_text(rec)
     assert build.import_runs([done, div], dst, [src]) == 1
     assert (dst / "runs" / f"{done.run_id}.json").exists() and (
         dst / "runs" / f"{done.run_id}.parquet"
