@@ -27,6 +27,7 @@ __all__ = [
     "n_star_table",
     "extrapolation_check",
     "final_reward",
+    "run_rewards",
     "optimal_by_metric",
     "sensitivity",
     "sensitivity_summary",
@@ -241,12 +242,7 @@ class FrontierFit:
         if not keys:
             self.frontier_ = pd.DataFrame({x: [], "reward": [], by: []})
             return
-        filled = np.where(np.isfinite(P), P, -np.inf)
-        top = filled.max(axis=0)
-        # first configuration within tie_tol of the maximum = the smallest one on ties (fits of identical
-        # curves differ by optimiser noise, ~1e-8)
-        idx = np.argmax(filled >= top - self.tie_tol, axis=0)
-        best = filled[idx, np.arange(P.shape[1])]
+        idx, best = self._best(P)
         has = np.isfinite(best)
         if not has.all():
             self.warnings_.append(f"{int((~has).sum())} grid point(s) have no fitted curve in range")
@@ -256,6 +252,27 @@ class FrontierFit:
             sm = pd.Series(l2).rolling(int(self.smooth), center=True, min_periods=1).mean().to_numpy()
             fr[by + "_smooth"] = 2.0**sm
         self.frontier_ = fr.reset_index(drop=True)
+
+    def _best(self, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row index, reward) of the best configuration per column of curve predictions P: the first within
+        tie_tol of the maximum = the smallest configuration on ties (fits of identical curves differ by
+        optimiser noise, ~1e-8); reward -inf where no curve covers the column."""
+        filled = np.where(np.isfinite(P), P, -np.inf)
+        top = filled.max(axis=0)
+        idx = np.argmax(filled >= top - self.tie_tol, axis=0)
+        return idx, filled[idx, np.arange(P.shape[1])]
+
+    def n_star_at(self, C) -> pd.DataFrame:
+        """The frontier at given computes (the rule of `frontier_`, off its grid): columns x, reward, by
+        (None where no fitted curve covers C)."""
+        C = np.atleast_1d(np.asarray(C, dtype=float))
+        keys, P = self.curve_matrix(C)
+        if not keys:
+            return pd.DataFrame({self.x: C, "reward": np.nan, self.by: None})
+        idx, best = self._best(P)
+        has = np.isfinite(best)
+        return pd.DataFrame({self.x: C, "reward": np.where(has, best, np.nan),
+                             self.by: [keys[i] if h else None for i, h in zip(idx, has, strict=True)]})
 
     def _numeric_by(self, keys) -> bool:
         try:
@@ -499,6 +516,26 @@ def final_reward(
     smooths evaluation noise); "best": the run's maximum (the plateau). Returns keys + reward, sd (across
     runs), n_runs.
     """
+    keys = list(keys)
+    runs = run_rewards(table, metric, keys, budget, tail, stat, x, run_col)
+    out = runs.groupby(keys, sort=True, observed=True)["reward"].agg(reward="mean", sd="std", n_runs="size")
+    out = out.reset_index()
+    out.attrs["budget"] = runs.attrs["budget"]
+    return out
+
+
+def run_rewards(
+    table: pd.DataFrame,
+    metric: str = "val_mean",
+    keys: Sequence[str] = ("bp", "n"),
+    budget: float | None = None,
+    tail: int = 1,
+    stat: str = "final",
+    x: str = "compute",
+    run_col: str = "run_id",
+) -> pd.DataFrame:
+    """Reward of each run at a budget (see `final_reward`, which averages these over runs): columns
+    run_col, keys, reward; one row per run. Put "seed" in keys to pair configurations seed by seed."""
     if stat not in ("final", "best"):
         raise ValueError(f"stat must be final or best, got {stat!r}")
     if int(tail) < 1:
@@ -520,12 +557,9 @@ def final_reward(
         vals = per_run[metric].mean()
     else:
         vals = g[metric].max()
-    first = g[keys].first()
-    runs = first.assign(_v=vals)
-    out = runs.groupby(keys, sort=True, observed=True)["_v"].agg(reward="mean", sd="std", n_runs="size")
-    out = out.reset_index()
-    out.attrs["budget"] = budget
-    return out
+    runs = g[keys].first().assign(reward=vals).reset_index()
+    runs.attrs["budget"] = budget
+    return runs
 
 
 def optimal_by_metric(
