@@ -56,7 +56,7 @@ JOINT_EASY = joint("easy")
 JOINT_HARD = joint("hard")
 FIXED_EASY = fixed_batch("easy")
 FIXED_HARD = fixed_batch("hard")
-HEADLINE_BASE = (("d", 512), ("n_evals", 24), ("options", (("d_val", 256),)))
+HEADLINE_BASE = (("d", 512), ("d_val", 256), ("n_evals", 24))
 """The configs of `isocompute demo` (studies/cli.py), so `isocompute figs --only headline --reuse` finds the
 demo's runs and the figure shows the same numbers as the demo's n*(C) tables."""
 HEADLINE_TABULAR = n_vs_m("headline-tabular", preset="tabular", seeds=8, base=HEADLINE_BASE)

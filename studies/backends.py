@@ -47,12 +47,34 @@ class Adapter(Protocol):
         """Whether a Ray task for `cfg` must reserve a GPU."""
 
 
-# RunConfig fields passed to the simulator under the same name when not None (DESIGN.md vocabulary).
-_SIM_SHARED = (
-    "n", "bp", "budget", "seed", "problem_seed", "dataset", "d", "model", "optimizer", "lr", "lr_rule",
-    "weight_decay", "scale_rewards", "objective", "kl_coef", "entropy_coef", "zero_variance_filter", "n_est",
-    "k", "n_evals",
-)
+def engine_kwargs(cfg: RunConfig, engine_fields: dict[str, Any], backend: str,
+                  rename: dict[str, str] | None = None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The RunConfig fields an engine config shares by name (DESIGN.md vocabulary), plus its options.
+
+    A field the engine lacks must keep RunConfig's default, else StudiesError names it: a setting is never
+    silently ignored. None means "the engine's own default" and is not passed. `rename` maps RunConfig names
+    to engine names (the llm backend's `lm` is its `model`); `skip` lists fields the adapter checked itself.
+    """
+    rename = rename or {}
+    defaults = {f.name: f.default for f in fields(RunConfig) if f.name not in ("backend", "options")}
+    out: dict[str, Any] = {}
+    for name, default in defaults.items():
+        value, target = getattr(cfg, name), rename.get(name, name)
+        if name in skip:
+            continue
+        if target in engine_fields:
+            if value is not None:
+                out[target] = value
+        elif value != default:
+            raise StudiesError(f"the {backend} backend has no setting {name} (got {value!r})")
+    reserved = set(defaults) | set(rename.values())
+    for key, value in cfg.options:
+        if key in reserved or key not in engine_fields:
+            allowed = ", ".join(sorted(set(engine_fields) - reserved))
+            raise StudiesError(f"unknown {backend} option {key!r}; choose from {allowed}")
+        default = engine_fields[key].default
+        out[key] = value if default is None else _coerce(key, value, type(default))
+    return out
 
 
 class SimAdapter:
@@ -63,13 +85,9 @@ class SimAdapter:
     def sim_config(self, cfg: RunConfig):
         from sandbox.config import ConfigError, SimConfig
 
-        kwargs: dict[str, Any] = {k: getattr(cfg, k) for k in _SIM_SHARED if getattr(cfg, k) is not None}
-        specific = {f.name: f for f in fields(SimConfig)}
-        for key, value in cfg.options:
-            if key in _SIM_SHARED or key not in specific:
-                allowed = ", ".join(sorted(set(specific) - set(_SIM_SHARED)))
-                raise StudiesError(f"unknown sim option {key!r}; choose from {allowed}")
-            kwargs[key] = _coerce(key, value, type(specific[key].default))
+        if cfg.device != "cpu":
+            raise StudiesError(f"the simulator runs on the cpu only, got device {cfg.device!r}")
+        kwargs = engine_kwargs(cfg, {f.name: f for f in fields(SimConfig)}, "sim", skip=("device",))
         try:
             return SimConfig(**kwargs)
         except ConfigError as e:
@@ -132,37 +150,22 @@ def tidy_pass1(run_id: str, compute, splits: dict[str, np.ndarray | None]) -> pd
     return pd.concat(parts, ignore_index=True)
 
 
-# RunConfig fields that mean the same thing in llm_backend.config.LLMConfig (DESIGN.md vocabulary).
-_LLM_SHARED = (
-    "n", "bp", "budget", "seed", "dataset", "lr", "lr_rule", "weight_decay", "scale_rewards", "kl_coef",
-    "entropy_coef", "k", "n_evals", "d", "device",
-)
-_SIM_MODELS = ("tabular", "linear", "mlp", "interference", "skills")
-
-
 class LLMAdapter:
-    """GRPO on a real causal LM (llm_backend/). `model`: a local HF folder, or a sim preset name / "default"
-    for the prepared SmolLM2. Backend options: other LLMConfig fields (engine, max_new_tokens, d_val...)."""
+    """GRPO on a real causal LM (llm_backend/). `lm`: a local HF folder, or None / "smollm2" for the prepared
+    SmolLM2. Backend options: other LLMConfig fields (engine, max_new_tokens, train_dtype...)."""
 
     name = "llm"
 
     def llm_config(self, cfg: RunConfig):
         from llm_backend.config import ConfigError, LLMConfig
 
-        if cfg.optimizer not in (None, "adamw") or cfg.objective != "pg":
-            raise StudiesError(f"llm backend supports optimizer adamw and objective pg, got {cfg.optimizer}, "
-                               f"{cfg.objective}")
-        if cfg.zero_variance_filter or cfg.n_est:
-            raise StudiesError("llm backend does not implement zero_variance_filter or n_est yet")
-        kwargs: dict[str, Any] = {k: getattr(cfg, k) for k in _LLM_SHARED if getattr(cfg, k) is not None}
-        kwargs["model"] = None if cfg.model in (*_SIM_MODELS, "default", "smollm2") else cfg.model
-        specific = {f.name: f for f in fields(LLMConfig)}
-        for key, value in cfg.options:
-            if key in _LLM_SHARED or key == "model" or key not in specific:
-                allowed = ", ".join(sorted(set(specific) - set(_LLM_SHARED) - {"model"}))
-                raise StudiesError(f"unknown llm option {key!r}; choose from {allowed}")
-            default = specific[key].default
-            kwargs[key] = value if default is None else _coerce(key, value, type(default))
+        if cfg.model is not None:
+            raise StudiesError(f"model is a simulator policy preset ({cfg.model!r}); the llm backend takes "
+                               "--lm (a local HF folder or smollm2)")
+        kwargs = engine_kwargs(cfg, {f.name: f for f in fields(LLMConfig)}, "llm", rename={"lm": "model"},
+                               skip=("model",))
+        if kwargs.get("model") in ("smollm2", "default"):
+            kwargs["model"] = None
         try:
             return LLMConfig(**kwargs)
         except ConfigError as e:
@@ -204,17 +207,13 @@ class LLMAdapter:
 
 
 BACKENDS: dict[str, Adapter] = {"sim": SimAdapter(), "llm": LLMAdapter()}
-"""Registered adapters by name. The LLM issue adds "llm" here."""
-
-_NOT_YET = {"llm": "the llm backend is not available yet"}
+"""Registered adapters by name."""
 
 
 def get_backend(name: str) -> Adapter:
-    """The adapter called `name`; StudiesError (one line) for unknown or not-yet-available backends."""
+    """The adapter called `name`; StudiesError (one line) for unknown backends."""
     if name in BACKENDS:
         return BACKENDS[name]
-    if name in _NOT_YET:
-        raise StudiesError(_NOT_YET[name])
     raise StudiesError(f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}")
 
 

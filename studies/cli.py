@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from studies.config import (
+    ADV_STD,
     OBJECTIVES,
     SCALE_REWARDS,
     RunConfig,
@@ -81,7 +82,8 @@ def _apply(options: list[Callable]) -> Callable:
 
 _CONFIG_OPTIONS = [
     click.option("--backend", default="sim", show_default=True, help=HELP["backend"]),
-    click.option("--model", default="tabular", show_default=True, help=HELP["model"]),
+    click.option("--model", default=None, help=HELP["model"]),
+    click.option("--lm", default=None, help=HELP["lm"]),
     click.option("--dataset", default="easy", show_default=True, help=HELP["dataset"]),
     click.option("--problem-seed", type=int, default=None, help=HELP["problem_seed"]),
     click.option("--lr", type=float, default=None, help=HELP["lr"]),
@@ -90,6 +92,9 @@ _CONFIG_OPTIONS = [
     click.option("--weight-decay", type=float, default=None, help=HELP["weight_decay"]),
     click.option("--scale-rewards", type=click.Choice(SCALE_REWARDS), default="group", show_default=True,
                  help=HELP["scale_rewards"]),
+    click.option("--adv-std", type=click.Choice(ADV_STD), default="sample", show_default=True,
+                 help=HELP["adv_std"]),
+    click.option("--adv-eps", type=float, default=1e-4, show_default=True, help=HELP["adv_eps"]),
     click.option("--kl-coef", type=float, default=0.0, show_default=True, help=HELP["kl_coef"]),
     click.option("--entropy-coef", type=float, default=0.0, show_default=True, help=HELP["entropy_coef"]),
     click.option("--zero-variance-filter/--no-zero-variance-filter", default=False, show_default=True,
@@ -98,8 +103,9 @@ _CONFIG_OPTIONS = [
     click.option("--objective", type=click.Choice(OBJECTIVES), default="pg", show_default=True,
                  help=HELP["objective"]),
     click.option("--k", type=int, default=4, show_default=True, help=HELP["k"]),
-    click.option("--n-evals", type=int, default=32, show_default=True, help=HELP["n_evals"]),
+    click.option("--n-evals", type=int, default=None, help=HELP["n_evals"]),
     click.option("--d", type=COUNT, default=None, help=HELP["d"]),
+    click.option("--d-val", type=COUNT, default=None, help=HELP["d_val"]),
     click.option("--device", default="cpu", show_default=True, help=HELP["device"]),
     click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
                  help=HELP["options"] + " Repeatable, e.g. --option K=8 --option share=0.5."),
@@ -192,7 +198,8 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
         emit_json(summary)
         return
     f = summary["final"]
-    click.echo(f"{cfg.run_id}: {summary['status']}, m = {cfg.steps} steps of bp * n = {cfg.batch} rollouts, "
+    click.echo(f"{cfg.run_id}: {summary['status']}, m = {cfg.steps} steps of "
+               f"{cfg.rollouts_per_step} rollouts, "
                f"{summary['wall_s']:.2f} s")
     if summary["status"] == "diverged":
         click.echo(f"  diverged at step {summary['diverged_step']}: {summary['reason']}")
@@ -398,8 +405,8 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
 
     fit_report = _import("studies.frontier", "fit_report")
     for model, metric, claim in DEMO_PRESETS:
-        base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512,
-                         n_evals=24, options=(("d_val", 256),))
+        base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512, d_val=256,
+                         n_evals=24)
         configs = build_sweep("n-vs-m", base, n=parse_count_list("2^1..2^8"), seeds=seeds)
         where = out_dir / model
         with ResultStore(where, study="n-vs-m") as store:

@@ -16,6 +16,7 @@ from typing import Any
 
 SCALE_REWARDS = ("group", "batch", "none")
 OBJECTIVES = ("pg", "ppo", "cispo")
+ADV_STD = ("sample", "population")
 
 
 class StudiesError(ValueError):
@@ -29,11 +30,14 @@ def _f(default: Any, help: str) -> Any:  # noqa: A002 - `help` mirrors click's k
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Hyperparameters of one run, shared by all backends. None means "the backend's own default"."""
+    """Hyperparameters of one run, shared by all backends. A field that defaults to None takes the backend's
+    own default (its help says which); the others mean the same on every backend."""
 
     backend: str = _f("sim", "Engine that runs it: sim (Numba simulator) or llm (GRPO on a causal LM).")
-    model: str = _f("tabular",
-        "Policy preset (sim: tabular, linear, mlp, interference, skills) or LM path/name.")
+    model: str | None = _f(None,
+        "Simulator policy preset: tabular, linear, mlp, interference, skills (None: tabular); sim only.")
+    lm: str | None = _f(None,
+        "Language model of the llm backend: a local HF folder or smollm2 (None: the packaged SmolLM2).")
     dataset: str = _f("easy",
         "Difficulty preset relative to the base policy: easy, hard, xhard, veasy, dual, tri.")
     n: int = _f(8, "Rollouts per problem, the GRPO group size n.")
@@ -51,6 +55,9 @@ class RunConfig:
         "Decoupled decay toward the initial parameters (None: backend default).")
     scale_rewards: str = _f("group",
         "Advantage normalisation: group std, batch std, or none (mean baseline).")
+    adv_std: str = _f("sample",
+        "Std of the advantage denominator: sample (n - 1, as TRL and verl) or population (n).")
+    adv_eps: float = _f(1e-4, "Added to the std in (r - mean) / (std + adv_eps) (TRL: 1e-4, verl: 1e-6).")
     kl_coef: float = _f(0.0, "Coefficient of KL(pi || pi_init); 0 disables it (PAPER.md: Hard uses none).")
     entropy_coef: float = _f(0.0,
         "Coefficient of the entropy bonus; 0 disables it (paired with KL in the paper).")
@@ -59,8 +66,10 @@ class RunConfig:
         "Rollouts for the decoupled baseline (PAPER.md finding 9); 0 uses the same n rollouts.")
     objective: str = _f("pg", "Surrogate objective: pg (plain policy gradient), ppo (clipped) or cispo.")
     k: int = _f(4, "k of the metrics best_k (pass@k) and worst_k (all k correct).")
-    n_evals: int = _f(32, "Number of evaluation points, log-spaced in compute up to the budget.")
-    d: int | None = _f(None, "Training set size D (None: backend default).")
+    n_evals: int | None = _f(None,
+        "Number of evaluation points, log-spaced in compute up to the budget (None: sim 32, llm 8).")
+    d: int | None = _f(None, "Training set size D (None: backend default: sim 1024, llm the whole split).")
+    d_val: int | None = _f(None, "Validation set size (None: backend default: sim 1024, llm 16).")
     device: str = _f("cpu", "Device of the run: cpu or cuda[:i]; cuda runs ask the Ray executor for a GPU.")
     options: tuple[tuple[str, Any], ...] = _f((),
         "Backend-specific KEY=VALUE options, checked by the adapter.")
@@ -88,16 +97,23 @@ class RunConfig:
         return self.bp * self.n
 
     @property
+    def rollouts_per_step(self) -> int:
+        """Rollouts one step costs: bp * n, plus bp * n_est for a decoupled baseline (its rollouts count)."""
+        return self.bp * (self.n + self.n_est)
+
+    @property
     def steps(self) -> int:
         """m, the number of optimiser steps the budget pays for."""
-        return self.budget // self.batch
+        return self.budget // self.rollouts_per_step
 
     @property
     def run_id(self) -> str:
         """Deterministic id: a readable prefix plus 10 hex digits of SHA-1 over the canonical config."""
         blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
         digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
-        model = re.sub(r"[^A-Za-z0-9]+", "", str(self.model).rsplit("/", 1)[-1])[:16] or "model"
+        name = self.model if self.backend == "sim" else self.lm
+        name = name or ("tabular" if self.backend == "sim" else "smollm2")
+        model = re.sub(r"[^A-Za-z0-9]+", "", str(name).rstrip("/").rsplit("/", 1)[-1])[:16] or "model"
         return f"{self.backend}-{model}-{self.dataset}-bp{self.bp}-n{self.n}-s{self.seed}-{digest}"
 
     def option(self, key: str, default: Any = None) -> Any:
@@ -129,14 +145,43 @@ class RunConfig:
         return {f.name: f.metadata["help"] for f in fields(cls)}
 
 
+# Upper bounds of what one run may ask for (issue 16), derived from the engines rather than taste:
+MAX_COUNT = 2**62
+"""Largest count the CLI parses: compute, n and bp live in int64 columns and kernels (2^63 - 1), with room."""
+MAX_BUDGET = 2**53
+"""Largest budget: `compute` is plotted and fitted as float64, which is exact for integers up to 2^53."""
+MAX_STEPS = 2**30
+"""Most optimiser steps one run may take (m = budget // rollouts per step): ~10^9 steps is already hours of
+the fastest simulator kernel; beyond it a typo (--budget 2^63) would look like a hang."""
+MAX_SEED = 2**63 - 1
+"""Seeds go into the int64 `seed` column and numpy's SeedSequence."""
+MAX_D = 2**31 - 1
+"""Problem indices are int32 in the pass@1 snapshots (studies.backends.tidy_pass1)."""
+MAX_N_EVALS = 4096
+"""Evaluation points per run; each keeps a pass@1 snapshot of every problem."""
+MAX_K = 2**16
+"""k of metric@k; sampled metrics draw k answers per problem at every evaluation point."""
+
+
+def _pow2(v: int) -> str:
+    return f"2^{v.bit_length() - 1}" if v > 0 and v & (v - 1) == 0 else str(v)
+
+
 def validate(c: RunConfig) -> None:
     """Backend-agnostic checks; raise StudiesError with one line quoting the bad values."""
     if not isinstance(c.backend, str) or not c.backend:
         raise StudiesError(f"backend must be a name such as 'sim', got {c.backend!r}")
-    for name in ("n", "bp", "budget", "seed", "n_est", "k", "n_evals"):
+    for name in ("n", "bp", "budget", "seed", "n_est", "k", "n_evals", "d", "d_val"):
         v = getattr(c, name)
-        if isinstance(v, bool) or not isinstance(v, int):
+        optional = name in ("n_evals", "d", "d_val")
+        if (v is not None or not optional) and (isinstance(v, bool) or not isinstance(v, int)):
             raise StudiesError(f"{name} must be an integer, got {v!r}")
+    if c.adv_std not in ADV_STD:
+        raise StudiesError(f"unknown adv_std {c.adv_std!r}; choose one of {', '.join(ADV_STD)}")
+    if not (isinstance(c.adv_eps, int | float) and c.adv_eps >= 0 and math.isfinite(c.adv_eps)):
+        raise StudiesError(f"adv_eps must be >= 0, got {c.adv_eps!r}")
+    if c.d_val is not None and c.d_val < 1:
+        raise StudiesError(f"d_val must be >= 1, got {c.d_val}")
     if c.scale_rewards not in SCALE_REWARDS:
         allowed = ", ".join(SCALE_REWARDS)
         raise StudiesError(f"unknown scale_rewards {c.scale_rewards!r}; choose one of {allowed}")
@@ -156,8 +201,9 @@ def validate(c: RunConfig) -> None:
         raise StudiesError(f"d must be >= 1, got {c.d}")
     if c.d is not None and c.bp > c.d:
         raise StudiesError(f"bp = {c.bp} exceeds the training set size d = {c.d}")
-    if c.budget < c.batch:
-        raise StudiesError(f"budget {c.budget} is smaller than one step (bp * n = {c.batch} rollouts)")
+    if c.budget < c.rollouts_per_step:
+        raise StudiesError(f"budget {c.budget} is smaller than one step (bp * (n + n_est) = "
+                           f"{c.rollouts_per_step} rollouts)")
     if c.lr is not None and not (c.lr > 0 and math.isfinite(c.lr)):
         raise StudiesError(f"lr must be positive, got {c.lr}")
     for name in ("kl_coef", "entropy_coef", "weight_decay"):
@@ -166,10 +212,33 @@ def validate(c: RunConfig) -> None:
             raise StudiesError(f"{name} must be >= 0, got {v}")
     if c.k < 1:
         raise StudiesError(f"k must be >= 1, got {c.k}")
-    if c.n_evals < 2:
+    if c.n_evals is not None and c.n_evals < 2:
         raise StudiesError(f"n_evals must be >= 2, got {c.n_evals}")
     if not re.fullmatch(r"cpu|cuda(:\d+)?|auto", c.device):
         raise StudiesError(f"device must be cpu, cuda, cuda:i or auto, got {c.device!r}")
+    _check_bounds(c)
+
+
+def _check_bounds(c: RunConfig) -> None:
+    """Upper bounds (MAX_* above), each message naming the limit, so no request hangs or overflows."""
+    if c.budget > MAX_BUDGET:
+        raise StudiesError(f"budget {_pow2(c.budget)} exceeds 2^53 rollouts (compute must stay exact in "
+                           "float64)")
+    if c.steps > MAX_STEPS:
+        raise StudiesError(f"budget {_pow2(c.budget)} pays for {c.steps} steps of {c.rollouts_per_step} "
+                           f"rollouts; at most 2^30 steps per run: raise bp * n or lower the budget")
+    for name in ("seed", "problem_seed"):
+        v = getattr(c, name)
+        if v is not None and v > MAX_SEED:
+            raise StudiesError(f"{name} must be <= 2^63 - 1 (int64), got {v}")
+    for name in ("d", "d_val"):
+        v = getattr(c, name, None)
+        if v is not None and v > MAX_D:
+            raise StudiesError(f"{name} must be <= 2^31 - 1 problems (int32 problem index), got {_pow2(v)}")
+    if c.n_evals is not None and c.n_evals > MAX_N_EVALS:
+        raise StudiesError(f"n_evals must be <= {MAX_N_EVALS} evaluation points, got {c.n_evals}")
+    if c.k > MAX_K:
+        raise StudiesError(f"k must be <= 2^16, got {_pow2(c.k)}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -185,16 +254,30 @@ def parse_count(text: str | int) -> int:
     s = str(text).strip().replace("_", "")
     m = _POW.match(s)
     if m:
-        return int(m.group(1)) ** int(m.group(2))
+        base, exp = int(m.group(1)), int(m.group(2))
+        # bound before computing: 10^100000000 would take minutes to build
+        if base > 1 and ((base.bit_length() - 1) * exp > 62 or base**exp > MAX_COUNT):
+            raise StudiesError(f"count {_short(text)} exceeds 2^62 (the int64 kernels' range)")
+        return base**exp
     if re.fullmatch(r"[+-]?\d+", s):
-        return int(s)
+        v = int(s) if len(s) <= 25 else MAX_COUNT + 1
+        if abs(v) > MAX_COUNT:
+            raise StudiesError(f"count {_short(text)} exceeds 2^62 (the int64 kernels' range)")
+        return v
     try:
         v = float(s)
     except ValueError:
         raise StudiesError(f"not a count: {text!r} (write 1024, 4e6 or 2^22)") from None
     if not math.isfinite(v) or v != int(v):
         raise StudiesError(f"not a whole count: {text!r}")
+    if abs(v) > MAX_COUNT:
+        raise StudiesError(f"count {_short(text)} exceeds 2^62 (the int64 kernels' range)")
     return int(v)
+
+
+def _short(text: Any, most: int = 40) -> str:
+    r = repr(text)
+    return r if len(r) <= most else r[: most - 5] + "...'"
 
 
 def parse_count_list(text: str) -> list[int]:
@@ -212,6 +295,9 @@ def parse_count_list(text: str) -> list[int]:
             base, a, b = int(mlo.group(1)), int(mlo.group(2)), int(mhi.group(2))
             if b < a:
                 raise StudiesError(f"empty range {item!r}")
+            if base < 2:
+                raise StudiesError(f"a range needs a base >= 2, got {item!r}")
+            parse_count(hi)  # bounds the largest item (and so the length of the range) before expanding
             out.extend(base**e for e in range(a, b + 1))
         else:
             out.append(parse_count(item))

@@ -42,7 +42,9 @@ def test_sim_config_maps_shared_fields_and_keeps_engine_defaults():
         (RunConfig(options=(("K", 2.5),)), "option K must be an integer"),
         (RunConfig(options=(("snapshots", 1),)), "option snapshots must be true or false"),
         (RunConfig(options=(("K", 1),)), "K must be >= 2"),
-        (RunConfig(bp=64, options=(("d_val", 0),)), "d_val must be >= 1"),
+        (RunConfig(options=(("d_val", 16),)), "unknown sim option 'd_val'"),
+            (RunConfig(lm="smollm2"), "the sim backend has no setting lm"),
+            (RunConfig(device="cuda"), "the simulator runs on the cpu only"),
     ],
 )
 def test_sim_adapter_turns_engine_errors_into_one_line_studies_errors(cfg, message):
@@ -65,7 +67,7 @@ def test_tidy_pass1_layout():
 
 def test_sim_adapter_runs_the_simulator_and_adds_run_id():
     cfg = RunConfig(model="tabular", n=4, bp=8, budget=4096, d=32, n_evals=6,
-                    options=(("d_val", 16), ("dim", 8)))
+                    d_val=16, options=(("dim", 8),))
     out = SimAdapter().run(cfg)
     t = out.table
     assert list(t.columns[:1]) == ["run_id"] and (t.run_id == cfg.run_id).all()

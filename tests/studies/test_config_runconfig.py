@@ -19,7 +19,7 @@ def test_run_id_is_deterministic_readable_and_sensitive_to_every_field():
 def test_run_id_golden_value():
     # Frozen on purpose: a change of the hashing silently orphans every stored results directory, and
     # the id must not depend on the Python process (no salted hash()).
-    assert RunConfig().run_id == "sim-tabular-easy-bp32-n8-s0-7e3a947051"
+    assert RunConfig().run_id == "sim-tabular-easy-bp32-n8-s0-128829b4c7"
 
 
 def test_options_are_normalised_so_order_does_not_change_the_id():
@@ -69,8 +69,14 @@ def test_validation_rejects_impossible_configs_with_one_line(kwargs, message):
 
 
 def test_n_one_is_allowed_with_a_decoupled_baseline():
-    c = RunConfig(n=1, n_est=8, bp=32, budget=32)
-    assert c.batch == 32 and c.steps == 1
+    c = RunConfig(n=1, n_est=8, bp=32, budget=288)
+    assert c.batch == 32 and c.rollouts_per_step == 288 and c.steps == 1
+
+
+def test_steps_count_the_baseline_rollouts():
+    # issue 10: `run --n 8 --bp 32 --budget 4096 --n-est 8` printed 16 steps and made 8
+    assert RunConfig(n=8, bp=32, budget=4096, n_est=8).steps == 8
+    assert RunConfig(n=8, bp=32, budget=4096).steps == 16
 
 
 def test_every_field_is_documented():

@@ -31,7 +31,7 @@ GRIDS = {
     "fake": ["--backend", "fake", "--n", "2^1..2^4", "--bp", "4", "--budget", "2^11", "--seeds", "2",
              "--n-evals", "8", "--jobs", "2"],
     "sim": ["--backend", "sim", "--model", "interference", "--n", "2^1..2^4", "--bp", "8", "--budget", "2^12",
-            "--seeds", "2", "--n-evals", "8", "--d", "64", "--option", "d_val=32", "--jobs", "1"],
+            "--seeds", "2", "--n-evals", "8", "--d", "64", "--d-val", "32", "--jobs", "1"],
 }
 RUNS = 8
 

@@ -50,7 +50,7 @@ def test_ray_equals_local_on_a_small_sweep(tmp_path, local_ray):
 
 def test_ray_equals_local_with_the_simulator(tmp_path, local_ray):
     base = RunConfig(model="tabular", bp=8, budget=2**12, d=32, n_evals=6,
-                     options=(("d_val", 16), ("dim", 8)))
+                     d_val=16, options=(("dim", 8),))
     cfgs = n_vs_m(base, [2, 8], seeds=1)
     loc, rem = _both(tmp_path, cfgs)
     assert rem.done == loc.done == 2
