@@ -43,7 +43,8 @@ class FakeAdapter:
             raise RuntimeError(f"fake failure of {cfg.run_id}")
         rng = np.random.default_rng([cfg.seed, cfg.problem_seed or 0, cfg.n, cfg.bp])
         steps = cfg.steps
-        m = np.unique(np.concatenate([[0], np.geomspace(1, steps, (cfg.n_evals or 32) - 1).round().astype(np.int64)]))
+        evals = (cfg.n_evals or 32) - 1
+        m = np.unique(np.concatenate([[0], np.geomspace(1, steps, evals).round().astype(np.int64)]))
         status, info = "done", {"diverged_step": None, "reason": None}
         div = cfg.option("diverge_at")
         if div is not None and div < steps:
@@ -54,7 +55,8 @@ class FakeAdapter:
         val = 0.2 + a_n * (1 - np.exp(-compute / c_n)) + rng.normal(0, 0.002, m.size)
         e = m.size
         table = pd.DataFrame({
-            "run_id": cfg.run_id, "backend": cfg.backend, "model": cfg.model or "tabular", "dataset": cfg.dataset,
+            "run_id": cfg.run_id, "backend": cfg.backend, "model": cfg.model or "tabular",
+            "dataset": cfg.dataset,
             "seed": cfg.seed, "n": cfg.n, "bp": cfg.bp, "batch": cfg.batch, "m": m, "compute": compute,
             "tokens": compute * 100, "epoch": compute / (6 * cfg.n), "lr": 0.1, "k": cfg.k,
             "train_mean": val + 0.05, "val_mean": val, "val_best_k": 1 - (1 - val) ** cfg.k,
