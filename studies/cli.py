@@ -257,16 +257,60 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
 
 
 # ------------------------------------------------------------------------------------------------ fit, plot
-def _load(path: Path, columns: list[str]):
+def _load(path: Path, columns: list[str], fmt: str = "auto", n: int | None = None, bp: int | None = None,
+          metric: str | None = None):
     from studies.io import load_table, require_columns
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        table = load_table(path)
+        table = load_table(path, fmt=fmt, n=n, bp=bp, metric=metric)
     for w in caught:
         click.echo(f"warning: {w.message}", err=True)
+    for col, v in (("n", n), ("bp", bp)):  # a plain table without the column: the flag fills it
+        if v is not None and col not in table.columns:
+            table[col] = v
     require_columns(table, columns, where=str(path))
     return table
+
+
+def _per_path(values: list[int] | None, paths: tuple[Path, ...], flag: str) -> list[int | None]:
+    if not values:
+        return [None] * len(paths)
+    if len(values) == 1:
+        return list(values) * len(paths)
+    if len(values) == len(paths):
+        return list(values)
+    raise StudiesError(f"--{flag} takes one value or one per path ({len(paths)} paths), got {len(values)}")
+
+
+def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n: list[int] | None = None,
+               bp: list[int] | None = None, metric: str | None = None):
+    """One table from several results directories / logs (per-path --n / --bp); run_ids made distinct."""
+    import pandas as pd
+
+    if not paths:
+        raise StudiesError("give at least one PATH")
+    tables, seen = [], set()
+    for p, ni, bi in zip(paths, _per_path(n, paths, "n"), _per_path(bp, paths, "bp"), strict=True):
+        t = _load(p, columns, fmt=fmt, n=ni, bp=bi, metric=metric)
+        clash = set(t["run_id"].astype(str)) & seen
+        if clash:
+            t = t.assign(run_id=t["run_id"].astype(str).map(lambda r, c=clash, i=len(tables): f"{r}#{i + 1}"
+                                                            if r in c else r))
+        seen |= set(t["run_id"].astype(str))
+        tables.append(t)
+    return tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
+
+
+_LOG_OPTIONS = [
+    click.option("--format", "fmt", default="auto", show_default=True,
+                 help="Input format: auto (sniff), csv (our table, wandb / TensorBoard CSV exports), trl "
+                      "(trainer_state.json), verl (console log or file-logger JSONL), wandb, tensorboard."),
+    click.option("--n", "n_flag", type=COUNT_LIST, default=None,
+                 help="Rollouts per prompt of logs that do not record it: one value or one per PATH."),
+    click.option("--bp", "bp_flag", type=COUNT_LIST, default=None,
+                 help="Prompts per optimiser step of logs that do not record it: one value or one per PATH."),
+]
 
 
 def _import(module: str, attr: str) -> Any:
@@ -319,8 +363,11 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     if ex:
         cut = _fmt_c(float(ex.get("fit_max_compute") or 0))
         if ex.get("mean_abs_error_steps") is not None:
+            verdict = ("predictable: within one grid step" if ex.get("predictable")
+                       else "not predictable: more than one grid step off")
             echo(f"extrapolation from C <= {cut}: mean |err| {_num(ex['mean_abs_error_steps'])} grid steps, "
-                 f"at the largest C {_num(ex.get('final_error_steps'))} ({ex.get('status')})")
+                 f"at the largest C {_num(ex.get('final_error_steps'))}: {verdict} "
+                 f"(low-budget n* fit: {ex.get('status')})")
         else:
             echo(f"extrapolation from C <= {cut}: {ex.get('status')}")
 
@@ -330,21 +377,26 @@ def _num(v: Any) -> str:
 
 
 @click.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option("--metric", default="val_mean", show_default=True, help="Reward column, e.g. val_best_k.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--metric", default="val_mean", show_default=True,
+              help="Reward column, e.g. val_best_k, batch_reward (train rollouts), or a log's own key.")
 @click.option("--by", default="n", show_default=True, help="Column labelling the curves: n, bp, batch...")
 @click.option("--bin-width", type=float, default=0.005, show_default=True,
               help="Reward bin of the record-breaking points (PAPER.md Section 4).")
+@_apply(_LOG_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as one JSON object (DESIGN.md).")
-def fit(path: Path, metric: str, by: str, bin_width: float, as_json: bool) -> None:
-    """Fit sigmoids per configuration, the frontier and n*(C) of a results directory or a table file.
+def fit(paths: tuple[Path, ...], metric: str, by: str, bin_width: float, fmt: str, n_flag: list[int] | None,
+        bp_flag: list[int] | None, as_json: bool) -> None:
+    """Fit sigmoids per configuration, the frontier and n*(C) of results directories or logs.
 
-    PATH: a results directory, or a CSV / Parquet / JSONL table with at least run_id, compute, the --by
-    column and the --metric column (your own verl or TRL logs work).
+    PATHS: results directories, CSV / Parquet / JSONL tables with at least run_id, compute, the --by column
+    and the --metric column, TRL trainer_state.json files or run folders, verl logs, wandb / TensorBoard
+    CSV exports. Several paths (runs of different n) become one table.
     """
     if not bin_width > 0:
         raise StudiesError(f"--bin-width must be positive, got {bin_width}")
-    table = _load(path, ["run_id", "compute", by, metric])
+    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric)
+    path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     fit_report = _import("studies.frontier", "fit_report")
     try:
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width)
@@ -359,14 +411,17 @@ def fit(path: Path, metric: str, by: str, bin_width: float, as_json: bool) -> No
 
 
 @click.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--metric", default="val_mean", show_default=True, help="Reward column to plot.")
 @click.option("--by", default="n", show_default=True, help="Column that labels the curves.")
+@_apply(_LOG_OPTIONS)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Figure file (.png, .pdf, .svg); default: frontier.png in the results dir or beside PATH.")
-def plot(path: Path, metric: str, by: str, out: Path | None) -> None:
-    """Quick figure of a sweep: fitted curves with the frontier, and n*(C)."""
-    table = _load(path, ["run_id", "compute", by, metric])
+def plot(paths: tuple[Path, ...], metric: str, by: str, fmt: str, n_flag: list[int] | None,
+         bp_flag: list[int] | None, out: Path | None) -> None:
+    """Quick figure of a sweep or of logs (as for fit): fitted curves with the frontier, and n*(C)."""
+    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric)
+    path = paths[0]
     if out is None:
         out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):

@@ -316,6 +316,10 @@ class FrontierFit:
         return 2.0 ** self.n_star_fit_.predict(C)
 
 
+PREDICTABLE_STEPS = 1.0
+"""An extrapolation is called predictable when its mean |error| is at most one grid step (a factor 2 in n)."""
+
+
 def _grid_step(values) -> float:
     """Spacing of the configuration grid in log2 units (1.0 for powers of two)."""
     l2 = np.unique(np.log2(np.asarray(values, dtype=float)))
@@ -389,6 +393,8 @@ def extrapolation_check(
     out["final_error_steps"] = _plain(err[-1])
     out["mean_abs_index_error"] = _plain(np.mean(np.abs(idx_err)))
     out["max_reward_loss"] = _plain(np.nanmax(loss)) if np.isfinite(loss).any() else None
+    # the quality of the extrapolation, apart from whether the low-budget fit converged (`status`)
+    out["predictable"] = bool(np.mean(np.abs(err)) <= PREDICTABLE_STEPS)
     return out
 
 

@@ -250,6 +250,7 @@ def test_extrapolation_when_n_star_saturates_early_is_exact():
     assert all(p["n"] == 16 for p in rep["points"])
     assert rep["max_abs_error_steps"] <= 0.25 and rep["mean_abs_index_error"] == 0
     assert rep["max_reward_loss"] == pytest.approx(0.0, abs=1e-12)
+    assert rep["predictable"] is True
 
 
 def test_extrapolation_reports_a_known_miss():
@@ -268,6 +269,8 @@ def test_extrapolation_reports_a_known_miss():
     assert last["n"] == 64 and last["n_pred"] == pytest.approx(4.0, rel=0.01)
     assert rep["final_error_steps"] == pytest.approx(-4.0, abs=0.02)
     assert last["index_error"] == -4
+    # the verdict on the extrapolation is its own field, apart from the low-budget fit's status (issue 12)
+    assert rep["predictable"] is False
     # following n = 4 at C_max costs the gap between the two true plateaus, ~0.8 - 0.6 (fits within 0.01)
     want = sigmoid(last["compute"], *specs[64]) - sigmoid(last["compute"], *specs[4])
     assert last["reward_loss"] == pytest.approx(want, abs=0.01)
