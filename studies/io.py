@@ -1,40 +1,39 @@
 """Load learning-curve tables: a results directory of ours, or users' own logs (CSV / Parquet / JSONL).
 
 DESIGN.md: divergence is data, not a silent curve, so diverged runs are left out of the table with a visible
-warning that names them; runs that never finished (failed, killed) are left out the same way.
+warning that names them; runs that never finished (failed, killed) or whose files fail verification against
+their record (studies.store.run_damage) are left out the same way. Users' own tables go through
+`clean_external`: every dropped row is counted by cause, a run with a non-finite metric is left out whole.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
+from studies.store import atomic_write_table, finished_records, read_manifest, run_damage
 
 
 class LeftOutRunsWarning(UserWarning):
-    """Some runs of a results directory are not in the loaded table (diverged or unfinished)."""
+    """Some runs are not in the loaded table (diverged, unfinished, damaged, or non-finite metric values)."""
+
+
+class DroppedRowsWarning(UserWarning):
+    """Rows of a user's table that cannot be used (no run_id, non-numeric compute...), counted by cause."""
+
+
+METRIC_COLUMNS = ("train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac")
+"""Reward columns checked for non-finite values when load_table is not told which metric matters."""
 
 
 def _names(ids: list[str], most: int = 8) -> str:
     return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
-
-
-def _finished_records(root: Path) -> dict[str, dict]:
-    records = {}
-    for p in sorted((root / "runs").glob("*.json")):
-        try:
-            rec = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if isinstance(rec, dict) and rec.get("status") in ("done", "diverged") and "run_id" in rec:
-            records[rec["run_id"]] = rec
-    return records
 
 
 # ------------------------------------------------------------------------------------------ reader registry
@@ -89,14 +88,103 @@ def load_table(path: str | Path, include_diverged: bool = False, kind: str = "ta
             known = "|".join(f for f in formats() if f != "auto")
             raise StudiesError(f"{p} is not a results directory (no manifest.json or runs/) and holds no log "
                                f"this version reads; pass --format {known}")
-        return _read_plain(p)
-    table = reader.read(p, n=n, bp=bp)
-    if metric is not None and metric in table.columns:
-        table = table.loc[table[metric].notna()].reset_index(drop=True)
-        if table.empty:
-            raise StudiesError(f"{p} ({reader.name} log) has no logged {metric}; columns with values: "
-                               f"{', '.join(map(str, table.columns))}")
+        table = _read_plain(p)
+    else:
+        table = reader.read(p, n=n, bp=bp)
+        if metric is not None and metric in table.columns:
+            table = table.loc[table[metric].notna()].reset_index(drop=True)
+            if table.empty:
+                raise StudiesError(f"{p} ({reader.name} log) has no logged {metric}; columns with values: "
+                                   f"{', '.join(map(str, table.columns))}")
+    if kind != "table":
+        return table
+    table, notes = clean_external(table, metric=metric, where=str(p), sparse=reader is not None)
+    for category, msg in notes:
+        warnings.warn(msg, category, stacklevel=2)
     return table
+
+
+def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = "the table",
+                   sparse: bool = False) -> tuple[pd.DataFrame, list[tuple[type[Warning], str]]]:
+    """A user's learning-curve table made safe to fit, and the warnings to show: (category, message) pairs.
+
+    Rows without a run_id, or whose compute / n / bp is not a number (or compute < 0, n or bp not a
+    positive integer), are dropped and counted by cause in one DroppedRowsWarning. A run with any NaN or
+    infinite value of the metric (`metric`, else every METRIC_COLUMNS column present) is left out whole,
+    named in a LeftOutRunsWarning (DESIGN.md: divergence is data, not a silent curve); values that are not
+    numbers at all drop their rows. A run_id with two values of n or bp is an error naming it: it would
+    otherwise be fitted as one fake curve. `sparse`: a reader's table of a third-party log, where a missing
+    metric value means "not logged at that step" rather than NaN (only infinities then leave a run out).
+    Registered readers return their raw table and load_table passes it through here.
+    """
+    notes: list[tuple[type[Warning], str]] = []
+    if table.empty or "run_id" not in table.columns:
+        return table, notes
+    t = table.reset_index(drop=True)
+    total = len(t)
+    bad = pd.Series(False, index=t.index)
+    causes: dict[str, int] = {}
+
+    def drop(mask: pd.Series, cause: str) -> None:
+        nonlocal bad
+        new = mask & ~bad
+        if new.any():
+            causes[cause] = causes.get(cause, 0) + int(new.sum())
+            bad |= new
+
+    drop(t["run_id"].isna() | (t["run_id"].astype(str).str.strip() == ""), "no run_id")
+    numeric: dict[str, pd.Series] = {}
+    for col in ("compute", "n", "bp"):
+        if col not in t.columns:
+            continue
+        v = pd.to_numeric(t[col], errors="coerce").astype(float)
+        drop(v.isna() & t[col].notna(), f"non-numeric {col}")
+        drop(~np.isfinite(v), f"missing or infinite {col}")
+        if col == "compute":
+            drop(v < 0, "negative compute")
+        else:
+            drop((v < 1) | (v != np.floor(v)), f"{col} not a positive integer")
+        numeric[col] = v
+    metrics = [metric] if metric is not None else list(METRIC_COLUMNS)
+    metrics = [m for m in metrics if m in t.columns and m not in numeric]
+    nonfinite = pd.Series(False, index=t.index)
+    for m in metrics:
+        v = pd.to_numeric(t[m], errors="coerce").astype(float)
+        drop(v.isna() & t[m].notna(), f"non-numeric {m}")
+        nonfinite |= np.isinf(v) if sparse else ~np.isfinite(v) & ~(v.isna() & t[m].notna())
+        numeric[m] = v
+    for col, v in numeric.items():
+        if not pd.api.types.is_numeric_dtype(t[col]) or pd.api.types.is_bool_dtype(t[col]):
+            t[col] = v  # text or mixed columns become numbers; numeric ones keep their dtype
+    t = t.loc[~bad].copy()
+    for col in ("compute", "n", "bp"):
+        if col in numeric and len(t) and t[col].dtype.kind == "f" and (t[col] == np.floor(t[col])).all():
+            t[col] = t[col].astype(np.int64)
+    if causes:
+        shown = ", ".join(f"{k} with {c}" for c, k in causes.items())
+        notes.append((DroppedRowsWarning, f"dropped {int(bad.sum())} of {total} row(s) of {where}: {shown}"))
+    nonfinite = nonfinite.loc[t.index]
+    if nonfinite.any():
+        runs = sorted(map(str, t.loc[nonfinite, "run_id"].unique()))
+        counts = nonfinite.groupby(t["run_id"].astype(str)).sum()
+        shown = [f"{r} ({int(counts[r])} row(s))" for r in runs]
+        what = metric or "/".join(metrics)
+        notes.append((LeftOutRunsWarning, f"left out {len(runs)} run(s) of {where} with NaN or infinite "
+                                          f"{what} values (diverged?): {_names(shown)}"))
+        t = t.loc[~t["run_id"].astype(str).isin(runs)]
+    for col in ("n", "bp"):
+        if col in t.columns and len(t):
+            k = t.groupby(t["run_id"].astype(str))[col].nunique()
+            if (k > 1).any():
+                r = str(k[k > 1].index[0])
+                vals = sorted(t.loc[t["run_id"].astype(str) == r, col].unique().tolist())
+                more = f" (and {int((k > 1).sum()) - 1} more run_ids)" if (k > 1).sum() > 1 else ""
+                shown = ", ".join(map(str, vals))
+                raise StudiesError(f"run_id {r} of {where} has {len(vals)} values of {col} ({shown}){more}: "
+                                   "one run_id must be one configuration")
+    if t.empty:
+        raise StudiesError(f"{where} has no usable rows left ({total} read)")
+    return t.reset_index(drop=True), notes
 
 
 def _pick_reader(p: Path, fmt: str) -> Reader | None:
@@ -133,15 +221,21 @@ def _read_plain(p: Path) -> pd.DataFrame:
 def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
     if not (root / "runs").is_dir() and not (root / "manifest.json").exists():
         raise StudiesError(f"{root} is not a results directory (no manifest.json or runs/)")
-    records = _finished_records(root)
-    manifest_runs: dict = {}
-    if (root / "manifest.json").exists():
-        try:
-            manifest_runs = json.loads((root / "manifest.json").read_text()).get("runs", {})
-        except json.JSONDecodeError:
-            manifest_runs = {}
+    records = finished_records(root)
+    manifest = read_manifest(root)
+    if manifest is None:
+        warnings.warn(f"{root / 'manifest.json'} is damaged; using the run records (a sweep into {root} "
+                      "rebuilds it)", LeftOutRunsWarning, stacklevel=3)
+        manifest = {}
+    manifest_runs = manifest.get("runs", {})
+    damaged = {r: why for r, rec in records.items() if (why := run_damage(root / "runs", rec)) is not None}
+    if damaged:
+        shown = [f"{r} ({why})" for r, why in damaged.items()]
+        warnings.warn(f"left out {len(damaged)} damaged run(s) (rerun the sweep to repair them): "
+                      f"{_names(shown)}", LeftOutRunsWarning, stacklevel=3)
+        records = {r: rec for r, rec in records.items() if r not in damaged}
     diverged = sorted(r for r, rec in records.items() if rec["status"] == "diverged")
-    unfinished = sorted(set(manifest_runs) - set(records))
+    unfinished = sorted(set(manifest_runs) - set(records) - set(damaged))
     if diverged and not include_diverged:
         steps = {r: records[r].get("diverged_step") for r in diverged}
         shown = [f"{r} (step {steps[r]})" for r in diverged]
@@ -167,14 +261,5 @@ def require_columns(table: pd.DataFrame, columns: Iterable[str], where: str = "t
 
 
 def save_table(table: pd.DataFrame, path: str | Path) -> None:
-    """Write a table by extension: .csv, .parquet / .pq or .jsonl."""
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix == ".csv":
-        table.to_csv(p, index=False)
-    elif suffix in (".parquet", ".pq"):
-        table.to_parquet(p, index=False)
-    elif suffix in (".jsonl", ".json"):
-        table.to_json(p, orient="records", lines=True)
-    else:
-        raise StudiesError(f"unknown table format {suffix or '(none)'} of {p}; use .csv, .parquet or .jsonl")
+    """Write a table by extension: .csv, .parquet / .pq or .jsonl (atomically: studies.store)."""
+    atomic_write_table(Path(path), table)

@@ -4,17 +4,26 @@ Crash safety: every file is written to a temporary name, fsync'ed and renamed wi
 JSON status record is written last, so its presence means the run's tables are complete. The manifest is a
 summary rebuilt from the status records on every open, so a sweep killed with SIGKILL at any moment resumes
 by skipping finished runs and loses nothing but the runs in flight. Only the parent process writes here.
+
+Integrity (issue 16): a run's record carries the row counts and the size and SHA-256 of its two Parquet files;
+a run whose files do not match (truncated, emptied, deleted, swapped, garbage) is not finished: resume reruns
+it and readers leave it out, both saying which and why. A damaged manifest is rebuilt from the records.
+The atomic_write_* helpers and check_output_* below are the one definition every command's writes use.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import io
 import json
 import os
 import platform
 import subprocess
+import tempfile
 import time
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -26,6 +35,10 @@ from studies.config import RunConfig, StudiesError
 
 FINISHED = ("done", "diverged")
 _TMP_SUFFIX = ".tmp"
+
+
+class DamagedRunWarning(UserWarning):
+    """A finished run's files do not match its record; it is treated as unfinished (rerun, left out)."""
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -52,14 +65,93 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True, default=_jsonable) + "\n").encode())
 
 
-def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_parquet(path: Path, df: pd.DataFrame) -> dict[str, Any]:
+    """Write `df` atomically; returns the file's digest ({"bytes", "sha256"}) for the run's record."""
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    data = buf.getvalue()
+    atomic_write_bytes(path, data)
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def atomic_write_table(path: Path, df: pd.DataFrame) -> None:
+    """Write a learning-curve table by extension (.csv, .parquet / .pq, .jsonl / .json), atomically."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
-    df.to_parquet(tmp, index=False)
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        atomic_write_parquet(path, df)
+    elif suffix == ".csv":
+        atomic_write_text(path, df.to_csv(index=False))
+    elif suffix in (".jsonl", ".json"):
+        atomic_write_text(path, df.to_json(orient="records", lines=True))
+    else:
+        raise StudiesError(f"unknown table format {suffix or '(none)'} of {path}; use .csv, .parquet or "
+                           ".jsonl")
+
+
+def atomic_save_figure(fig: Any, path: Path, **savefig_kw: Any) -> None:
+    """fig.savefig into memory (format from the suffix), then one atomic write: a killed plot leaves no
+    truncated image behind."""
+    path = Path(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", **savefig_kw)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _digest(path: Path) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+# ------------------------------------------------------------------------------------------- output checks
+def _why(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def check_output_dir(path: str | os.PathLike | None, what: str = "--out") -> Path:
+    """Create the output directory `path` (and its parents) and prove it writable with a probe file, before
+    any work, so an unwritable destination fails in a second instead of after the runs."""
+    if path is None or str(path).strip() == "":
+        raise StudiesError(f"{what} needs a directory name, got an empty path")
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise StudiesError(f"{what} {p} exists and is not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as e:
+        raise StudiesError(f"cannot write into {what} {p}: {_why(e)}") from None
+    return p
+
+
+def check_output_file(path: str | os.PathLike | None, what: str = "--out",
+                      suffixes: tuple[str, ...] | None = None) -> Path:
+    """Check that the file `path` can be written (its directory is created and probed; an existing file
+    must be a writable regular file) and, with `suffixes`, that its format is known."""
+    if path is None or str(path).strip() == "":
+        raise StudiesError(f"{what} needs a file name, got an empty path")
+    p = Path(path)
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        raise StudiesError(f"unknown format {p.suffix or '(none)'} of {what} {p}; use {', '.join(suffixes)}")
+    if p.is_dir() or str(path).endswith(os.sep):
+        raise StudiesError(f"{what} {p} is a directory; give a file name")
+    if p.exists() and not p.is_file():
+        raise StudiesError(f"{what} {p} exists and is not a regular file")
+    parent = p.parent
+    if parent.exists() and not parent.is_dir():
+        raise StudiesError(f"cannot write {what} {p}: {parent} is not a directory")
+    check_output_dir(parent, what=f"the directory of {what}")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise StudiesError(f"cannot write {what} {p}: permission denied")
+    return p
 
 
 def _jsonable(o: Any) -> Any:
@@ -98,6 +190,9 @@ class ResultStore:
         self.study = study
         self._lock_fh = None
         self.manifest: dict[str, Any] = {}
+        self.damaged: dict[str, str] = {}
+        """{run_id: reason} of the finished runs whose files failed verification when the store opened."""
+        self._checked: dict[str, str | None] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def open(self) -> ResultStore:
@@ -135,12 +230,10 @@ class ResultStore:
                 p.unlink(missing_ok=True)
 
     def _read_manifest(self) -> dict[str, Any]:
-        if self.manifest_path.exists():
-            try:
-                m = json.loads(self.manifest_path.read_text())
-            except json.JSONDecodeError:
-                m = {}  # impossible with atomic writes, but the status records can rebuild it
-        else:
+        m = read_manifest(self.root)
+        if m is None:  # impossible with atomic writes, but the status records rebuild it
+            warnings.warn(f"{self.manifest_path} was damaged; rebuilt from the run records",
+                          DamagedRunWarning, stacklevel=3)
             m = {}
         m.setdefault("study", self.study)
         m.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -152,15 +245,29 @@ class ResultStore:
     def _reconcile(self) -> None:
         """Make the manifest agree with the status records (the source of truth for finished runs)."""
         runs = self.manifest["runs"]
-        for rec_path in self.runs_dir.glob("*.json"):
+        self.damaged = {}
+        for rec_path in sorted(self.runs_dir.glob("*.json")):
             rec = self._load_record(rec_path)
             if rec is None:
                 continue
             entry = runs.setdefault(rec["run_id"], {"config": rec.get("config")})
+            if not isinstance(entry, dict):
+                entry = runs[rec["run_id"]] = {"config": rec.get("config")}
             entry.update({k: rec.get(k) for k in ("status", "diverged_step", "reason", "rows")})
+            why = self.damage(rec["run_id"], rec)
+            if why is not None:
+                self.damaged[rec["run_id"]] = why
+                entry.update(status="damaged", damage=why)
+            else:
+                entry.pop("damage", None)
         for run_id, entry in runs.items():
             if entry.get("status") in FINISHED and not self.record_path(run_id).exists():
                 entry["status"] = "pending"  # its record vanished (deleted by hand or --force interrupted)
+        if self.damaged:
+            shown = [f"{r} ({why})" for r, why in self.damaged.items()]
+            warnings.warn(f"{len(self.damaged)} damaged run(s) in {self.root} are treated as unfinished "
+                          f"(rerun by a sweep that includes them): {_names(shown)}", DamagedRunWarning,
+                          stacklevel=3)
 
     # -- paths and queries ----------------------------------------------------------------------------------
     def table_path(self, run_id: str) -> Path:
@@ -174,16 +281,25 @@ class ResultStore:
 
     @staticmethod
     def _load_record(path: Path) -> dict[str, Any] | None:
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            return None
-        return rec if isinstance(rec, dict) and rec.get("status") in FINISHED and "run_id" in rec else None
+        return load_record(path)
 
     def record(self, run_id: str) -> dict[str, Any] | None:
-        """The status record of a finished run, else None."""
+        """The status record of a finished run whose files match it, else None (see `damage`)."""
         p = self.record_path(run_id)
-        return self._load_record(p) if p.exists() else None
+        rec = self._load_record(p) if p.exists() else None
+        if rec is None or self.damage(run_id, rec) is not None:
+            return None
+        return rec
+
+    def damage(self, run_id: str, rec: dict[str, Any] | None = None) -> str | None:
+        """Why the finished run `run_id` cannot be used (missing, truncated or foreign files), or None.
+        Checked once per store object (the lock keeps writers out while it is open)."""
+        if run_id not in self._checked:
+            if rec is None:
+                p = self.record_path(run_id)
+                rec = self._load_record(p) if p.exists() else None
+            self._checked[run_id] = None if rec is None else run_damage(self.runs_dir, rec)
+        return self._checked[run_id]
 
     def is_finished(self, run_id: str) -> bool:
         return self.record(run_id) is not None
@@ -239,6 +355,7 @@ class ResultStore:
         leaves old tables marked as new."""
         self.record_path(run_id).unlink(missing_ok=True)
         _fsync_dir(self.runs_dir)
+        self._checked.pop(run_id, None)
         if run_id in self.manifest["runs"]:
             self.manifest["runs"][run_id]["status"] = "pending"
 
@@ -248,14 +365,20 @@ class ResultStore:
         status = "diverged" if out.status == "diverged" else "done"
         if "run_id" not in out.table.columns or (out.table["run_id"] != run_id).any():
             raise RuntimeError(f"adapter returned a table whose run_id is not {run_id}")
-        atomic_write_parquet(self.table_path(run_id), out.table)
-        atomic_write_parquet(self.pass1_path(run_id), out.pass1)
+        # A rerun of a damaged run: its old record goes first, so a crash never pairs it with new tables.
+        self.record_path(run_id).unlink(missing_ok=True)
+        files = {
+            "table": atomic_write_parquet(self.table_path(run_id), out.table),
+            "pass1": atomic_write_parquet(self.pass1_path(run_id), out.pass1),
+        }
         rec = {
             "run_id": run_id,
             "status": status,
             "diverged_step": out.info.get("diverged_step"),
             "reason": out.info.get("reason"),
             "rows": len(out.table),
+            "pass1_rows": len(out.pass1),
+            "files": files,
             "wall_s": wall_s,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "config": cfg.to_dict(),
@@ -264,9 +387,12 @@ class ResultStore:
             "versions": self.manifest.get("versions"),
         }
         atomic_write_json(self.record_path(run_id), rec)
+        self._checked[run_id] = None
+        self.damaged.pop(run_id, None)
         entry = self.manifest["runs"].setdefault(run_id, {"config": cfg.to_dict()})
         entry.update({k: rec[k] for k in ("status", "diverged_step", "reason", "rows")})
         entry.pop("error", None)
+        entry.pop("damage", None)
         self.write_manifest()
         return rec
 
@@ -276,3 +402,81 @@ class ResultStore:
         entry["status"] = "failed"
         entry["error"] = error.strip().splitlines()[-1][:500] if error.strip() else "unknown error"
         self.write_manifest()
+
+
+# ---------------------------------------------------------------------------------- reading and verifying
+def _names(ids: list[str], most: int = 8) -> str:
+    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    """DIR/manifest.json as a dict ({} when absent), or None when it is damaged (not JSON, wrong shape)."""
+    path = Path(root) / "manifest.json"
+    if not path.exists():
+        return {}
+    try:
+        m = json.loads(path.read_bytes().decode())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(m, dict) or not isinstance(m.get("runs", {}), dict):
+        return None
+    if not all(isinstance(e, dict) for e in m.get("runs", {}).values()):
+        return None
+    return m
+
+
+def load_record(path: Path) -> dict[str, Any] | None:
+    """A finished run's status record (runs/<run_id>.json), or None if absent, unreadable, not finished or
+    not this file's run (a record copied over from another run)."""
+    try:
+        rec = json.loads(Path(path).read_bytes().decode())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not (isinstance(rec, dict) and rec.get("status") in FINISHED and isinstance(rec.get("run_id"), str)):
+        return None
+    return rec if Path(path).name == f"{rec['run_id']}.json" else None
+
+
+def finished_records(root: Path) -> dict[str, dict[str, Any]]:
+    """{run_id: record} of every status record of a results directory, in run_id order (unverified)."""
+    out = {}
+    for p in sorted((Path(root) / "runs").glob("*.json")):
+        rec = load_record(p)
+        if rec is not None:
+            out[rec["run_id"]] = rec
+    return out
+
+
+def run_damage(runs_dir: Path, rec: dict[str, Any]) -> str | None:
+    """Why a finished run's Parquet files do not match its record, or None if they do.
+
+    Records written since issue 16 carry each file's size and SHA-256 (a truncated, emptied, swapped or
+    rewritten file is caught); older records carry only the table's row count, checked from the Parquet
+    footer (which a truncated file lacks)."""
+    import pyarrow.parquet as pq
+
+    run_id = rec["run_id"]
+    runs_dir = Path(runs_dir)
+    paths = {"table": runs_dir / f"{run_id}.parquet", "pass1": runs_dir / f"{run_id}.pass1.parquet"}
+    files = rec.get("files")
+    for kind, path in paths.items():
+        if not path.is_file():
+            return f"{kind} file missing"
+        if isinstance(files, dict) and isinstance(files.get(kind), dict):
+            want = files[kind]
+            try:
+                got = _digest(path) if path.stat().st_size == want.get("bytes") else None
+            except OSError as e:
+                return f"{kind} file unreadable: {_why(e)}"
+            if got is None:
+                return f"{kind} file has {path.stat().st_size} bytes, its record says {want.get('bytes')}"
+            if got["sha256"] != want.get("sha256"):
+                return f"{kind} file checksum differs from its record"
+            continue
+        try:  # a record from before checksums: the Parquet footer must be readable and agree on rows
+            rows = pq.read_metadata(path).num_rows
+        except Exception:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+            return f"{kind} file is not a readable Parquet file"
+        if kind == "table" and isinstance(rec.get("rows"), int) and rows != rec["rows"]:
+            return f"table has {rows} rows, its record says {rec['rows']}"
+    return None
