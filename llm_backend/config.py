@@ -7,8 +7,12 @@ from dataclasses import asdict, dataclass, fields
 from llm_backend.engines import DTYPES, ENGINES
 
 SCALE_REWARDS = ("group", "batch", "none")
+ADV_STD = ("sample", "population")
+OBJECTIVES = ("pg", "ppo", "cispo")
 LR_RULES = ("constant", "linear", "sqrt")
 LOSS_AGG = ("token_mean", "seq_mean")
+ZERO_PASS1 = 1e-3
+"""zero_frac counts problems with pass@1 below this (with k samples: none correct), as the simulator."""
 DATASETS = ("easy", "hard", "xhard", "veasy", "arith")
 
 
@@ -96,10 +100,24 @@ class LLMConfig:
     # --- objective ---
     scale_rewards: str = "group"
     """Advantage normalisation: group (by group std), batch (by batch std) or none (same names as sandbox)."""
+    adv_std: str = "sample"
+    """Std of the advantage scale: sample (n - 1 denominator, as TRL and verl) or population (n)."""
+    adv_eps: float = 1e-4
+    """A = (r - mean) / (std + adv_eps) (TRL: 1e-4, verl: 1e-6); groups whose rewards agree get exactly 0."""
+    objective: str = "pg"
+    """pg (plain policy gradient), ppo (clipped ratio against the rollout-time policy) or cispo (stop-gradient
+    clipped IS weight min(r, 1 + clip_eps) times A grad log pi); same names and meaning as the simulator."""
+    clip_eps: float = 0.2
+    """Clipping range of ppo / cispo ratios."""
+    ppo_epochs: int = 1
+    """Passes over each batch for ppo / cispo."""
+    minibatches: int = 1
+    """Minibatches (of whole groups) per pass for ppo / cispo, each an optimiser step."""
     loss_agg: str = "token_mean"
     """token_mean (over all completion tokens of the batch) or seq_mean (per sequence, then batch)."""
     kl_coef: float = 0.0
-    """Coefficient of the k3 KL estimate to the reference (initial) policy; 0 skips the reference model."""
+    """Coefficient of KL(pi || pi_ref), pi_ref the initial policy, estimated per token by the ratio-corrected
+    k3 (TRL `use_bias_correction_kl`: expected gradient = reverse-KL gradient); 0 skips the reference."""
     entropy_coef: float = 0.0
     """Coefficient of the entropy bonus (full-vocabulary entropy at each completion token)."""
     tis_cap: float = 2.0
@@ -107,7 +125,10 @@ class LLMConfig:
 
     # --- metrics and checkpoints ---
     k: int = 4
-    """Samples per validation problem at each evaluation point (metric@k)."""
+    """Samples per validation (and train-metric) problem at each evaluation point (metric@k)."""
+    train_eval: bool = True
+    """Estimate train_* metrics at each evaluation point on a fixed sample of min(d, d_val) training
+    problems, k samples each (not counted as compute); False leaves them NaN."""
     n_evals: int = 4
     """Log-spaced evaluation points between step 1 and m (plus m = 0)."""
     checkpoint_every: int = 0
@@ -155,6 +176,8 @@ def validate(c: LLMConfig) -> None:
     _choice("engine_dtype", c.engine_dtype, DTYPES)
     _choice("train_dtype", c.train_dtype, DTYPES)
     _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)
+    _choice("adv_std", c.adv_std, ADV_STD)
+    _choice("objective", c.objective, OBJECTIVES)
     _choice("lr_rule", c.lr_rule, LR_RULES)
     _choice("loss_agg", c.loss_agg, LOSS_AGG)
     if c.dataset not in DATASETS and not c.dataset.endswith(".jsonl"):
@@ -172,6 +195,17 @@ def validate(c: LLMConfig) -> None:
         raise ConfigError("lr must be > 0 and max_grad_norm, kl_coef, entropy_coef, tis_cap >= 0")
     if not 0 < c.temperature <= 2 or not 0 < c.top_p <= 1:
         raise ConfigError(f"need 0 < temperature <= 2 and 0 < top_p <= 1; got {c.temperature}, {c.top_p}")
+    if not c.adv_eps >= 0 or not c.clip_eps > 0:
+        raise ConfigError(f"need adv_eps >= 0 and clip_eps > 0; got {c.adv_eps}, {c.clip_eps}")
+    if c.ppo_epochs < 1 or c.minibatches < 1 or c.minibatches > c.bp:
+        raise ConfigError(
+            f"need ppo_epochs >= 1 and 1 <= minibatches <= bp, got {c.ppo_epochs}, {c.minibatches}"
+        )
+    if c.objective == "pg" and (c.ppo_epochs != 1 or c.minibatches != 1):
+        raise ConfigError(
+            f"ppo_epochs = {c.ppo_epochs} and minibatches = {c.minibatches} need objective ppo or cispo "
+            "(plain pg makes exactly one update per batch)"
+        )
     if c.d < 0 or c.d_val < 0 or c.checkpoint_every < 0:
         raise ConfigError("d, d_val and checkpoint_every must be >= 0")
     if c.checkpoint_every and not c.checkpoint_dir:

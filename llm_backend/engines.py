@@ -170,20 +170,32 @@ class VLLMEngine:
         gpu_memory_utilization: float = 0.35,
         dtype: str = "float32",
         kv_cache_gib: float | None = 1.0,
+        prefix_caching: bool = True,
     ):
         import torch
 
+        from llm_backend.logs import stdout_to_stderr
+
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # vLLM logs to stdout at INFO by default; stderr and WARNING unless quiet_logging(verbose=True) said
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         # vLLM drops torch to 1 thread "for serving" unless OMP_NUM_THREADS is set; in-process that would
         # also slow the trainer down by 2x on this 2-core machine (measured: 52 vs 100-150 tokens/s).
         os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         _guard_llvmlite_against_vllm_module_scan()
-        from vllm import LLM
-
         self.tok = tokenizer
         self.dtype = getattr(torch, dtype)
+        with stdout_to_stderr():  # native start-up prints too
+            self._start(model_path, seed, max_model_len, gpu_memory_utilization, dtype, kv_cache_gib,
+                        prefix_caching)
+
+    def _start(self, model_path, seed, max_model_len, gpu_memory_utilization, dtype, kv_cache_gib,
+               prefix_caching) -> None:
+        from vllm import LLM
+
         self.llm = LLM(
             model=str(model_path),
             dtype=dtype,
@@ -193,6 +205,8 @@ class VLLMEngine:
             distributed_executor_backend="uni",
             seed=seed,
             logprobs_mode="processed_logprobs",
+            # the n rollouts of a group (and the chat template shared by all prompts) prefill once
+            enable_prefix_caching=prefix_caching,
             # An explicit KV cache: the fraction above is of the node's *total* memory as vLLM reads it
             # (8.8 GiB at one start, 23.5 GiB at another on this machine), so 0.35 could reserve 8 GiB of
             # a shared machine. 1 GiB holds ~23k tokens of SmolLM2 (46 KB/token): bp*n*len to spare.
@@ -206,6 +220,7 @@ class VLLMEngine:
         """Copy the policy's weights into vLLM (reload_weights) and drop cached prefixes; returns seconds."""
         t0 = time.perf_counter()
         state = {k: v.detach().to("cpu", self.dtype) for k, v in model.state_dict().items()}
+        # (a bf16 compute copy of the policy has the engine's dtype already: .to is then a no-op)
         self._runner().reload_weights(weights_iterator=iter(state.items()))
         self.llm.reset_prefix_cache()
         return time.perf_counter() - t0
@@ -256,6 +271,38 @@ class VLLMEngine:
 
         del self.llm
         gc.collect()
+
+
+_ENGINE_CACHE: dict[tuple, VLLMEngine] = {}
+
+
+def cached_engine(
+    model, tokenizer, model_path: str, seed: int = 0, dtype: str = "float32", **kw
+) -> VLLMEngine:
+    """The process's vLLM engine for (model_path, dtype, engine options), started on first use.
+
+    vLLM start-up costs seconds and one in-process engine per process is what vLLM supports well, so the
+    runs of a sweep with the same model share it (runner.run with engine=None); weights are synced from
+    `model` on every hand-out. The engine seed only matters at start-up: generate reseeds per call.
+    Engines of other keys are closed first (one engine at a time keeps memory bounded).
+    """
+    if not vllm_available():
+        raise RuntimeError("engine 'vllm' needs vLLM (pip install 'isocompute[vllm]'); or use --engine hf")
+    key = (str(model_path), dtype, tuple(sorted(kw.items())))
+    eng = _ENGINE_CACHE.get(key)
+    if eng is None:
+        close_cached_engines()
+        eng = _ENGINE_CACHE[key] = VLLMEngine(model_path, tokenizer, seed=seed, dtype=dtype, **kw)
+    eng.tok = tokenizer
+    eng.sync_weights(model)
+    return eng
+
+
+def close_cached_engines() -> None:
+    """Close every cached engine (tests, or before starting one of another model)."""
+    while _ENGINE_CACHE:
+        _, eng = _ENGINE_CACHE.popitem()
+        eng.close()
 
 
 def make_engine(

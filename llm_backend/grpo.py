@@ -1,12 +1,23 @@
-"""GRPO on a causal LM in torch: advantages, token log-probs, the loss (PG + k3 KL + entropy, with TIS).
+"""GRPO on a causal LM in torch: advantages, token log-probs, the loss (pg / ppo / cispo + KL + entropy, TIS).
 
-Objective per completion token t of sequence i (one update per batch, so the PPO ratio is 1 at the
-update and its gradient is grad log pi):
-    L_it = - w_it * A_i * exp(logp_it - sg(logp_it)) + kl_coef * k3_it - entropy_coef * H_it
-with A_i the group-normalised advantage (PAPER.md "GRPO"), w_it = min(exp(sg(logp_it) - logp_engine_it), C)
-the truncated importance weight against the engine/trainer mismatch (Yao et al. 2025, "TIS"),
-k3 = exp(r - logp) - (r - logp) - 1 with r the reference log-prob (Schulman's k3 estimator of KL(pi||ref)),
-and H the full-vocabulary entropy of the policy's sampling distribution at t.
+Per completion token t of sequence i, with r_it = exp(logp_it - old_it) the ratio to the rollout-time policy
+(old = sg(logp) for the first update of a batch, so r = 1 there and grad r = grad logp):
+    pg:    L_it = - w_it * A_i * exp(logp_it - sg(logp_it))      (one update per batch)
+    ppo:   L_it = - w_it * min(r_it A_i, clip(r_it, 1 - clip_eps, 1 + clip_eps) A_i)
+    cispo: L_it = - w_it * sg(min(r_it, 1 + clip_eps)) * A_i * logp_it
+plus  kl_coef * r_it * k3_it - entropy_coef * H_it.
+A_i is the group-normalised advantage (`advantages`, DESIGN.md "Semantics shared by both backends"),
+w_it = min(exp(old_it - logp_engine_it), tis_cap) the truncated importance weight against the engine/trainer
+mismatch (Yao et al. 2025, "TIS"; no gradient), k3 = exp(ref - logp) - (ref - logp) - 1 Schulman's estimator,
+H the full-vocabulary entropy of the sampling distribution at t.
+
+KL: k3 alone has E_pi[grad k3] = grad KL(ref || pi) (the forward KL). Weighting it by the ratio r (TRL's
+`use_bias_correction_kl`) gives E_pi[grad (r k3)] = E_pi[(logp - ref) grad logp] = grad KL(pi || ref), the
+reverse KL that `kl_coef` means on both backends (tests/llm_backend/test_grpo.py checks it by enumeration).
+Per token this is the gradient of KL(pi(.|prefix) || ref(.|prefix)) at the sampled prefix (as TRL and verl).
+
+Objectives share names and meaning with sandbox.config.OBJECTIVES: the gradient of every policy term is
+w * objective_weights(r, A) * A * grad logp, the simulator's per-answer weight (sandbox/grpo.py step 3).
 """
 
 from __future__ import annotations
@@ -17,30 +28,54 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from llm_backend.config import ADV_STD, LOSS_AGG, OBJECTIVES, SCALE_REWARDS, ZERO_PASS1  # noqa: F401
 from llm_backend.engines import autocast
 
-EPS = 1e-6
 
+def advantages(
+    rewards: np.ndarray, scale_rewards: str = "group", adv_std: str = "sample", adv_eps: float = 1e-4
+) -> np.ndarray:
+    """Group-normalised advantages (bp, n) of rewards shaped (bp, n): (r - group mean) / (std + adv_eps).
 
-def advantages(rewards: np.ndarray, scale_rewards: str = "group") -> np.ndarray:
-    """Group-normalised advantages of rewards shaped (bp, n); zero for a group whose n rewards all agree.
-
-    Same names as sandbox.config.SCALE_REWARDS: `group` divides by each group's population std, `batch` by the
-    population std of the whole batch, `none` keeps the mean-baseline difference.
+    scale_rewards (names as sandbox.config.SCALE_REWARDS): `group` divides by each group's std, `batch` by
+    the std of all bp * n rewards, `none` keeps the mean-baseline difference. adv_std: `sample` (n - 1
+    denominator, TRL's `nanstd` and verl's `torch.std`; the default) or `population` (n). A group whose
+    rewards all agree gets exactly 0 whatever the scale.
     """
     r = np.asarray(rewards, dtype=np.float64)
     if r.ndim != 2:
         raise ValueError(f"rewards must be (bp, n), got shape {r.shape}")
-    centred = r - r.mean(axis=1, keepdims=True)
-    if scale_rewards == "group":
-        std = r.std(axis=1, keepdims=True)
-        return np.where(std > 0, centred / np.maximum(std, EPS), 0.0)
-    if scale_rewards == "batch":
-        std = r.std()
-        return centred / std if std > 0 else np.zeros_like(centred)
+    if adv_std not in ADV_STD:
+        raise ValueError(f"unknown adv_std {adv_std!r}; choose one of {', '.join(ADV_STD)}")
+    if scale_rewards not in SCALE_REWARDS:
+        raise ValueError(f"unknown scale_rewards {scale_rewards!r}; choose one of {', '.join(SCALE_REWARDS)}")
+    agree = (r == r[:, :1]).all(axis=1, keepdims=True)
+    centred = np.where(agree, 0.0, r - r.mean(axis=1, keepdims=True))
+    ddof = 1 if adv_std == "sample" else 0
     if scale_rewards == "none":
         return centred
-    raise ValueError(f"unknown scale_rewards {scale_rewards!r}")
+    if scale_rewards == "group":
+        std = r.std(axis=1, keepdims=True, ddof=ddof) if r.shape[1] > ddof else np.zeros((r.shape[0], 1))
+    else:
+        std = np.full((r.shape[0], 1), r.std(ddof=ddof) if r.size > ddof else 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # adv_eps = 0 and std = 0 only where agree
+        return np.where(agree, 0.0, centred / (std + adv_eps))
+
+
+def objective_weights(ratio: torch.Tensor, adv: torch.Tensor, objective: str = "pg", clip_eps: float = 0.2):
+    """Coefficient c with grad(policy term) = -c * A * grad logp per token (TIS weight aside).
+
+    pg: 1; ppo: r where PPO's clipped min is not active, 0 where it is (A > 0, r >= 1 + eps or A < 0,
+    r <= 1 - eps); cispo: min(r, 1 + eps). The simulator's w_k (sandbox/grpo.py `logit_gradient`).
+    """
+    if objective == "pg":
+        return torch.ones_like(ratio)
+    if objective == "ppo":
+        clipped = ((adv > 0) & (ratio >= 1 + clip_eps)) | ((adv < 0) & (ratio <= 1 - clip_eps))
+        return torch.where(clipped, torch.zeros_like(ratio), ratio)
+    if objective == "cispo":
+        return ratio.clamp(max=1 + clip_eps)
+    raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
 
 
 def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -49,8 +84,21 @@ def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1
 
 
+def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, old_logp: torch.Tensor | None = None):
+    """Ratio-corrected k3, exp(logp - old) * k3 (TRL `use_bias_correction_kl`); old = sg(logp) on-policy.
+
+    Its value estimates KL(pi || ref) under samples of the old policy and its expected gradient is the
+    gradient of KL(pi || ref) (module docstring).
+    """
+    old = logp.detach() if old_logp is None else old_logp
+    return torch.exp(logp - old) * k3(logp, ref_logp)
+
+
 def tis_weights(logp: torch.Tensor, engine_logp: torch.Tensor, cap: float) -> torch.Tensor:
-    """Truncated IS weight min(pi_train / pi_engine, cap) per token (no gradient); ones when cap == 0."""
+    """Truncated IS weight min(pi_train / pi_engine, cap) per token (no gradient); ones when cap == 0.
+
+    `logp` is the trainer's rollout-time log-prob (the old policy of ppo / cispo, the current one for pg).
+    """
     if cap <= 0:
         return torch.ones_like(logp)
     return torch.exp(logp.detach() - engine_logp).clamp(max=cap)
@@ -133,17 +181,31 @@ def grpo_loss(
     tis_cap=2.0,
     loss_agg="token_mean",
     norm: float | None = None,
+    objective: str = "pg",
+    clip_eps: float = 0.2,
+    old_logp=None,
 ):
     """The GRPO loss of the module docstring, summed over masked tokens and divided by `norm`.
 
-    logp, engine_logp, mask, ref_logp, entropy: (S, T); adv: (S,). With loss_agg="token_mean", `norm`
-    defaults to the number of completion tokens (pass the whole batch's count when accumulating
-    microbatches); "seq_mean" averages per sequence first, then divides by `norm` (default S).
-    Returns (loss, stats) with stats the masked sums of k3, entropy and TIS weights (for logging).
+    logp, engine_logp, mask, ref_logp, entropy, old_logp: (S, T); adv: (S,). old_logp: the rollout-time
+    trainer log-probs (None = sg(logp), the first update of a batch). With loss_agg="token_mean" (TRL dapo,
+    verl token-mean), `norm` defaults to the number of completion tokens (pass the whole update's count
+    when accumulating microbatches); "seq_mean" (TRL grpo, verl seq-mean-token-mean) averages per sequence
+    first, then divides by `norm` (default S). Returns (loss, stats), stats masked sums for logging.
     """
-    w = tis_weights(logp, engine_logp, tis_cap)
-    per_tok = -w * adv[:, None] * torch.exp(logp - logp.detach())
-    kl = k3(logp, ref_logp) if ref_logp is not None else None
+    old = logp.detach() if old_logp is None else old_logp
+    w = tis_weights(old, engine_logp, tis_cap)
+    a = adv[:, None]
+    ratio = torch.exp(logp - old)
+    if objective == "pg":  # one update per batch: always the on-policy score function (weight 1)
+        per_tok = -w * a * torch.exp(logp - logp.detach())
+    elif objective == "ppo":
+        per_tok = -w * torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + clip_eps) * a)
+    elif objective == "cispo":
+        per_tok = -w * ratio.detach().clamp(max=1 + clip_eps) * a * logp
+    else:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    kl = kl_estimate(logp, ref_logp, old) if ref_logp is not None else None
     if kl is not None and kl_coef:
         per_tok = per_tok + kl_coef * kl
     if entropy is not None and entropy_coef:
@@ -156,45 +218,80 @@ def grpo_loss(
         loss = per_seq.sum() / (norm if norm is not None else per_seq.shape[0])
     else:
         raise ValueError(f"unknown loss_agg {loss_agg!r}")
-    stats = {
-        "kl_sum": float((kl.detach() * mask).sum()) if kl is not None else math.nan,
-        "entropy_sum": float((entropy.detach() * mask).sum()) if entropy is not None else math.nan,
-        "tis_sum": float((w * mask).sum()),
-        "tis_clipped": float(((torch.exp(logp.detach() - engine_logp) > tis_cap) * mask).sum())
-        if tis_cap
-        else 0.0,
-        "mismatch_abs_sum": float(((logp.detach() - engine_logp).abs() * mask).sum()),
-    }
+    with torch.no_grad():
+        r = ratio.detach()
+        if objective == "ppo":
+            clipped = ((a > 0) & (r >= 1 + clip_eps)) | ((a < 0) & (r <= 1 - clip_eps))
+        elif objective == "cispo":
+            clipped = r > 1 + clip_eps
+        else:
+            clipped = torch.zeros_like(r, dtype=torch.bool)
+        stats = {
+            "kl_sum": float((kl.detach() * mask).sum()) if kl is not None else math.nan,
+            "entropy_sum": float((entropy.detach() * mask).sum()) if entropy is not None else math.nan,
+            "tis_sum": float((w * mask).sum()),
+            "tis_clipped": float(((torch.exp(old.detach() - engine_logp) > tis_cap) * mask).sum())
+            if tis_cap
+            else 0.0,
+            "mismatch_abs_sum": float(((old.detach() - engine_logp).abs() * mask).sum()),
+            "clip_sum": float((clipped * mask).sum()),
+            "approx_kl_sum": float((((r - 1) - (logp.detach() - old.detach())) * mask).sum()),
+        }
     return loss, stats
 
 
-def grpo_backward(model, batch: Batch, cfg, ref_model=None) -> dict:
-    """Accumulate the gradient of the GRPO loss over microbatches; returns the batch's summed stats.
+STAT_KEYS = (
+    "kl_sum", "entropy_sum", "tis_sum", "tis_clipped", "mismatch_abs_sum", "clip_sum", "approx_kl_sum"
+)
 
-    The loss of the whole batch equals the sum of the microbatch losses because each is divided by the
-    whole batch's token (or sequence) count, so the update does not depend on `cfg.microbatch`.
-    """
+
+def _norm(batch: Batch, rows: slice, loss_agg: str) -> float:
+    """Divisor of one update's loss: its completion tokens (token_mean) or sequences (seq_mean)."""
+    if loss_agg == "token_mean":
+        return max(float(batch.comp_mask[rows].sum()), 1.0)
+    return float(batch.input_ids[rows].shape[0])
+
+
+def old_logprobs(model, batch: Batch, cfg) -> torch.Tensor:
+    """Trainer log-probs (S, L-1) of the batch before any update (the rollout-time policy), no gradient."""
+    out = torch.zeros_like(batch.engine_logp)
+    dtype = getattr(cfg, "train_dtype", "float32")
     S = batch.input_ids.shape[0]
-    n_tok = float(batch.comp_mask.sum())
-    norm = max(n_tok, 1.0) if cfg.loss_agg == "token_mean" else float(S)
+    with torch.no_grad():
+        for a in range(0, S, cfg.microbatch):
+            sl = slice(a, a + cfg.microbatch)
+            ids, att = batch.input_ids[sl], batch.attention_mask[sl]
+            L = int(att.sum(1).max())
+            with autocast(str(ids.device), dtype):
+                lp, _ = token_logprobs(model, ids[:, :L], att[:, :L], cfg.temperature)
+            out[sl, : L - 1] = lp.float()
+    return out
+
+
+def grpo_backward(
+    model, batch: Batch, cfg, ref_model=None, rows: slice | None = None, old_logp=None
+) -> dict:
+    """Accumulate the gradient of the GRPO loss of sequences `rows` (default all) over microbatches.
+
+    The loss of the update equals the sum of the microbatch losses because each is divided by the whole
+    update's token (or sequence) count, so the gradient does not depend on `cfg.microbatch`.
+    Returns the update's summed stats.
+    """
+    S_all = batch.input_ids.shape[0]
+    rows = rows or slice(0, S_all)
+    lo, hi = rows.start or 0, min(rows.stop if rows.stop is not None else S_all, S_all)
+    loss_agg = cfg.loss_agg
+    norm = _norm(batch, slice(lo, hi), loss_agg)
     want_ent = True  # entropy is a logged metric even when entropy_coef == 0
-    agg = {
-        "loss": 0.0,
-        "kl_sum": 0.0,
-        "entropy_sum": 0.0,
-        "tis_sum": 0.0,
-        "tis_clipped": 0.0,
-        "mismatch_abs_sum": 0.0,
-        "tokens": n_tok,
-    }
-    for a in range(0, S, cfg.microbatch):
-        sl = slice(a, a + cfg.microbatch)
+    agg = {"loss": 0.0, "tokens": float(batch.comp_mask[lo:hi].sum()), **{k: 0.0 for k in STAT_KEYS}}
+    dtype = getattr(cfg, "train_dtype", "float32")
+    for a in range(lo, hi, cfg.microbatch):
+        sl = slice(a, min(a + cfg.microbatch, hi))
         ids, att = batch.input_ids[sl], batch.attention_mask[sl]
         L = int(att.sum(1).max())  # trim right padding of this chunk
         ids, att = ids[:, :L], att[:, :L]
         mask = batch.comp_mask[sl, : L - 1]
         ref = None
-        dtype = getattr(cfg, "train_dtype", "float32")
         if ref_model is not None:
             # same precision as the policy, so rounding alone puts no floor under the KL
             with torch.no_grad(), autocast(str(ids.device), dtype):
@@ -213,11 +310,53 @@ def grpo_backward(model, batch: Batch, cfg, ref_model=None) -> dict:
             kl_coef=cfg.kl_coef,
             entropy_coef=cfg.entropy_coef,
             tis_cap=cfg.tis_cap,
-            loss_agg=cfg.loss_agg,
+            loss_agg=loss_agg,
             norm=norm,
+            objective=getattr(cfg, "objective", "pg"),
+            clip_eps=getattr(cfg, "clip_eps", 0.2),
+            old_logp=None if old_logp is None else old_logp[sl, : L - 1],
         )
         loss.backward()
         agg["loss"] += float(loss.detach())
-        for key in ("kl_sum", "entropy_sum", "tis_sum", "tis_clipped", "mismatch_abs_sum"):
+        for key in STAT_KEYS:
             agg[key] += st[key]
     return agg
+
+
+def update_slices(bp: int, n: int, minibatches: int) -> list[slice]:
+    """Sequence rows of each minibatch: contiguous groups [mb*bp//M, (mb+1)*bp//M) as the simulator."""
+    bounds = [mb * bp // minibatches for mb in range(minibatches + 1)]
+    return [slice(a * n, b * n) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def train_step(model, opt, batch: Batch, cfg, ref_model=None) -> dict:
+    """One GRPO step on a batch: 1 update (pg) or ppo_epochs x minibatches updates (ppo / cispo).
+
+    Each update zeroes the gradient, accumulates its minibatch's loss gradient, clips the global norm to
+    cfg.max_grad_norm and steps the optimiser. Returns the stats summed over updates plus `grad_norm`
+    (mean pre-clip norm), `updates` and `finite` (False: a non-finite loss or norm; the step stopped
+    before the optimiser touched the parameters with it).
+    """
+    objective = getattr(cfg, "objective", "pg")
+    epochs = getattr(cfg, "ppo_epochs", 1) if objective != "pg" else 1
+    n_mb = getattr(cfg, "minibatches", 1) if objective != "pg" else 1
+    S = batch.input_ids.shape[0]
+    slices = update_slices(S // cfg.n, cfg.n, n_mb)
+    # one update: the rollout-time policy is the current one (old = sg(logp), no extra forward)
+    old = old_logprobs(model, batch, cfg) if epochs * n_mb > 1 else None
+    params = [p for p in model.parameters() if p.requires_grad]
+    total = {"loss": 0.0, "tokens": 0.0, **{k: 0.0 for k in STAT_KEYS}}
+    norms = []
+    for _ in range(epochs):
+        for rows in slices:
+            opt.zero_grad(set_to_none=True)
+            agg = grpo_backward(model, batch, cfg, ref_model, rows=rows, old_logp=old)
+            cap = cfg.max_grad_norm if cfg.max_grad_norm else float("inf")
+            gn = float(torch.nn.utils.clip_grad_norm_(params, cap))
+            for k, v in agg.items():
+                total[k] += v
+            if not (math.isfinite(gn) and math.isfinite(agg["loss"])):
+                return {**total, "grad_norm": gn, "updates": len(norms), "finite": False}
+            norms.append(gn)
+            opt.step()
+    return {**total, "grad_norm": float(np.mean(norms)), "updates": len(norms), "finite": True}

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from llm_backend import tasks
-from llm_backend.config import ConfigError, LLMConfig
+from llm_backend.config import ZERO_PASS1, ConfigError, LLMConfig
 from llm_backend.model import cache_root, default_model_dir, resolve_model
 
 TABLE_COLUMNS = (
@@ -37,6 +37,10 @@ TABLE_COLUMNS = (
     "lr",
     "k",
     "train_mean",
+    "train_best_k",
+    "train_worst_k",
+    "train_zero_frac",
+    "batch_reward",
     "val_mean",
     "val_best_k",
     "val_worst_k",
@@ -199,20 +203,47 @@ class _Checkpointer:
         return json.loads((path / "state.json").read_text())
 
 
-def _evaluate(engine, tok, val, cfg: LLMConfig, step: int) -> tuple[dict, np.ndarray]:
-    """k samples per validation problem: mean (avg@k), best_k, worst_k, zero_frac and per-problem pass@1."""
-    prompts = [tasks.build_prompt(tok, p.question) for p in val]
+def train_eval_sample(train: list, cfg: LLMConfig) -> list:
+    """The fixed training problems whose pass@1 estimates train_* (min(d, d_val) of them; same for all
+    seeds and runs of a split, so paired); empty when cfg.train_eval is off."""
+    if not cfg.train_eval:
+        return []
+    size = min(len(train), cfg.d_val or len(train))
+    idx = np.sort(np.random.default_rng(0).permutation(len(train))[:size])
+    return [train[i] for i in idx]
+
+
+def _metrics(r: np.ndarray, prefix: str) -> dict:
+    """mean (avg@k), best_k (pass@k), worst_k (all k correct), zero_frac of rewards (problems, k)."""
+    p1 = r.mean(1)
+    return {
+        f"{prefix}_mean": float(p1.mean()),
+        f"{prefix}_best_k": float((r.max(1) > 0).mean()),
+        f"{prefix}_worst_k": float((r.min(1) > 0).mean()),
+        f"{prefix}_zero_frac": float((p1 < ZERO_PASS1).mean()),
+    }
+
+
+def _evaluate(engine, tok, val, cfg: LLMConfig, step: int, train_sample=()) -> tuple[dict, np.ndarray, ...]:
+    """k samples per validation problem (and per problem of the fixed train sample), one generate call.
+
+    Returns the val_* and train_* metrics (train_* NaN without a train sample) and both pass@1 vectors.
+    Evaluation rollouts are not counted as compute.
+    """
+    probs = list(val) + list(train_sample)
+    prompts = [tasks.build_prompt(tok, p.question) for p in probs]
     ro = engine.generate(
         prompts, cfg.k, cfg.max_new_tokens, cfg.temperature, cfg.top_p, seed=_seed(cfg.seed, step, "eval")
     )
-    r = np.array([tasks.reward(t, val[i // cfg.k].answer) for i, t in enumerate(ro.texts)]).reshape(-1, cfg.k)
-    p1 = r.mean(1)
-    return {
-        "val_mean": float(p1.mean()),
-        "val_best_k": float((r.max(1) > 0).mean()),
-        "val_worst_k": float((r.min(1) > 0).mean()),
-        "val_zero_frac": float((p1 == 0).mean()),
-    }, p1
+    r = np.array([tasks.reward(t, probs[i // cfg.k].answer) for i, t in enumerate(ro.texts)])
+    r = r.reshape(-1, cfg.k)
+    rv, rt = r[: len(val)], r[len(val) :]
+    out = _metrics(rv, "val")
+    if len(rt):
+        out.update(_metrics(rt, "train"))
+    else:
+        out.update({f"train_{k}": math.nan for k in ("mean", "best_k", "worst_k", "zero_frac")})
+    return out, rv.mean(1), rt.mean(1)
 
 
 def _config_key(cfg: LLMConfig) -> dict:
@@ -245,13 +276,14 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     """Run GRPO for m = budget // (bp * n) steps; evaluate at eval_steps(m, n_evals).
 
     `stop_after` ends the run after that many steps (as if killed right after a checkpoint; for tests).
-    `engine` reuses a started engine of the same model (vLLM start-up costs seconds; one per process): its
-    weights are synced from this run's policy first and it is left open.
+    `engine` reuses a started engine of the same model: its weights are synced from this run's policy first
+    and it is left open. engine=None with cfg.engine "vllm" takes the process's cached engine for this
+    model and engine options (engines.cached_engine; started once, left open for the next run).
     """
     import torch
 
     from llm_backend import grpo
-    from llm_backend.engines import make_engine
+    from llm_backend.engines import cached_engine, make_engine
     from llm_backend.model import load_model, load_tokenizer
 
     path = resolve_model(cfg.model, cfg.cache_dir)
@@ -276,6 +308,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     rows: list[dict] = []
     steps_log: list[dict] = []
     snaps: list[list[float]] = []
+    snaps_train: list[list[float]] = []
     start, tokens = 0, 0
     ckpt = _Checkpointer(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     if ckpt and (latest := ckpt.latest()) is not None:
@@ -284,16 +317,20 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             raise ConfigError(
                 f"checkpoint {latest} belongs to a different config; use another checkpoint_dir"
             )
-        start, tokens, rows, steps_log, snaps = (
+        start, tokens, rows, steps_log, snaps, snaps_train = (
             state["step"],
             state["tokens"],
             state["rows"],
             state["steps"],
             state["snaps"],
+            state["snaps_train"],
         )
 
-    own_engine = engine is None
-    if own_engine:
+    own_engine = engine is None and cfg.engine != "vllm"
+    if engine is None and cfg.engine == "vllm":  # one engine per process, shared by the runs of a sweep
+        opts = {k: v for k, v in engine_options(cfg).items() if k != "device"}
+        engine = cached_engine(model, tok, str(path), seed=cfg.seed, **opts)
+    elif engine is None:
         engine = make_engine(cfg.engine, model, tok, str(path), seed=cfg.seed, **engine_options(cfg))
     else:
         engine.sync_weights(model)
@@ -315,8 +352,10 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
 
         bar = tqdm(total=M, initial=start, desc=f"llm n={cfg.n} bp={cfg.bp}", leave=False)
 
+    train_sample = train_eval_sample(train, cfg)
+
     def record(step: int, last: dict | None) -> None:
-        metrics, p1 = _evaluate(engine, tok, val, cfg, step)
+        metrics, p1, p1_train = _evaluate(engine, tok, val, cfg, step, train_sample)
         nan = math.nan
         rows.append(
             {
@@ -325,8 +364,8 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                 "compute": step * cfg.batch,
                 "tokens": tokens,
                 "epoch": step * cfg.bp / len(train),
-                "train_mean": last["reward"] if last else nan,
                 **metrics,
+                "batch_reward": last["reward"] if last else nan,
                 "entropy": last["entropy"] if last else nan,
                 "kl": last["kl"] if last else nan,
                 "grad_norm": last["grad_norm"] if last else nan,
@@ -335,6 +374,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             }
         )
         snaps.append([float(x) for x in p1])
+        snaps_train.append([float(x) for x in p1_train])
 
     try:
         if start == 0:
@@ -355,43 +395,42 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             t1 = time.perf_counter()
             rew = np.array([tasks.reward(t, probs[i // cfg.n].answer) for i, t in enumerate(ro.texts)])
             rew = rew.reshape(cfg.bp, cfg.n)
-            adv = grpo.advantages(rew, cfg.scale_rewards).reshape(-1)
+            adv = grpo.advantages(rew, cfg.scale_rewards, cfg.adv_std, cfg.adv_eps).reshape(-1)
             batch = grpo.make_batch(
                 ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device
             )
-            opt.zero_grad(set_to_none=True)
-            agg = grpo.grpo_backward(model, batch, cfg, ref)
-            gn = torch.nn.utils.clip_grad_norm_(
-                model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm else float("inf")
-            )
-            gn = float(gn)
-            if not (math.isfinite(gn) and math.isfinite(agg["loss"])):
+            agg = grpo.train_step(model, opt, batch, cfg, ref)
+            gn = agg["grad_norm"]
+            if not agg["finite"]:
                 status, div_step, reason = (
                     "diverged",
                     step,
                     f"non-finite loss {agg['loss']} or grad norm {gn}",
                 )
                 break
-            opt.step()
             t2 = time.perf_counter()
             sync_s = engine.sync_weights(model)
             t3 = time.perf_counter()
             n_tok = ro.num_tokens
             tokens += n_tok
+            per_tok = max(agg["tokens"], 1)
             last = {
                 "step": step,
                 "compute": step * cfg.batch,
                 "tokens": tokens,
                 "reward": float(rew.mean()),
-                "entropy": agg["entropy_sum"] / max(agg["tokens"], 1),
-                "kl": agg["kl_sum"] / max(agg["tokens"], 1) if ref is not None else math.nan,
+                "entropy": agg["entropy_sum"] / per_tok,
+                "kl": agg["kl_sum"] / per_tok if ref is not None else math.nan,
                 "grad_norm": gn,
                 "response_len": n_tok / len(ro.token_ids),
                 "loss": agg["loss"],
-                "tis_mean": agg["tis_sum"] / max(agg["tokens"], 1),
-                "tis_clip_frac": agg["tis_clipped"] / max(agg["tokens"], 1),
-                "logp_mismatch": agg["mismatch_abs_sum"] / max(agg["tokens"], 1),
-                "zero_var_frac": float((rew.std(1) == 0).mean()),
+                "updates": agg["updates"],
+                "clip_frac": agg["clip_sum"] / per_tok,
+                "approx_kl": agg["approx_kl_sum"] / per_tok,
+                "tis_mean": agg["tis_sum"] / per_tok,
+                "tis_clip_frac": agg["tis_clipped"] / per_tok,
+                "logp_mismatch": agg["mismatch_abs_sum"] / per_tok,
+                "zero_var_frac": float((rew == rew[:, :1]).all(1).mean()),
                 "t_rollout": t1 - t0,
                 "t_train": t2 - t1,
                 "t_sync": sync_s,
@@ -414,6 +453,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                         "rows": rows,
                         "steps": steps_log,
                         "snaps": snaps,
+                        "snaps_train": snaps_train,
                         "config": _config_key(cfg),
                     },
                 )
@@ -428,7 +468,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     table = {c: np.array([r[c] for r in rows]) for c in TABLE_COLUMNS}
     pass1 = {
         "compute": table["compute"].copy(),
-        "train": np.zeros((len(rows), 0), np.float32),
+        "train": np.array(snaps_train, dtype=np.float32).reshape(len(rows), len(train_sample)),
         "val": np.array(snaps, dtype=np.float32).reshape(len(rows), len(val)),
     }
     res = LLMResult(cfg, table, pass1, steps_log, status, div_step, reason)

@@ -49,19 +49,87 @@ class Cfg:
     def __init__(self, **kw):
         self.temperature, self.kl_coef, self.entropy_coef, self.tis_cap = 0.7, 0.1, 0.01, 2.0
         self.loss_agg, self.microbatch = "token_mean", 16
+        self.objective, self.clip_eps, self.ppo_epochs, self.minibatches = "pg", 0.2, 1, 1
+        self.n, self.max_grad_norm = 2, 1.0
         self.__dict__.update(kw)
 
 
-def test_advantages_group_batch_none():
+def test_advantages_sample_std_default_population_option_and_zero_groups():
     r = np.array([[1, 0, 0, 1], [1, 1, 1, 1], [0, 0, 0, 1]], float)
-    a = grpo.advantages(r, "group")
-    np.testing.assert_allclose(a[0], [1, -1, -1, 1])  # mean 0.5, population std 0.5
-    np.testing.assert_array_equal(a[1], 0.0)  # all agree: no signal
-    np.testing.assert_allclose(a[2], np.array([-0.25, -0.25, -0.25, 0.75]) / math.sqrt(0.1875))
+    eps = 1e-4
+    a = grpo.advantages(r)  # group, sample std, eps 1e-4: TRL's GRPOTrainer default
+    s0 = math.sqrt(1 / 3)  # sample std of [1, 0, 0, 1]
+    np.testing.assert_allclose(a[0], np.array([0.5, -0.5, -0.5, 0.5]) / (s0 + eps))
+    np.testing.assert_array_equal(a[1], 0.0)  # all agree: exactly no signal
+    s2 = math.sqrt(0.25)  # sample std of [0, 0, 0, 1]
+    np.testing.assert_allclose(a[2], np.array([-0.25, -0.25, -0.25, 0.75]) / (s2 + eps))
+    pop = grpo.advantages(r, "group", adv_std="population", adv_eps=0.0)
+    np.testing.assert_allclose(pop[0], [1, -1, -1, 1])
+    np.testing.assert_allclose(pop[2], np.array([-0.25, -0.25, -0.25, 0.75]) / math.sqrt(0.1875))
+    # sample / population ratio is sqrt(n / (n - 1)) at eps = 0 (issue 10: x1.41 at n = 2)
+    two = np.array([[1.0, 0.0]])
+    pop2 = grpo.advantages(two, adv_std="population", adv_eps=0)
+    ratio = grpo.advantages(two, adv_eps=0.0)[0, 0] / pop2[0, 0]
+    assert ratio == pytest.approx(1 / math.sqrt(2))
     b = grpo.advantages(r, "batch")
-    np.testing.assert_allclose(b, (r - r.mean(1, keepdims=True)) / r.std())
+    np.testing.assert_allclose(b, (r - r.mean(1, keepdims=True)) / (r.std(ddof=1) + eps))
     np.testing.assert_allclose(grpo.advantages(r, "none"), r - r.mean(1, keepdims=True))
     np.testing.assert_array_equal(grpo.advantages(np.ones((2, 3)), "batch"), 0.0)
+    g = np.random.default_rng(0).random((3, 5))  # non-binary rewards: torch.std (verl) agrees
+    want = (g - g.mean(1, keepdims=True)) / (torch.tensor(g).std(1, keepdim=True).numpy() + 1e-6)
+    np.testing.assert_allclose(grpo.advantages(g, adv_eps=1e-6), want, rtol=1e-12)
+    with pytest.raises(ValueError, match="adv_std"):
+        grpo.advantages(r, adv_std="unbiased")
+
+
+def test_ratio_corrected_k3_has_the_reverse_kl_gradient_by_enumeration():
+    """Exact E_{a~pi}[grad estimator(a)] over a small categorical == grad KL(pi || ref); k3 alone gives the
+    forward KL(ref || pi) gradient instead (why kl_estimate weights it by the ratio, as TRL)."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(6, generator=g, dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.randn(6, generator=g, dtype=torch.float64), 0)
+    logp = torch.log_softmax(z, 0)
+    pi = logp.exp().detach()  # sampling probabilities: constants of the expectation
+    expected = torch.autograd.grad((pi * grpo.kl_estimate(logp, ref)).sum(), z, retain_graph=True)[0]
+    reverse = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), z, retain_graph=True)[0]
+    torch.testing.assert_close(expected, reverse, rtol=1e-12, atol=1e-14)
+    plain = torch.autograd.grad((pi * grpo.k3(logp, ref)).sum(), z, retain_graph=True)[0]
+    forward = torch.autograd.grad((ref.exp() * (ref - logp)).sum(), z, retain_graph=True)[0]
+    torch.testing.assert_close(plain, forward, rtol=1e-12, atol=1e-14)
+    assert not torch.allclose(plain, reverse)
+    # off-policy (ppo epochs): samples from an old policy, ratio against it; still the reverse-KL gradient
+    old = torch.log_softmax(torch.randn(6, generator=g, dtype=torch.float64), 0)
+    off = torch.autograd.grad((old.exp() * grpo.kl_estimate(logp, ref, old)).sum(), z)[0]
+    torch.testing.assert_close(off, reverse, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("objective", ["pg", "ppo", "cispo"])
+def test_objective_gradient_is_weight_times_advantage_times_score(objective):
+    """grad of the policy term = -w * objective_weights(r, A) * A * grad logp / norm, the simulator's w_k."""
+    g = torch.Generator().manual_seed(1)
+    S, T = 6, 3
+    logp = (-torch.rand(S, T, generator=g, dtype=torch.float64) * 2).requires_grad_(True)
+    old = logp.detach() + 0.4 * torch.randn(S, T, generator=g, dtype=torch.float64)  # ratios across the clip
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0], dtype=torch.float64)
+    mask = torch.ones(S, T, dtype=torch.float64)
+    mask[0, 2] = 0
+    eng = old - 0.1
+    loss, st = grpo.grpo_loss(
+        logp, eng, adv, mask, tis_cap=2.0, objective=objective, clip_eps=0.2, old_logp=old
+    )
+    (grad,) = torch.autograd.grad(loss, logp)
+    ratio = torch.exp(logp.detach() - old)
+    w = grpo.tis_weights(old, eng, 2.0)
+    c = grpo.objective_weights(ratio, adv[:, None].expand(S, T), objective, 0.2)
+    want = -w * c * adv[:, None] * mask / mask.sum()
+    torch.testing.assert_close(grad, want, rtol=1e-12, atol=1e-15)
+    if objective == "ppo":
+        assert 0 < st["clip_sum"] < mask.sum()  # the test reaches both sides of the clip
+        assert (c == 0).any() and (c == ratio).any()
+    # on-policy (old = sg(logp)) every objective is plain pg
+    on, _ = grpo.grpo_loss(logp, eng, adv, mask, tis_cap=2.0, objective=objective)
+    pg, _ = grpo.grpo_loss(logp, eng, adv, mask, tis_cap=2.0, objective="pg")
+    torch.testing.assert_close(torch.autograd.grad(on, logp)[0], torch.autograd.grad(pg, logp)[0])
 
 
 def test_k3_is_unbiased_for_kl_and_nonnegative():
@@ -112,7 +180,7 @@ def _hand_loss(model, batch, cfg, ref_model):
         ref = rl.gather(-1, ids[:, 1:, None]).squeeze(-1)
         w = torch.clamp(torch.exp(logp - batch.engine_logp), max=cfg.tis_cap)
     ent = -(lg.exp() * lg).sum(-1)
-    kl = torch.exp(ref - logp) - (ref - logp) - 1
+    kl = torch.exp(logp - logp.detach()) * (torch.exp(ref - logp) - (ref - logp) - 1)  # ratio-corrected k3
     per = -w * batch.adv[:, None] * logp + cfg.kl_coef * kl - cfg.entropy_coef * ent
     return (per * mask).sum() / mask.sum()
 
@@ -273,3 +341,68 @@ def test_cuda_gradient_matches_cpu():
         grads[dev] = [p.grad.detach().cpu() for p in model.parameters()]
     for a, b in zip(grads["cpu"], grads["cuda"], strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-3)
+
+
+def test_pg_train_step_is_the_single_update():
+    """objective pg (ppo_epochs = minibatches = 1): zero_grad, backward, clip, one AdamW step; unchanged."""
+    batch, _, _ = toy_batch()
+    cfg = Cfg(kl_coef=0.0)
+    m1, m2 = tiny_llama(), tiny_llama()
+    o1 = torch.optim.AdamW(m1.parameters(), lr=1e-2, weight_decay=0.0)
+    o2 = torch.optim.AdamW(m2.parameters(), lr=1e-2, weight_decay=0.0)
+    _adamw_step(m1, batch, cfg, o1)
+    out = grpo.train_step(m2, o2, batch, cfg)
+    assert out["finite"] and out["updates"] == 1
+    for a, b in zip(m1.parameters(), m2.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # ppo / cispo with one epoch and one minibatch make the same update (old = sg(logp): ratio 1)
+    for objective in ("ppo", "cispo"):
+        m3 = tiny_llama()
+        o3 = torch.optim.AdamW(m3.parameters(), lr=1e-2, weight_decay=0.0)
+        grpo.train_step(m3, o3, batch, Cfg(kl_coef=0.0, objective=objective))
+        for a, b in zip(m1.parameters(), m3.parameters(), strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+
+
+def test_ppo_epochs_and_minibatches_make_that_many_updates_against_the_rollout_policy():
+    """2 epochs x 2 minibatches = 4 AdamW steps; the first equals a pg step on the first minibatch's groups,
+    and later ones see ratios != 1 (the rollout-time log-probs are held fixed)."""
+    batch, _, _ = toy_batch()  # 4 sequences = bp 2 groups of n 2
+    cfg = Cfg(kl_coef=0.0, entropy_coef=0.0, objective="ppo", ppo_epochs=2, minibatches=2, clip_eps=0.05)
+    model = tiny_llama()
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-2, weight_decay=0.0)
+    out = grpo.train_step(model, opt, batch, cfg)
+    assert out["finite"] and out["updates"] == 4
+    assert out["approx_kl_sum"] > 0  # the policy moved away from the rollout-time one within the step
+    ref = tiny_llama()
+    ro = torch.optim.AdamW(ref.parameters(), lr=5e-2, weight_decay=0.0)
+    ro.zero_grad()
+    grpo.grpo_backward(ref, batch, Cfg(kl_coef=0.0, entropy_coef=0.0), rows=slice(0, 2))
+    g_first = [p.grad.clone() for p in ref.parameters()]
+    m2 = tiny_llama()
+    o2 = torch.optim.AdamW(m2.parameters(), lr=5e-2, weight_decay=0.0)
+    o2.zero_grad()
+    old = grpo.old_logprobs(m2, batch, cfg)
+    grpo.grpo_backward(m2, batch, cfg, rows=grpo.update_slices(2, 2, 2)[0], old_logp=old)
+    for a, p in zip(g_first, m2.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad, rtol=1e-5, atol=1e-7)
+    assert [(s.start, s.stop) for s in grpo.update_slices(5, 3, 2)] == [(0, 6), (6, 15)]
+
+
+def test_objective_config_vocabulary_matches_the_simulator():
+    from llm_backend import config as C
+    from sandbox.config import OBJECTIVES as SIM_OBJECTIVES
+    from sandbox.config import SCALE_REWARDS as SIM_SCALE
+
+    assert C.OBJECTIVES == SIM_OBJECTIVES and C.SCALE_REWARDS == SIM_SCALE
+    c = LLMConfig()
+    assert (c.adv_std, c.adv_eps, c.objective, c.clip_eps, c.ppo_epochs, c.minibatches) == (
+        "sample", 1e-4, "pg", 0.2, 1, 1
+    )
+    with pytest.raises(ConfigError, match="need objective ppo or cispo"):
+        LLMConfig(ppo_epochs=2)
+    with pytest.raises(ConfigError, match="minibatches <= bp"):
+        LLMConfig(objective="ppo", bp=2, minibatches=3)
+    with pytest.raises(ConfigError, match="unknown adv_std"):
+        LLMConfig(adv_std="n-1")
+    LLMConfig(objective="cispo", ppo_epochs=2, minibatches=2)

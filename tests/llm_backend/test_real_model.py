@@ -195,6 +195,13 @@ def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
         assert 0 <= s["reward"] <= 1 and s["entropy"] > 0 and 1 <= s["response_len"] <= 12
     assert [int(x) for x in res.table["compute"]] == [0, cfg.budget] and list(res.table["m"]) == [0, 3]
     assert res.table["tokens"][-1] == res.steps[-1]["tokens"]
+    # train_mean: pass@1 on a fixed train sample (d_val problems, k samples) at every point, m = 0 included;
+    # batch_reward: the last step's rollout reward (NaN at m = 0)
+    assert all(0 <= x <= 1 for x in res.table["train_mean"])
+    assert math.isnan(res.table["batch_reward"][0])
+    assert res.table["batch_reward"][-1] == res.steps[-1]["reward"]
+    assert res.pass1["train"].shape == (2, 2) and res.pass1["val"].shape == (2, 2)
+    assert set(res.table["train_zero_frac"]) <= {0.0, 0.5, 1.0}
     assert res.steps[-1]["tokens"] == round(sum(s["response_len"] * cfg.batch for s in res.steps))
     assert any(s["grad_norm"] > 0 for s in res.steps), "no group had reward variance in 3 steps"
     base = load_model(model_path).state_dict()
