@@ -1,0 +1,251 @@
+"""`isocompute plan` (`make_plan`, and its click command `plan`): the paper's workflow as a recommendation
+for one target budget (issue 14).
+
+Pilot runs (ours, or TRL / verl logs) -> `studies.frontier.FrontierFit` -> n*(C) from its sigmoid fit of
+log2 n* vs log C (PAPER.md step 3), snapped to the pilots' grid of n; bp from the pilots (their n-vs-bp
+frontier when they vary bp), capped by --bp-max; m = C / (bp n). How sure: a bootstrap over runs (seeds),
+resampled within each n, refits everything; how far out: the extrapolation check of the pilots themselves
+at the same extrapolation factor (fit on frac of their compute, predict the rest: PAPER.md step 4).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import pandas as pd
+
+from studies.config import StudiesError
+from studies.frontier import FrontierFit, extrapolation_check
+
+WARN_FACTOR = 4.0
+"""A budget more than this many times the pilots' largest compute is an extrapolation worth a warning: the
+paper's extrapolation checks (and ours, `fit`) go from a quarter to a tenth of the data's compute."""
+
+
+def _snap(value: float, grid: np.ndarray) -> float:
+    """The grid value nearest to `value` in log2 (configurations are log-spaced)."""
+    return float(grid[int(np.argmin(np.abs(np.log2(grid) - math.log2(value))))])
+
+
+def _curve_at(ff: FrontierFit, key, C: float) -> float:
+    fit = ff.curves_.get(key)
+    if fit is None:
+        return math.nan
+    if fit.ok_:
+        return float(fit.predict(np.array([C]))[0])
+    return float(ff.record_curve(key, np.array([C]))[0])
+
+
+def _recommend_n(ff: FrontierFit, budget: float, cmax: float) -> tuple[float, float, str]:
+    """(n on the grid, continuous n, method)."""
+    grid = np.asarray(sorted(ff.curves_), dtype=float)
+    if ff.n_star_fit_ is not None and ff.n_star_fit_.ok_:
+        cont = float(ff.predict_n_star(np.array([budget]))[0])
+        return _snap(cont, grid), cont, "n* sigmoid fit of the pilots' frontier"
+    at = ff.n_star_at(min(budget, cmax))
+    n = at[ff.by].iloc[0]
+    if n is None:
+        raise StudiesError("the pilots' frontier has no curve at the budget; give pilots nearer it")
+    return float(n), float(n), "pilots' frontier at their largest compute (no n* sigmoid fit)"
+
+
+def _recommend_bp(pilots: pd.DataFrame, n: float, budget: float, metric: str, bp_max: int | None,
+                  notes: list[str]) -> int:
+    at_n = pilots.loc[pilots["n"].astype(float) == n]
+    values = np.asarray(sorted(at_n["bp"].dropna().unique()), dtype=float)
+    if values.size == 0:
+        values = np.asarray(sorted(pilots["bp"].dropna().unique()), dtype=float)
+    bp = float(values[-1])
+    if values.size > 1:
+        try:
+            fb = FrontierFit(metric=metric, by="bp").fit(at_n)
+            if fb.n_star_fit_ is not None and fb.n_star_fit_.ok_:
+                bp = _snap(float(2.0 ** fb.n_star_fit_.predict(np.array([budget]))[0]), values)
+            else:
+                bp = float(fb.n_star_at(pilots["compute"].max())["bp"].iloc[0] or values[-1])
+        except ValueError as e:
+            notes.append(f"no bp frontier at n={n:g} ({e}); largest pilot bp used")
+    if bp_max is not None and bp > bp_max:
+        notes.append(f"bp {bp:g} of the pilots capped at --bp-max {bp_max}: the expected reward is that "
+                     f"of the pilots' bp")
+        bp = float(bp_max)
+    return int(bp)
+
+
+def _resample(pilots: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """Runs drawn with replacement within each n (the unit of noise is a run, i.e. a seed)."""
+    parts = []
+    runs = pilots.groupby("n", sort=True)["run_id"].unique()
+    groups = dict(tuple(pilots.groupby("run_id", sort=False)))
+    for ids in runs:
+        for j, rid in enumerate(rng.choice(ids, size=len(ids), replace=True)):
+            parts.append(groups[rid].assign(run_id=f"{rid}~{j}"))
+    return pd.concat(parts, ignore_index=True)
+
+
+def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_max: int | None = None,
+         max_compute: float | None = None, bootstrap: int = 100, seed: int = 0, level: float = 0.9,
+         warn_factor: float = WARN_FACTOR) -> dict[str, Any]:
+    """Recommended n, bp, m for `budget` rollouts from pilot runs (rows with compute <= max_compute when
+    given), with bootstrap intervals, the expected reward and the pilots' own extrapolation error. Returns
+    a JSON-serialisable dict (NaN -> None is left to the caller's encoder)."""
+    if not budget > 0:
+        raise StudiesError(f"--budget must be positive, got {budget}")
+    if not 0 < level < 1:
+        raise StudiesError(f"the interval level must be in (0, 1), got {level}")
+    for col in ("run_id", "compute", "n", "bp", metric):
+        if col not in table.columns:
+            raise StudiesError(f"the pilots lack column {col}")
+    pilots = table.copy()
+    pilots["compute"] = pd.to_numeric(pilots["compute"], errors="coerce")
+    if max_compute is not None:
+        pilots = pilots.loc[pilots["compute"] <= max_compute * (1 + 1e-9)]
+    pilots = pilots.loc[pilots["compute"].notna()].reset_index(drop=True)
+    if pilots.empty or pilots["compute"].max() <= 0:
+        upto = f" up to {max_compute:g}" if max_compute else ""
+        raise StudiesError(f"no pilot rows with compute > 0{upto}")
+    if pilots["n"].nunique() < 2:
+        raise StudiesError(f"the pilots have one value of n ({pilots['n'].iloc[0]}); plan needs runs at "
+                           f"two or more n to place n*(C)")
+    cmax = float(pilots["compute"].max())
+    try:
+        ff = FrontierFit(metric=metric, by="n").fit(pilots)
+    except ValueError as e:
+        raise StudiesError(f"cannot fit the pilots: {e}") from None
+    notes: list[str] = list(ff.warnings_)
+    n_rec, n_cont, method = _recommend_n(ff, budget, cmax)
+    bp_rec = _recommend_bp(pilots, n_rec, budget, metric, bp_max, notes)
+    m_rec = int(budget // (bp_rec * n_rec))
+    if m_rec < 1:
+        notes.append(f"the budget buys less than one step of bp * n = {bp_rec * n_rec:g} rollouts")
+    reward = _curve_at(ff, n_rec, budget)
+
+    # bootstrap over runs, stratified by n: every statistic refitted on each resample
+    rng = np.random.default_rng(seed)
+    ns, rewards = [], []
+    grid = np.asarray(sorted(ff.curves_), dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(int(bootstrap)):
+            try:
+                fb = FrontierFit(metric=metric, by="n").fit(_resample(pilots, rng))
+                nb, _, _ = _recommend_n(fb, budget, cmax)
+            except (ValueError, StudiesError):
+                continue
+            ns.append(nb)
+            rewards.append(_curve_at(fb, n_rec, budget))
+    q = [(1 - level) / 2, (1 + level) / 2]
+    runs_per_n = pilots.groupby("n")["run_id"].nunique()
+    boot: dict[str, Any] = {"reps": int(bootstrap), "ok": len(ns), "unit": "run, resampled within each n",
+                            "level": level}
+    if len(ns) >= 10 and runs_per_n.min() >= 2:
+        l2 = np.log2(np.asarray(ns))
+        n_int = [int(_snap(2.0 ** v, grid)) for v in np.quantile(l2, q)]
+        r = np.asarray(rewards, dtype=float)
+        r_int = [float(v) for v in np.nanquantile(r, q)] if np.isfinite(r).any() else [None, None]
+        agree = float(np.mean(np.asarray(ns) == n_rec))
+    else:
+        n_int, r_int, agree = [None, None], [None, None], None
+        notes.append("no bootstrap interval: it needs >= 2 runs (seeds) at every n"
+                     if runs_per_n.min() < 2 else f"only {len(ns)} bootstrap refits succeeded")
+
+    factor = budget / cmax
+    frac = float(min(0.5, max(1.0 / factor, 1.0 / 64)))
+    check = extrapolation_check(pilots, metric, "n", frac=frac, full=ff)
+    check_out = {k: check.get(k) for k in ("frac", "fit_max_compute", "status", "mean_abs_error_steps",
+                                           "final_error_steps", "predictable", "max_reward_loss")}
+    if factor > warn_factor:
+        notes.append(f"the budget {budget:.4g} is {factor:.3g}x the pilots' largest compute {cmax:.4g} (more "
+                     f"than {warn_factor:g}x): n* is extrapolated; a pilot nearer the budget would check it")
+    at_max = ff.n_star_at(cmax)
+    return {
+        "budget": float(budget),
+        "metric": metric,
+        "recommended": {"n": int(n_rec), "bp": int(bp_rec), "m": m_rec, "batch": int(bp_rec * n_rec),
+                        "n_continuous": n_cont},
+        "n_interval": n_int,
+        "n_agreement": agree,
+        "expected_reward": reward,
+        "reward_interval": r_int,
+        "method": method,
+        "bootstrap": boot,
+        "pilots": {"runs": int(pilots["run_id"].nunique()), "max_compute": cmax,
+                   "n": sorted(int(v) for v in pilots["n"].unique()),
+                   "bp": sorted(int(v) for v in pilots["bp"].unique()),
+                   "runs_per_n": {str(int(k)): int(v) for k, v in runs_per_n.items()}},
+        "frontier_at_pilot_max": {"compute": cmax, "n": at_max["n"].iloc[0],
+                                  "reward": float(at_max["reward"].iloc[0])},
+        "extrapolation_factor": factor,
+        "extrapolation_check": check_out,
+        "warnings": notes,
+    }
+
+
+def print_plan(p: dict[str, Any], echo=click.echo) -> None:
+    r = p["recommended"]
+    level = int(round(100 * p["bootstrap"]["level"]))
+
+    def iv(pair, fmt):
+        return "n/a" if pair[0] is None else f"[{format(pair[0], fmt)}, {format(pair[1], fmt)}]"
+
+    echo(f"budget C = {p['budget']:.4g} rollouts, metric {p['metric']} "
+         f"({p['pilots']['runs']} pilot runs up to C = {p['pilots']['max_compute']:.4g})")
+    echo(f"recommended: n = {r['n']}, bp = {r['bp']}, m = {r['m']} steps (batch {r['batch']}; "
+         f"n* fit {r['n_continuous']:.3g})")
+    agree = "" if p["n_agreement"] is None else f", {p['n_agreement']:.0%} of resamples agree"
+    echo(f"  n {level}% interval {iv(p['n_interval'], 'g')}{agree}")
+    er = p["expected_reward"]
+    echo(f"  expected {p['metric']} {'n/a' if er is None or not math.isfinite(er) else format(er, '.4f')} "
+         f"{level}% interval {iv(p['reward_interval'], '.4f')}")
+    ex = p["extrapolation_check"]
+    err = ex.get("mean_abs_error_steps")
+    echo(f"  extrapolation {p['extrapolation_factor']:.3g}x beyond the pilots; the pilots' own check at "
+         f"{ex['frac']:.3g} of their compute: " + (f"mean |err| {err:.3g} grid steps" if err is not None
+                                                   else str(ex.get("status"))))
+    echo(f"  method: {p['method']}")
+
+
+@click.command("plan")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--budget", required=True, help="Target budget C in rollouts, e.g. 4e6 or 2^22.")
+@click.option("--metric", default="val_mean", show_default=True, help="Reward column to maximise.")
+@click.option("--bp-max", type=int, default=None, help="Most problems per step you can afford (caps bp).")
+@click.option("--max-compute", default=None,
+              help="Use only pilot rows with compute <= this (e.g. 2^15): the pilots as if stopped there.")
+@click.option("--bootstrap", type=int, default=100, show_default=True, help="Bootstrap resamples of runs.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--warn-factor", type=float, default=WARN_FACTOR, show_default=True,
+              help="Warn when the budget exceeds the pilots' largest compute by more than this factor.")
+@click.option("--format", "fmt", default="auto", show_default=True, help="As for fit: auto, csv, trl, verl.")
+@click.option("--n", "n_flag", default=None, help="As for fit: n of logs lacking it (per PATH).")
+@click.option("--bp", "bp_flag", default=None, help="As for fit: bp of logs lacking it (per PATH).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
+def plan(paths, budget, metric, bp_max, max_compute, bootstrap, seed, warn_factor, fmt, n_flag,
+                 bp_flag, as_json) -> None:
+    """Recommend n, bp and m for a budget from pilot runs (results directories or TRL / verl logs)."""
+    from studies.cli import emit_json, load_paths
+    from studies.config import parse_count, parse_count_list
+
+    if bootstrap < 0:
+        raise StudiesError(f"--bootstrap must be >= 0, got {bootstrap}")
+    if bp_max is not None and bp_max < 1:
+        raise StudiesError(f"--bp-max must be positive, got {bp_max}")
+    c = parse_count(budget)
+    cap = None if max_compute is None else parse_count(max_compute)
+    n_list = None if n_flag is None else parse_count_list(n_flag)
+    bp_list = None if bp_flag is None else parse_count_list(bp_flag)
+    table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric)
+    out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
+               warn_factor=warn_factor)
+    if as_json:
+        emit_json(out)
+        return
+    print_plan(out)
+    for w in out["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+
