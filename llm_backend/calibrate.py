@@ -7,6 +7,8 @@ Splits (DESIGN.md vocabulary, PAPER.md "datasets"): easy avg in [0.3, 0.6], hard
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +35,48 @@ def split_train_val(idx: np.ndarray, val_frac: float, seed: int) -> tuple[np.nda
     return idx[n_val:], idx[:n_val]
 
 
+def problem_suite(
+    count: int,
+    digits: list[int],
+    terms: list[int],
+    operations: list[str],
+    seed: int = 0,
+) -> list[tasks.Problem]:
+    """Generated arithmetic over every (digits, terms, operation set) setting, `count` each, deduplicated,
+    in a seeded random order.
+
+    Answers are our own integers (tasks.generate_arithmetic); short, so a step stays cheap (issue 11).
+    """
+    problems, seen = [], set()
+    j = 0
+    for ops in operations:
+        for t in terms:
+            for d in digits:
+                for p in tasks.generate_arithmetic(count, seed * 1000 + j, d, t, ops):
+                    if p.question not in seen:  # 1-digit sums repeat; keep each question once
+                        seen.add(p.question)
+                        problems.append(tasks.Problem(p.question, p.answer, f"arith-d{d}-t{t}-{ops}-{p.pid}"))
+                j += 1
+    # seeded shuffle: a partial (resumable) calibration samples every setting evenly
+    return [problems[i] for i in np.random.default_rng(seed).permutation(len(problems))]
+
+
+def _read_progress(path: Path, samples: int) -> dict[str, int]:
+    """question -> correct count of the rows already measured with `samples` samples (incremental file)."""
+    done: dict[str, int] = {}
+    if not path.exists():
+        return done
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a kill: measured again
+                continue
+            if row.get("samples") == samples:
+                done[row["question"]] = int(row["correct"])
+    return done
+
+
 def calibrate(
     problems: list[tasks.Problem],
     engine,
@@ -48,24 +92,35 @@ def calibrate(
 ) -> dict[str, tuple[int, int]]:
     """Measure avg@samples per problem and write `<split>.{train,val}.jsonl` + calibration.csv into out_dir.
 
-    Returns {split: (n_train, n_val)}.
+    Resumable: each chunk's counts are appended (and flushed) to `<out_dir>/progress.jsonl` as it finishes;
+    a rerun skips problems already measured with the same `samples`, so a killed calibration loses at most
+    one chunk. Returns {split: (n_train, n_val)}.
     """
     import pandas as pd
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    avg = np.zeros(len(problems))
-    it = range(0, len(problems), chunk)
+    log = out / "progress.jsonl"
+    done = _read_progress(log, samples)
+    todo = [i for i, p in enumerate(problems) if p.question not in done]
+    it = range(0, len(todo), chunk)
     if progress:
         from tqdm import tqdm
 
-        it = tqdm(it, desc="calibrate", unit="chunk")
-    for a in it:
-        part = problems[a : a + chunk]
-        prompts = [tasks.build_prompt(tokenizer, p.question) for p in part]
-        ro = engine.generate(prompts, samples, max_new_tokens, temperature, 1.0, seed=seed + a)
-        r = np.array([tasks.reward(t, part[i // samples].answer) for i, t in enumerate(ro.texts)])
-        avg[a : a + len(part)] = r.reshape(len(part), samples).mean(1)
+        it = tqdm(it, desc=f"calibrate ({len(done)} done)", unit="chunk")
+    with open(log, "a") as f:
+        for a in it:
+            part = [problems[i] for i in todo[a : a + chunk]]
+            prompts = [tasks.build_prompt(tokenizer, p.question) for p in part]
+            ro = engine.generate(prompts, samples, max_new_tokens, temperature, 1.0, seed=seed + todo[a])
+            r = np.array([tasks.reward(t, part[i // samples].answer) for i, t in enumerate(ro.texts)])
+            for p, c in zip(part, r.reshape(len(part), samples).sum(1), strict=True):
+                done[p.question] = int(c)
+                row = {"question": p.question, "answer": p.answer, "pid": p.pid, "correct": int(c)}
+                f.write(json.dumps({**row, "samples": samples}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    avg = np.array([done[p.question] / samples for p in problems])
     pd.DataFrame(
         {
             "question": [p.question for p in problems],

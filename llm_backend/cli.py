@@ -40,17 +40,25 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 @click.option("--cache-dir", default=None, help="Cache root of the prepared model and default --out.")
 @click.option("--out", default=None, help="Output folder of the splits (default <cache>/splits).")
 @click.option("--engine", type=click.Choice(["vllm", "hf"]), default="vllm", show_default=True)
-@click.option("--count", type=int, default=64, show_default=True, help="Problems per digit setting.")
+@click.option(
+    "--count", type=int, default=64, show_default=True, help="Problems per (digits, terms, operations) cell."
+)
 @click.option(
     "--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2."
 )
-@click.option("--terms", type=int, default=2, show_default=True, help="Operands per problem.")
-@click.option("--operations", default="+-", show_default=True, help="Subset of +-* to draw from.")
+@click.option("--terms", default="2", show_default=True, help="Comma-separated operand counts, e.g. 2,3.")
+@click.option(
+    "--operations",
+    default="+-",
+    show_default=True,
+    help="Comma-separated operation sets, each a subset of +-* to draw from, e.g. '+,-,*,+-*'.",
+)
 @click.option("--samples", type=int, default=16, show_default=True, help="Samples per problem (avg@samples).")
 @click.option("--max-new-tokens", type=int, default=24, show_default=True)
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--val-frac", type=float, default=0.5, show_default=True, help="Held-out share of each split.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--chunk", type=int, default=16, show_default=True, help="Problems per generate call + save.")
 @click.option("--device", default="cpu", show_default=True, help="Device of the hf engine (cpu, cuda).")
 @click.option(
     "--dtype",
@@ -73,6 +81,7 @@ def calibrate(
     temperature,
     val_frac,
     seed,
+    chunk,
     device,
     dtype,
 ) -> None:
@@ -80,37 +89,36 @@ def calibrate(
 
     try:
         dig = [int(x) for x in str(digits).split(",") if x.strip()]
+        trm = [int(x) for x in str(terms).split(",") if x.strip()]
     except ValueError:
-        _fail(f"--digits takes comma-separated integers, got {digits!r}")
-    if count < 1 or samples < 1 or not 0 <= val_frac < 1 or not dig:
-        _fail("need --count >= 1, --samples >= 1, 0 <= --val-frac < 1 and at least one --digits value")
+        _fail(f"--digits and --terms take comma-separated integers, got {digits!r}, {terms!r}")
+    ops = [x.strip() for x in str(operations).split(",") if x.strip()]
+    if count < 1 or samples < 1 or chunk < 1 or not 0 <= val_frac < 1 or not dig or not trm or not ops:
+        _fail("need --count >= 1, --samples >= 1, 0 <= --val-frac < 1 and --digits, --terms, --operations")
     try:
         path = resolve_model(model, cache_dir)
     except ModelError as e:
         _fail(str(e))
     from pathlib import Path
 
-    from llm_backend import tasks
     from llm_backend.calibrate import calibrate as do_calibrate
+    from llm_backend.calibrate import problem_suite
     from llm_backend.engines import make_engine
     from llm_backend.model import load_model, load_tokenizer
 
-    problems, seen = [], set()
     try:
-        for j, d in enumerate(dig):
-            for p in tasks.generate_arithmetic(count, seed * 1000 + j, d, terms, operations):
-                if p.question not in seen:  # 1-digit sums repeat; keep each question once
-                    seen.add(p.question)
-                    problems.append(p)
+        problems = problem_suite(count, dig, trm, ops, seed)
     except ValueError as e:
         _fail(str(e))
     out_dir = Path(out) if out else (Path(cache_dir) if cache_dir else cache_root()) / "splits"
+    msg = f"{len(problems)} problems; progress in {out_dir / 'progress.jsonl'} (rerun to resume)"
+    click.echo(msg, err=True)
     tok = load_tokenizer(path)
     m = load_model(path, device)
     eng = make_engine(engine, m, tok, str(path), seed=seed, device=device, dtype=dtype)
     try:
         counts = do_calibrate(
-            problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, progress=True
+            problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, chunk, True
         )
     finally:
         eng.close()

@@ -323,6 +323,62 @@ def grpo_backward(
     return agg
 
 
+def packed_old_logprobs(model, pb, cfg) -> torch.Tensor:
+    """old_logprobs for a PackedBatch: completion-aligned (S, T) rollout-time log-probs, no gradient."""
+    from llm_backend.packed import micro_logprobs
+
+    out = torch.zeros_like(pb.engine_logp)
+    T = pb.engine_logp.shape[1]
+    with torch.no_grad():
+        for mb in pb.plan():
+            lp, _ = micro_logprobs(model, mb, T, cfg.temperature)
+            out[mb.seqs] = lp.float()
+    return out
+
+
+def packed_backward(model, pb, cfg, ref_model=None, rows: slice | None = None, old_logp=None) -> dict:
+    """grpo_backward on a PackedBatch (llm_backend/packed.py): the same loss and gradient, computed with
+    each group's prompt once, completion-only logits and no padding inside rows."""
+    from llm_backend.packed import micro_logprobs
+
+    S_all = pb.num_sequences
+    rows = rows or slice(0, S_all)
+    lo, hi = rows.start or 0, min(rows.stop if rows.stop is not None else S_all, S_all)
+    mask_all = pb.comp_mask
+    T = mask_all.shape[1]
+    norm = max(float(mask_all[lo:hi].sum()), 1.0) if cfg.loss_agg == "token_mean" else float(hi - lo)
+    agg = {"loss": 0.0, "tokens": float(mask_all[lo:hi].sum()), **{k: 0.0 for k in STAT_KEYS}}
+    for mb in pb.plan(lo, hi):
+        ref = None
+        if ref_model is not None:
+            with torch.no_grad():
+                ref, _ = micro_logprobs(ref_model, mb, T, cfg.temperature)
+        logp, ent = micro_logprobs(
+            model, mb, T, cfg.temperature, with_entropy=True, entropy_grad=bool(cfg.entropy_coef)
+        )
+        loss, st = grpo_loss(
+            logp,
+            pb.engine_logp[mb.seqs],
+            pb.adv[mb.seqs],
+            mask_all[mb.seqs],
+            ref_logp=ref,
+            entropy=ent,
+            kl_coef=cfg.kl_coef,
+            entropy_coef=cfg.entropy_coef,
+            tis_cap=cfg.tis_cap,
+            loss_agg=cfg.loss_agg,
+            norm=norm,
+            objective=getattr(cfg, "objective", "pg"),
+            clip_eps=getattr(cfg, "clip_eps", 0.2),
+            old_logp=None if old_logp is None else old_logp[mb.seqs],
+        )
+        loss.backward()
+        agg["loss"] += float(loss.detach())
+        for key in STAT_KEYS:
+            agg[key] += st[key]
+    return agg
+
+
 def update_slices(bp: int, n: int, minibatches: int) -> list[slice]:
     """Sequence rows of each minibatch: contiguous groups [mb*bp//M, (mb+1)*bp//M) as the simulator."""
     bounds = [mb * bp // minibatches for mb in range(minibatches + 1)]
@@ -340,17 +396,21 @@ def train_step(model, opt, batch: Batch, cfg, ref_model=None) -> dict:
     objective = getattr(cfg, "objective", "pg")
     epochs = getattr(cfg, "ppo_epochs", 1) if objective != "pg" else 1
     n_mb = getattr(cfg, "minibatches", 1) if objective != "pg" else 1
-    S = batch.input_ids.shape[0]
+    packed = not isinstance(batch, Batch)
+    S = batch.num_sequences if packed else batch.input_ids.shape[0]
     slices = update_slices(S // cfg.n, cfg.n, n_mb)
+    backward = packed_backward if packed else grpo_backward
     # one update: the rollout-time policy is the current one (old = sg(logp), no extra forward)
-    old = old_logprobs(model, batch, cfg) if epochs * n_mb > 1 else None
+    old = None
+    if epochs * n_mb > 1:
+        old = packed_old_logprobs(model, batch, cfg) if packed else old_logprobs(model, batch, cfg)
     params = [p for p in model.parameters() if p.requires_grad]
     total = {"loss": 0.0, "tokens": 0.0, **{k: 0.0 for k in STAT_KEYS}}
     norms = []
     for _ in range(epochs):
         for rows in slices:
             opt.zero_grad(set_to_none=True)
-            agg = grpo_backward(model, batch, cfg, ref_model, rows=rows, old_logp=old)
+            agg = backward(model, batch, cfg, ref_model, rows=rows, old_logp=old)
             cap = cfg.max_grad_norm if cfg.max_grad_norm else float("inf")
             gn = float(torch.nn.utils.clip_grad_norm_(params, cap))
             for k, v in agg.items():
