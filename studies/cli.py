@@ -33,6 +33,11 @@ from studies.config import (
 )
 
 HELP = RunConfig.field_help()
+MAX_RUNS = 100_000
+"""Most runs one sweep may ask for (grid x seeds): its configs, manifest and progress bar live in memory."""
+JOBS_PER_CORE = 4
+"""--jobs above this many worker processes per core only adds memory and contention; it is capped there."""
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 LR_RULES = ("constant", "linear", "sqrt")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
@@ -68,6 +73,15 @@ class CountListType(click.ParamType):
 
 
 COUNT, COUNT_LIST = CountType(), CountListType()
+
+
+class OutPath(click.Path):
+    """An output path; refuses the empty string, which pathlib would turn into the current directory."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("needs a name, got an empty path", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 # ----------------------------------------------------------------------------------------- shared options
@@ -175,7 +189,7 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 @click.option("--seed", type=int, default=0, show_default=True, help=HELP["seed"])
 @_apply(_CONFIG_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the run on stdout.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Also write the learning-curve table to FILE (.csv, .parquet or .jsonl).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when a terminal).")
@@ -183,12 +197,14 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
     """Train one configuration to its budget and summarise it."""
     from studies.backends import get_backend
     from studies.io import save_table
+    from studies.store import check_output_file
 
     cfg = _config(**kw)
     adapter = get_backend(cfg.backend)
     adapter.validate(cfg)
-    if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:
-        raise StudiesError(f"unknown table format {out.suffix or '(none)'} of {out}; use csv/parquet/jsonl")
+    check_device(cfg)
+    if out is not None:  # before the run, so an unwritable --out never costs the work
+        check_output_file(out, suffixes=TABLE_SUFFIXES, kind="table")
     t0 = time.perf_counter()
     result = adapter.run(cfg, progress=sys.stderr.isatty() if progress is None else progress)
     summary = run_summary(cfg, result, time.perf_counter() - t0)
@@ -213,7 +229,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
 # ---------------------------------------------------------------------------------------------------- sweep
 @click.command()
 @click.argument("study", type=click.Choice(["n-vs-m", "fixed-batch", "joint"]))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False, path_type=Path),
               help="Results directory (created; rerunning into it skips finished runs).")
 @click.option("--n", type=COUNT_LIST, default="2^1..2^8", show_default=True,
               help="Rollouts per problem: a comma list or powers of two, e.g. 2,4,8 or 2^1..2^8.")
@@ -236,14 +252,19 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
           force: bool, progress: bool, **kw: Any) -> None:
     """Run a STUDY (n-vs-m, fixed-batch or joint) over seeds into a resumable results directory."""
     from studies.executors import run_sweep
-    from studies.store import ResultStore
+    from studies.store import ResultStore, check_output_dir
     from studies.sweeps import build_sweep
 
+    check_sweep_size(seeds, n, bp, batch)
+    jobs = check_jobs(jobs)
     base_n = n[0] if n else 8
     base_bp = bp[0] if bp else 32
     base = _config(n=base_n, bp=base_bp, budget=max(budget, base_n * base_bp), seed=0, **kw)
     configs = build_sweep(study, base, n=n, bp=bp, batch=batch, bmax=bmax, seeds=seeds, budget=budget)
-    with ResultStore(out_dir, study=study) as store:
+    if executor == "local":
+        check_device(base)
+    check_output_dir(out_dir)
+    with echo_warnings(), ResultStore(out_dir, study=study) as store:
         s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,
                       progress=progress, desc=study)
     click.echo(f"{study}: {s.total} runs ({s.done} run now, {s.skipped} already finished, "
@@ -256,16 +277,71 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
         sys.exit(1)
 
 
+# ------------------------------------------------------------------------------------------- input checks
+def check_jobs(jobs: int | None) -> int | None:
+    """--jobs: >= 1, capped (with a warning) at JOBS_PER_CORE worker processes per core."""
+    if jobs is None:
+        return None
+    if jobs < 1:
+        raise StudiesError(f"--jobs must be >= 1, got {jobs}")
+    cores = os.cpu_count() or 1
+    cap = JOBS_PER_CORE * cores
+    if jobs > cap:
+        click.echo(f"warning: --jobs {jobs} capped at {cap} ({JOBS_PER_CORE} per core, {cores} cores)",
+                   err=True)
+        return cap
+    return jobs
+
+
+def check_sweep_size(seeds: int, *grids: list[int] | None) -> None:
+    """Refuse a sweep of more than MAX_RUNS runs before building its configs (that alone could hang)."""
+    if seeds < 1:
+        raise StudiesError(f"--seeds must be >= 1, got {seeds}")
+    total = seeds
+    for g in grids:
+        total *= len(g) if g else 1
+    if total > MAX_RUNS:
+        raise StudiesError(f"the sweep asks for up to {total} runs (grid x {seeds} seeds); at most "
+                           f"{MAX_RUNS} per sweep: split it or use fewer seeds")
+
+
+def check_device(cfg: RunConfig) -> None:
+    """A cuda run on this machine needs torch to see that GPU (the simulator refuses cuda itself)."""
+    if cfg.backend != "llm" or not cfg.device.startswith("cuda"):
+        return
+    try:
+        import torch
+    except ImportError:
+        raise StudiesError(f"--device {cfg.device} needs torch: pip install 'isocompute[llm]'") from None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(cfg.device.split(":", 1)[1]) if ":" in cfg.device else 0
+    if index >= count:
+        raise StudiesError(f"--device {cfg.device}: this machine has {count} CUDA device(s) visible to torch")
+
+
+class echo_warnings:  # noqa: N801 - used like contextlib's lower-case managers
+    """Show the warnings raised inside (left-out, damaged or dropped data) as `warning: ...` lines."""
+
+    def __enter__(self) -> echo_warnings:
+        self._cm = warnings.catch_warnings(record=True)
+        self._caught = self._cm.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cm.__exit__(*exc)
+        for w in self._caught:
+            if not issubclass(w.category, DeprecationWarning):
+                click.echo(f"warning: {' '.join(str(w.message).split())}", err=True)
+
+
 # ------------------------------------------------------------------------------------------------ fit, plot
 def _load(path: Path, columns: list[str], fmt: str = "auto", n: int | None = None, bp: int | None = None,
           metric: str | None = None):
     from studies.io import load_table, require_columns
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with echo_warnings():
         table = load_table(path, fmt=fmt, n=n, bp=bp, metric=metric)
-    for w in caught:
-        click.echo(f"warning: {w.message}", err=True)
     for col, v in (("n", n), ("bp", bp)):  # a plain table without the column: the flag fills it
         if v is not None and col not in table.columns:
             table[col] = v
@@ -415,21 +491,26 @@ def fit(paths: tuple[Path, ...], metric: str, by: str, bin_width: float, fmt: st
 @click.option("--metric", default="val_mean", show_default=True, help="Reward column to plot.")
 @click.option("--by", default="n", show_default=True, help="Column that labels the curves.")
 @_apply(_LOG_OPTIONS)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Figure file (.png, .pdf, .svg); default: frontier.png in the results dir or beside PATH.")
 def plot(paths: tuple[Path, ...], metric: str, by: str, fmt: str, n_flag: list[int] | None,
          bp_flag: list[int] | None, out: Path | None) -> None:
     """Quick figure of a sweep or of logs (as for fit): fitted curves with the frontier, and n*(C)."""
-    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric)
+    from studies.store import check_output_file
+
     path = paths[0]
     if out is None:
         out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
-    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise StudiesError(f"unknown figure format {out.suffix or '(none)'} of {out}; use .png, .pdf or .svg")
+    check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")
+    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric)
     os.environ.setdefault("MPLBACKEND", "Agg")
     plot_frontier = _import("studies.plots", "plot_frontier")
+    frontier_fit = _import("studies.frontier", "FrontierFit")
     try:
-        plot_frontier(table, metric, by, out)
+        ff = frontier_fit(metric=metric, by=by).fit(table)
+        for w in ff.warnings_:  # the same warnings as `fit`
+            click.echo(f"warning: {w}", err=True)
+        plot_frontier(table, metric, by, out, fit=ff)
     except ValueError as e:
         raise StudiesError(f"cannot plot {path}: {e}") from None
     click.echo(f"wrote {out}")
@@ -444,7 +525,7 @@ DEMO_PRESETS = (
 
 
 @click.command()
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutPath(file_okay=False, path_type=Path),
               default=Path("results/demo"), show_default=True,
               help="Results directory; one sub-directory per preset (reruns resume).")
 @click.option("--seeds", type=int, default=8, show_default=True, help="Seeds 0..S-1 per configuration.")
@@ -455,16 +536,19 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     """Main job: an n-vs-m study (bp = 32, n = 2..256) with the tabular and interference presets,
     printing each n*(C) table and writing each frontier figure."""
     from studies.executors import run_sweep
-    from studies.store import ResultStore
+    from studies.store import ResultStore, check_output_dir
     from studies.sweeps import build_sweep
 
+    check_sweep_size(seeds, [0] * 8)  # n = 2^1..2^8
+    jobs = check_jobs(jobs)
+    check_output_dir(out_dir)
     fit_report = _import("studies.frontier", "fit_report")
     for model, metric, claim in DEMO_PRESETS:
         base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512, d_val=256,
                          n_evals=24)
         configs = build_sweep("n-vs-m", base, n=parse_count_list("2^1..2^8"), seeds=seeds)
         where = out_dir / model
-        with ResultStore(where, study="n-vs-m") as store:
+        with echo_warnings(), ResultStore(where, study="n-vs-m") as store:
             s = run_sweep(configs, store, jobs=jobs, progress=progress, desc=model)
         if s.failed:
             raise StudiesError(f"{len(s.failed)} {model} run(s) failed, e.g. {next(iter(s.failed.values()))}")

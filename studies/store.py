@@ -133,14 +133,15 @@ def check_output_dir(path: str | os.PathLike | None, what: str = "--out") -> Pat
 
 
 def check_output_file(path: str | os.PathLike | None, what: str = "--out",
-                      suffixes: tuple[str, ...] | None = None) -> Path:
+                      suffixes: tuple[str, ...] | None = None, kind: str = "file") -> Path:
     """Check that the file `path` can be written (its directory is created and probed; an existing file
     must be a writable regular file) and, with `suffixes`, that its format is known."""
     if path is None or str(path).strip() == "":
         raise StudiesError(f"{what} needs a file name, got an empty path")
     p = Path(path)
     if suffixes is not None and p.suffix.lower() not in suffixes:
-        raise StudiesError(f"unknown format {p.suffix or '(none)'} of {what} {p}; use {', '.join(suffixes)}")
+        raise StudiesError(f"unknown {kind} format {p.suffix or '(none)'} of {what} {p}; use "
+                           f"{', '.join(suffixes)}")
     if p.is_dir() or str(path).endswith(os.sep):
         raise StudiesError(f"{what} {p} is a directory; give a file name")
     if p.exists() and not p.is_file():
@@ -148,7 +149,12 @@ def check_output_file(path: str | os.PathLike | None, what: str = "--out",
     parent = p.parent
     if parent.exists() and not parent.is_dir():
         raise StudiesError(f"cannot write {what} {p}: {parent} is not a directory")
-    check_output_dir(parent, what=f"the directory of {what}")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        raise StudiesError(f"cannot write {what} {p}: {_why(e)} ({parent})") from None
     if p.exists() and not os.access(p, os.W_OK):
         raise StudiesError(f"cannot write {what} {p}: permission denied")
     return p
