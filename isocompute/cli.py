@@ -13,7 +13,10 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import signal
 import sys
+import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +31,7 @@ LAZY = {
     "figs": ("paper_figs.cli", "figs"),
     "claims": ("studies.claims", "claims"),
     "plan": ("studies.plan", "plan"),
+    "predict": ("studies.predict", "predict"),
 }
 
 READS_LOGS = frozenset({"fit", "plot", "plan", "predict"})
@@ -42,6 +46,40 @@ QUIET_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "RAY_DEDUP_LOGS": "1",
 }
+
+
+INTERRUPTED = "interrupted (finished runs are kept; rerun to resume)"
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt so that the same cleanup runs
+    (executors kill their workers, the store's lock is released; every file is written atomically)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """Warnings (left-out runs, damaged files, dropped rows) as one `warning: ...` line on stderr."""
+    if issubclass(category, DeprecationWarning | PendingDeprecationWarning):
+        return
+    click.echo(f"warning: {one_line(str(message))}", err=True)
+
+
+@contextlib.contextmanager
+def _signals_and_warnings() -> Iterator[None]:
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def register_lazy(name: str, module: str, attr: str) -> None:
@@ -82,14 +120,17 @@ class _Main(click.Group):
                 os.environ.setdefault(key, value)
         code = 0
         try:
-            with _json_stdout(enabled="--json" in argv):
+            with _signals_and_warnings(), _json_stdout(enabled="--json" in argv):
                 rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
         except click.exceptions.Exit as e:
             code = e.exit_code
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("interrupted (finished runs are kept; rerun to resume)", err=True)
+            click.echo(INTERRUPTED, err=True)
             code = 130
+        except Terminated:
+            click.echo(INTERRUPTED, err=True)
+            code = 143
         except click.ClickException as e:
             click.echo(f"error: {one_line(e.format_message())}", err=True)
             code = 2 if isinstance(e, click.UsageError) else e.exit_code
