@@ -21,6 +21,7 @@ from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, FigureSpec, StudySp
 from studies import declared
 from studies.config import RunConfig, StudiesError
 from studies.declared import import_runs
+from studies.store import atomic_write_text
 
 __all__ = ["FigureDataWarning", "Tables", "build", "import_runs", "run_studies", "study_configs"]
 
@@ -154,7 +155,7 @@ def gallery(entries: list[dict], path: Path, img_dir: Path) -> str:
         ]
     text = "\n".join(lines)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    atomic_write_text(path, text)  # a killed build never leaves half a gallery (issue 16)
     return text
 
 

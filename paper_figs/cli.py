@@ -79,14 +79,25 @@ def figs(only, backend, out, results, jobs, size, gallery_path, reuse, list_only
         for fid, spec in reg.items():
             click.echo(f"{fid:10s} {build.heading(spec)}")
         return
+    if only and not _ids(only):  # `--only ''` must not silently mean every figure (hundreds of runs)
+        raise click.UsageError("--only names no figure id; drop it to build all (`--list` shows the ids)")
     ids = _ids(only) or list(reg)
     unknown = [i for i in ids if i not in reg]
     if unknown:
         raise click.UsageError(f"unknown figure id(s) {', '.join(unknown)}; choose from {', '.join(reg)}")
     if gallery_path is not None and set(ids) != set(reg):
         raise click.UsageError("--gallery lists every figure: build all of them (drop --only)")
-    if jobs is not None and jobs < 1:
-        raise click.UsageError(f"--jobs must be >= 1, got {jobs}")
+    from studies.cli import check_jobs
+    from studies.store import check_output_dir, check_output_file
+
+    jobs = check_jobs(jobs)
+    for r in reuse:  # issue 16: a mistyped --reuse was silently ignored
+        if not Path(r).is_dir():
+            raise click.UsageError(f"--reuse {r} is not a directory")
+    check_output_dir(out)  # before any run: an unwritable destination must not cost the studies
+    check_output_dir(results, what="--results")
+    if gallery_path is not None:
+        check_output_file(gallery_path, what="--gallery", suffixes=(".md",), kind="gallery")
     try:
         build.build(
             [reg[i] for i in ids],
