@@ -35,7 +35,6 @@ GRID_KEYS = ("n", "bp", "batch", "bmax", "budget")
 """Override keys that change a study's grid rather than the RunConfig."""
 
 CPU_LLM: dict[str, Any] = {
-    "lr": 1e-5,
     "engine": "vllm",
     "engine_dtype": "bfloat16",
     "train_dtype": "bfloat16",

@@ -1,32 +1,43 @@
-"""`isocompute claims --quick` (issue 4): one command writes a report with a verdict for the theory and every
-finding 1-11 of PAPER.md, each backed by numbers (about a minute on 2 cores)."""
+"""`isocompute claims --quick` (issue 4, 10): one command writes a report with a verdict for the theory and
+every finding 1-11 of PAPER.md, each backed by numbers; the numbers are those of the runs in its results
+directory, and n* is the frontier of studies.frontier (the estimator of `isocompute fit`)."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from isocompute.cli import main
-from studies.claims import QUICK, VERDICTS
+from studies.claims import QUICK, SECTIONS, VERDICTS
+from studies.claims.common import PRESETS, n_star_rows
+from studies.claims.nstar import f1_measure, theory_measure
+from studies.claims.report import studies_of
+from studies.declared import Tables, study_configs
+from studies.frontier import fit_report
 
-KEYS = ["theory"] + [f"f{i}" for i in range(1, 12)]
+KEYS = ["theory"] + [f"f{i}" for i in range(1, 12)] + ["mechanism"]
 
 
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("claims")
-    out = tmp / "CLAIMS.md"
-    res = CliRunner().invoke(main, ["claims", "--quick", "--results", str(tmp / "cache"), "--out", str(out)])
+    out, results = tmp / "CLAIMS.md", tmp / "results"
+    res = CliRunner().invoke(main, ["claims", "--quick", "--results", str(results), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    return res.output, out.read_text()
+    plan = {
+        name: study_configs(st, PRESETS["sim"], "sim") for name, st in studies_of(SECTIONS, QUICK).items()
+    }
+    return res.output, out.read_text(), Tables(results, plan)
 
 
 def test_quick_report_has_a_verdict_for_every_claim(quick_report):
-    stdout, md = quick_report
-    verdicts = dict(line.split(maxsplit=1) for line in stdout.splitlines() if line.split()[:1]
-                    and line.split()[0] in KEYS)
+    stdout, md, _ = quick_report
+    verdicts = dict(
+        line.split(maxsplit=1) for line in stdout.splitlines() if line.split()[:1] and line.split()[0] in KEYS
+    )
     assert sorted(verdicts, key=KEYS.index) == KEYS
     assert all(v in VERDICTS for v in verdicts.values()), verdicts
     for key in KEYS:
@@ -35,8 +46,36 @@ def test_quick_report_has_a_verdict_for_every_claim(quick_report):
         assert re.search(r"\d\.\d{3}|\b\d+x\b", m.group(1)), f"section {key} shows no measured number"
 
 
-def test_quick_report_says_it_is_quick_and_reproduces_claim1(quick_report):
-    _, md = quick_report
+def test_quick_report_says_it_is_quick_and_reproduces_the_theory(quick_report):
+    _, md, _ = quick_report
     assert "Quick mode" in md and f"Seeds: {QUICK.seeds}" in md
     m = re.search(r'<a id="theory"></a>.*?\*\*Verdict: ([^.]+)\.', md, re.S)
     assert m.group(1) == "reproduced"
+
+
+def test_reported_n_star_is_the_frontier_of_fit_report(quick_report):
+    """The n* of the report at any compute is the n of `isocompute fit`'s frontier on the same table."""
+    _, _, tables = quick_report
+    table = tables[QUICK.study("inter").name]
+    rep = fit_report(table, extrapolate=False)
+    pts = rep["frontier"][::5]
+    rows = n_star_rows(table, [p["compute"] for p in pts])
+    assert [r["n_star"] for r in rows] == [p["n"] for p in pts]
+
+
+def test_reported_rewards_are_the_seed_records_of_the_runs(quick_report):
+    """Theory rows: reward = mean over seeds of each n* run's best train_mean up to the budget; the f1 per-n
+    table: the final val_mean of each run at the top budget."""
+    _, md, tables = quick_report
+    x = theory_measure(tables, QUICK)
+    tab = tables[f"{QUICK.name}/tabular"]
+    for r in x["rows"]:
+        runs = tab[(tab["n"] == r["n_star"]) & (tab["compute"] <= r["budget"])]
+        assert r["mean"] == pytest.approx(runs.groupby("run_id")["train_mean"].max().mean(), abs=1e-12)
+        assert f"{r['n_star']} ({r['mean']:.3f} ± {r['ci']:.3f})" in md
+    f1 = f1_measure(tables, QUICK)
+    inter = tables[QUICK.study("inter").name]
+    last = inter.sort_values("compute").groupby("run_id").tail(1)
+    for n, (m, _) in f1["per_n"]["preset lr (final)"].items():
+        assert m == pytest.approx(last.loc[last["n"] == n, "val_mean"].mean(), abs=1e-12)
+    assert np.isfinite(f1["treatments"]["preset lr"]["record"]["diff"])

@@ -1,0 +1,367 @@
+"""What every claims section shares: sizes (Plan), presets, the Section declaration, and the statistics.
+
+Conventions (issue 4, kept): seeds are paired across n (seed s uses problem_seed s, so every n sees the same
+problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
+seeds. "record" reward = a run's best-so-far value up to a budget (the record-breaking envelope the paper
+fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always the frontier of
+`studies.frontier.FrontierFit` (the estimator of `isocompute fit` and the gallery) at the budgets shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from studies.config import RunConfig
+from studies.declared import CPU_LLM, StudySpec, Tables
+from studies.frontier import FrontierFit, run_rewards
+
+VERDICTS = ("reproduced", "partly", "not reproduced", "not applicable to a simulator", "measured")
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "sim": {
+        "interference": {"model": "interference", "lr": 0.1},
+        "tabular": {"model": "tabular", "lr": 0.1},
+        "skills": {"model": "skills"},
+    },
+    "llm": {"interference": dict(CPU_LLM)},
+}
+"""Backend -> policy role -> RunConfig fields / backend options. A real LM plays the interference role. The
+simulator's lr is written out (its default, 0.1) so the preset and the lr study's "constant lr 0.1" are the
+same runs."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of the studies; QUICK is for CI (<= 5 min on 2 cores), FULL for the committed report,
+    LLM_QUICK the CPU-sized real-model run (minutes)."""
+
+    name: str
+    backend: str
+    seeds: int
+    top: int
+    """Top budget of the theory, finding 1 and the mechanism sections."""
+    side_top: int
+    """Top budget of the other sections."""
+    ns: tuple[int, ...]
+    side_ns: tuple[int, ...]
+    d: int | None
+    """d = d_val of the simulator (None: the backend's default)."""
+    lrs: tuple[float, ...]
+    """Constant learning rates of finding 1's lr study (empty: the preset's lr only)."""
+    sqrt_lrs: tuple[float, ...]
+    bp: int = 32
+    small_max: int = 8
+    large_min: int = 32
+    pass1_ns: tuple[int, int] = (8, 128)
+    """(small n, large n) of the pass@1 distribution comparison (finding 5)."""
+
+    def budgets(self, top: int) -> list[int]:
+        """Budgets 4x apart up to `top`, at most six, from 2^10 (below it the largest n has not stepped)."""
+        hi = int(math.log2(top))
+        lo = max(hi - 10, min(10, hi))
+        return [2**k for k in range(hi, lo - 1, -2)][::-1]
+
+    def over(self, **kw: Any) -> tuple[tuple[str, Any], ...]:
+        """Overrides shared by the plan's runs (problem-set sizes, no pass@1 snapshots unless asked) + kw."""
+        base: dict[str, Any] = {}
+        if self.backend == "sim":
+            base = {"d": self.d, "d_val": self.d, "snapshots": False} if self.d else {"snapshots": False}
+        return tuple(sorted((base | kw).items()))
+
+    def study(
+        self,
+        name: str,
+        preset: str = "interference",
+        n: Sequence[int] | None = None,
+        budget: int | None = None,
+        dataset: str = "easy",
+        bp: int | None = None,
+        **kw: Any,
+    ) -> StudySpec:
+        """An n-vs-m StudySpec at this plan's sizes (name prefixed by the plan, so sizes never mix)."""
+        return StudySpec(
+            f"{self.name}/{name}",
+            kind="n-vs-m",
+            preset=preset,
+            dataset=dataset,
+            n=tuple(n or self.ns),
+            bp=(bp or self.bp,),
+            budget=budget or self.top,
+            seeds=self.seeds,
+            base=self.over(**kw),
+        )
+
+
+FULL = Plan(
+    "full",
+    "sim",
+    seeds=8,
+    top=2**22,
+    side_top=2**20,
+    ns=(2, 4, 8, 16, 32, 64, 128, 256, 512),
+    side_ns=(2, 8, 32, 128, 512),
+    d=1024,
+    lrs=(0.003, 0.01, 0.03, 0.1, 0.3),
+    sqrt_lrs=(0.03, 0.1),
+)
+QUICK = Plan(
+    "quick",
+    "sim",
+    seeds=3,
+    top=2**16,
+    side_top=2**15,
+    ns=(2, 4, 8, 32, 128),
+    side_ns=(2, 8, 32, 128),
+    d=256,
+    lrs=(0.03, 0.1),
+    sqrt_lrs=(0.1,),
+)
+LLM_QUICK = Plan(
+    "llm-quick",
+    "llm",
+    seeds=1,
+    top=256,
+    side_top=256,
+    ns=(2, 4, 8),
+    side_ns=(2, 4, 8),
+    d=None,
+    lrs=(),
+    sqrt_lrs=(),
+    bp=4,
+    small_max=2,
+    large_min=8,
+    pass1_ns=(2, 8),
+)
+PLANS = {("sim", False): FULL, ("sim", True): QUICK, ("llm", True): LLM_QUICK, ("llm", False): LLM_QUICK}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One claim of the report, declared: the studies it needs, a measurement of the finished runs into
+    plain numbers, a pure verdict rule on those numbers, and the Markdown body drawn from them."""
+
+    key: str
+    title: str
+    paper: str
+    studies: Callable[[Plan], tuple[StudySpec, ...]]
+    measure: Callable[[Tables, Plan], dict]
+    verdict: Callable[[dict], tuple[str, str]]
+    body: Callable[[dict], list[str]]
+    setup: Callable[[Plan], str]
+    backends: tuple[str, ...] = ("sim",)
+    refused: str = "it needs the simulator"
+    """One line: why the section does not run on the other backends."""
+    probe: Callable[[Any, Tables, Plan], None] | None = None
+    """Measurements from inside runs (sandbox diagnostics), recorded beside the tables before `measure`."""
+
+
+# --------------------------------------------------------------------------------------------- statistics
+def tq(k: int) -> float:
+    """Two-sided 95% t quantile for k values (k - 1 degrees of freedom); nan for k < 2."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, k - 1)) if k > 1 else float("nan")
+
+
+def ci(values) -> tuple[float, float]:
+    """(mean, 95% t half-width) of the finite values; half-width nan for a single value."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return float("nan"), float("nan")
+    if v.size == 1:
+        return float(v[0]), float("nan")
+    return float(v.mean()), float(tq(v.size) * v.std(ddof=1) / np.sqrt(v.size))
+
+
+def fmt(m: float, h: float | None = None, digits: int = 3) -> str:
+    if m is None or not np.isfinite(m):
+        return "n/a"
+    if h is None or not np.isfinite(h):
+        return f"{m:.{digits}f}"
+    return f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+def budget_text(b: float) -> str:
+    """2^k for a power of two, else 3 significant digits."""
+    k = math.log2(b) if b > 0 else float("nan")
+    return f"2^{int(round(k))}" if math.isfinite(k) and abs(k - round(k)) < 1e-9 else f"{b:.3g}"
+
+
+def growth(n_stars: Sequence[int]) -> float:
+    """max / min of the n* sequence (how far n* moves over the budgets)."""
+    return max(n_stars) / min(n_stars) if n_stars else float("nan")
+
+
+def monotone(n_stars: Sequence[int]) -> bool:
+    return all(b >= a for a, b in zip(n_stars, n_stars[1:], strict=False))
+
+
+def seed_rewards(
+    table: pd.DataFrame,
+    budget: float,
+    metric: str = "val_mean",
+    stat: str = "best",
+    by: str = "n",
+    x: str = "compute",
+) -> pd.DataFrame:
+    """Seed x configuration matrix of each run's reward at `budget` (stat "best" = record, "final")."""
+    r = run_rewards(table, metric, keys=(by, "seed"), budget=budget, stat=stat, x=x)
+    return r.pivot_table(index="seed", columns=by, values="reward")
+
+
+def n_star_rows(
+    table: pd.DataFrame, budgets: Sequence[float], metric: str = "val_mean", by: str = "n", x: str = "compute"
+) -> list[dict]:
+    """Per budget: n* of the FrontierFit frontier, and the record reward of n* over seeds (mean, CI)."""
+    ff = FrontierFit(metric=metric, by=by, x=x).fit(table)
+    at = ff.n_star_at(budgets)
+    rows = []
+    for b, n in zip(at[x], at[by], strict=True):
+        if n is None:
+            continue
+        piv = seed_rewards(table, b, metric, "best", by, x)
+        m, h = ci(piv[n]) if n in piv.columns else (float("nan"), float("nan"))
+        rows.append({"budget": float(b), "n_star": _num(n), "mean": m, "ci": h})
+    return rows
+
+
+def _num(v):
+    f = float(v)
+    return int(f) if f.is_integer() else f
+
+
+def paired_contrast(piv: pd.DataFrame, small: Sequence, large: Sequence) -> dict:
+    """Best large-n minus best small-n, paired over seeds (rows of `piv`, columns n); the best member of
+    each group by seed mean; SE of the per-seed differences; CI = t-interval."""
+    small = [v for v in small if v in piv.columns]
+    large = [v for v in large if v in piv.columns]
+    if not small or not large:
+        return {
+            "diff": float("nan"),
+            "se": float("nan"),
+            "z": float("nan"),
+            "ci": float("nan"),
+            "wins": 0,
+            "seeds": 0,
+        }
+    means = piv.mean()
+    ns_, nl_ = max(small, key=lambda v: means[v]), max(large, key=lambda v: means[v])
+    diff = (piv[nl_] - piv[ns_]).dropna().to_numpy()
+    se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("nan")
+    mean = float(diff.mean())
+    return {
+        "n_small": _num(ns_),
+        "n_large": _num(nl_),
+        "diff": mean,
+        "se": se,
+        "z": mean / se if se and se > 0 else float("nan"),
+        "ci": tq(diff.size) * se,
+        "wins": int((diff > 0).sum()),
+        "seeds": int(diff.size),
+    }
+
+
+def contrast(
+    table: pd.DataFrame,
+    budget: float,
+    plan: Plan,
+    ns: Sequence[int],
+    stat: str = "best",
+    metric: str = "val_mean",
+) -> dict:
+    """paired_contrast of the plan's small n (<= small_max) vs large n (>= large_min) at `budget`."""
+    piv = seed_rewards(table, budget, metric, stat)
+    return paired_contrast(
+        piv, [n for n in ns if n <= plan.small_max], [n for n in ns if n >= plan.large_min]
+    )
+
+
+def contrast_text(c: dict) -> str:
+    if "n_small" not in c:
+        return "n/a"
+    return (
+        f"n={c['n_large']} − n={c['n_small']}: {c['diff']:+.4f} ± {c['ci']:.4f} (95% CI), "
+        f"{c['z']:.1f} SE, larger n wins on {c['wins']}/{c['seeds']} seeds"
+    )
+
+
+def robust(n_stars: Sequence[int], c: dict, seeds_needed: int = 8) -> bool:
+    """Issue 4's robust claim-2 effect: n* grows >= 8x, and at the top budget the best large n beats the best
+    small n by >= 0.02 and >= 3 SE over >= 8 seeds."""
+    d, z = c.get("diff", float("nan")), c.get("z", float("nan"))
+    return bool(growth(n_stars) >= 8 and d >= 0.02 and z >= 3 and c.get("seeds", 0) >= seeds_needed)
+
+
+def n_star_table(rows_by_label: dict[str, list[dict]]) -> list[str]:
+    """Markdown: one row per budget, one 'n* (reward ± CI)' column per label."""
+    labels = list(rows_by_label)
+    budgets = sorted({r["budget"] for rows in rows_by_label.values() for r in rows})
+    lines = [
+        "| budget C | " + " | ".join(f"{lab}: n* (reward ± CI)" for lab in labels) + " |",
+        "|" + "---|" * (len(labels) + 1),
+    ]
+    for b in budgets:
+        cells = []
+        for lab in labels:
+            r = next((r for r in rows_by_label[lab] if r["budget"] == b), None)
+            cells.append("n/a" if r is None else f"{r['n_star']} ({fmt(r['mean'], r['ci'])})")
+        lines.append(f"| {budget_text(b)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def stars(rows: list[dict]) -> list:
+    return [r["n_star"] for r in rows]
+
+
+def stars_text(rows: list[dict]) -> str:
+    return ", ".join(str(r["n_star"]) for r in rows)
+
+
+def yes(v: bool | None) -> str:
+    return "n/a" if v is None else ("yes" if v else "no")
+
+
+def setup_text(plan: Plan, st: StudySpec, extra: str = "") -> str:
+    """`RunConfig(...)` of a study's shared fields, for the report's Setup lines."""
+    from studies.declared import study_configs
+
+    cfg = study_configs(st, PRESETS[plan.backend], plan.backend)[0][1]
+    skip = {"n", "seed", "problem_seed", "backend", "options"}
+    default = RunConfig().to_dict()
+    fields = {k: v for k, v in cfg.to_dict().items() if k not in skip and v != default.get(k)}
+    opts = {k: v for k, v in cfg.options if k != "snapshots"}
+    body = ", ".join(f"{k}={v!r}" for k, v in (fields | opts).items())
+    return f"`RunConfig({body})`{extra}"
+
+
+# ---------------------------------------------------------------------------------- pass@1 and gradients
+def polarisation(p: np.ndarray, zero: float = 1e-3, one: float = 0.99) -> dict:
+    """Summary of one pass@1 vector (Fig 11 / 27): zero share, solved share, polarised share, mean, std."""
+    p = np.asarray(p, dtype=float)
+    p = p[np.isfinite(p)]
+    z, o = float((p < zero).mean()), float((p >= one).mean())
+    return {
+        "mean": float(p.mean()),
+        "zero_frac": z,
+        "one_frac": o,
+        "polar_frac": z + o,
+        "std": float(p.std()),
+    }
+
+
+def noise_scale_from_pieces(pieces: np.ndarray) -> dict:
+    """B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018) from N per-sample gradients (N, P): unbiased
+    tr(Sigma), |G|^2 = |mean|^2 - tr(Sigma) / N."""
+    pieces = np.asarray(pieces, dtype=float)
+    N = pieces.shape[0]
+    G = pieces.mean(axis=0)
+    tr_sigma = float(((pieces - G) ** 2).sum(axis=1).sum() / (N - 1))
+    g2 = float(G @ G - tr_sigma / N)
+    return {"b_simple": tr_sigma / g2 if g2 > 0 else float("inf"), "tr_sigma": tr_sigma, "g2": g2}
