@@ -113,7 +113,7 @@ def build_table(
     if np.isnan(table["k"].to_numpy(dtype=float)).all():
         table["k"] = k
     table["tokens"] = _tokens(C, table["response_len"].to_numpy(dtype=float))
-    extra = raw[[c for c in raw.columns if c not in table.columns]]
+    extra = raw[sorted(c for c in raw.columns if c not in table.columns)]  # key order differs between sources
     table = pd.concat([table, extra.reset_index(drop=True)], axis=1)
     for c in ("n", "bp", "batch", "m"):
         table[c] = table[c].astype(int)
