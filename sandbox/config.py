@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import asdict, dataclass, fields
 
 DATASETS = ("easy", "hard", "xhard", "veasy", "dual", "tri")
@@ -12,6 +14,7 @@ SCALE_REWARDS = ("group", "batch", "none")
 ADV_STDS = ("sample", "population")
 OBJECTIVES = ("pg", "ppo", "cispo")
 METRIC_MODES = ("exact", "sampled")
+SAMPLERS = ("auto", "chain")
 
 ZERO_PASS1 = 1e-3
 """A problem with pass@1 below this counts as zero (`*_zero_frac` in exact metric mode): below the resolution
@@ -103,6 +106,11 @@ class SimConfig:
     """Separate rollouts for the baseline mean/std (decoupled baseline, PAPER.md finding 9); 0 = the same n
     rollouts. They count toward compute and tokens."""
 
+    sampler: str = "auto"
+    """How the n rollouts of a group are drawn (both exact): auto = n categorical draws for n <= 16 (the
+    number correct first, wrong answers only when they can matter) and a chain of K-1 binomials beyond;
+    chain = the binomial chain at every n (the random stream of the simulator before issue 15)."""
+
     # --- metrics ---
     k: int = 4
     """k of best_k (pass@k) and worst_k (all k correct)."""
@@ -157,8 +165,30 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
 
 
+def memory_estimate(c: SimConfig) -> int:
+    """Rough bytes one run allocates (float64 per-problem logits, parameters, Adam moments, lengths and
+    work arrays; embeddings x (G, dim); linear's U (G, K, dim); float32 pass@1 snapshots), G = d + d_val."""
+    g = c.d + c.d_val
+    dim_x = 16 if c.model == "interference" else c.dim
+    shared = {"tabular": 0, "linear": c.dim, "skills": c.dim * c.K + c.K}.get(
+        c.model, dim_x * c.hidden + c.hidden * c.K)
+    floats = 8 * g * c.K + g * dim_x + 4 * shared + (g * c.K * c.dim if c.model == "linear" else 0)
+    return 8 * floats + (4 * c.n_evals * g if c.snapshots else 0)
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 2**40
+
+
 def validate(c: SimConfig) -> None:
     """Check one config; raise ConfigError with a one-line message quoting the bad values."""
+    for f in fields(c):  # issue 16: inf / NaN would pass the range checks below and run as a "divergence"
+        v = getattr(c, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{f.name} must be a finite number, got {v}")
     _choice("dataset", c.dataset, DATASETS)
     _choice("model", c.model, MODELS)
     _choice("optimizer", c.optimizer, OPTIMIZERS)
@@ -167,6 +197,7 @@ def validate(c: SimConfig) -> None:
     _choice("adv_std", c.adv_std, ADV_STDS)
     _choice("objective", c.objective, OBJECTIVES)
     _choice("metric_mode", c.metric_mode, METRIC_MODES)
+    _choice("sampler", c.sampler, SAMPLERS)
     if c.n < 1:
         raise ConfigError(f"n must be >= 1, got {c.n}")
     if c.n < 2 and c.n_est == 0:
@@ -215,3 +246,10 @@ def validate(c: SimConfig) -> None:
         raise ConfigError(f"k must be >= 1, got {c.k}")
     if c.n_evals < 2:
         raise ConfigError(f"n_evals must be >= 2, got {c.n_evals}")
+    if c.ppo_epochs > 1024:
+        raise ConfigError(f"ppo_epochs must be <= 1024, got {c.ppo_epochs}")
+    need, ram = memory_estimate(c), _ram_bytes()
+    if need > ram // 2:  # half the machine: the rest is Python, numba and the other workers
+        raise ConfigError(f"the run needs ~{need / 2**30:.3g} GiB (d + d_val = {c.d + c.d_val} problems x "
+                          f"K = {c.K}, dim = {c.dim}, hidden = {c.hidden}); at most half of this machine's "
+                          f"{ram / 2**30:.3g} GiB RAM")
