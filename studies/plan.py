@@ -2,7 +2,8 @@
 for one target budget (issue 14).
 
 Pilot runs (ours, or TRL / verl logs) -> `studies.frontier.FrontierFit` -> n*(C) from its sigmoid fit of
-log2 n* vs log C (PAPER.md step 3), snapped to the pilots' grid of n; bp from the pilots (their n-vs-bp
+log2 n* vs log C (PAPER.md step 3), snapped to the pilots' grid of n (inside the pilots' compute: their
+frontier's n at the budget); bp from the pilots (their n-vs-bp
 frontier when they vary bp), capped by --bp-max; m = C / (bp n). How sure: a bootstrap over runs (seeds),
 resampled within each n, refits everything; how far out: the extrapolation check of the pilots themselves
 at the same extrapolation factor (fit on frac of their compute, predict the rest: PAPER.md step 4).
@@ -44,6 +45,11 @@ def _curve_at(ff: FrontierFit, key, C: float) -> float:
 def _recommend_n(ff: FrontierFit, budget: float, cmax: float) -> tuple[float, float, str]:
     """(n on the grid, continuous n, method)."""
     grid = np.asarray(sorted(ff.curves_), dtype=float)
+    if budget <= cmax:  # inside the pilots the frontier itself answers; its sigmoid smooths over switches
+        at = ff.n_star_at(budget)
+        if at[ff.by].iloc[0] is not None:
+            n = float(at[ff.by].iloc[0])
+            return n, n, "pilots' frontier at the budget (inside their compute)"
     if ff.n_star_fit_ is not None and ff.n_star_fit_.ok_:
         cont = float(ff.predict_n_star(np.array([budget]))[0])
         return _snap(cont, grid), cont, "n* sigmoid fit of the pilots' frontier"
