@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 
 import click
@@ -10,6 +12,43 @@ import click
 def _fail(msg: str) -> None:
     click.echo(f"error: {msg}", err=True)
     sys.exit(2)
+
+
+def _writable_dir(path: str | os.PathLike, flag: str) -> None:
+    """Create `path` and prove it writable before any work (issue 16: a bad --cache-dir or --out used to
+    fail after minutes of conversion or calibration)."""
+    import tempfile
+    from pathlib import Path
+
+    p = Path(path)
+    if str(path).strip() == "":
+        _fail(f"{flag} needs a directory name, got an empty path")
+    if p.exists() and not p.is_dir():
+        _fail(f"{flag} {p} exists and is not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as e:
+        _fail(f"cannot write into {flag} {p}: {e.strerror or type(e).__name__}")
+
+
+def _check_device(device: str) -> None:
+    """cpu, or a CUDA device that torch can see."""
+    import re
+
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        _fail(f"--device must be cpu, cuda or cuda:i, got {device!r}")
+    if device == "cpu":
+        return
+    try:
+        import torch
+    except ImportError:
+        _fail(f"--device {device} needs torch: pip install 'isocompute[llm]'")
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if (int(device.split(":", 1)[1]) if ":" in device else 0) >= count:
+        _fail(f"--device {device}: this machine has {count} CUDA device(s) visible to torch")
 
 
 @click.group(help="Real-LLM backend: prepare the model, calibrate difficulty splits.")
@@ -23,9 +62,10 @@ def llm() -> None:
 )
 @click.option("--force", is_flag=True, help="Convert again even if the folder exists.")
 def prepare(cache_dir: str | None, force: bool) -> None:
-    from llm_backend.model import ModelError
+    from llm_backend.model import ModelError, cache_root
     from llm_backend.model import prepare as do_prepare
 
+    _writable_dir(cache_dir if cache_dir is not None else cache_root(), "--cache-dir")
     try:
         path = do_prepare(cache_dir, force=force)
     except ModelError as e:
@@ -95,6 +135,20 @@ def calibrate(
     ops = [x.strip() for x in str(operations).split(",") if x.strip()]
     if count < 1 or samples < 1 or chunk < 1 or not 0 <= val_frac < 1 or not dig or not trm or not ops:
         _fail("need --count >= 1, --samples >= 1, 0 <= --val-frac < 1 and --digits, --terms, --operations")
+    if count > 100_000 or samples > 4096 or chunk > 100_000:
+        _fail(f"need --count <= 100000, --samples <= 4096 and --chunk <= 100000, got {count}, {samples}, "
+              f"{chunk}")
+    if not 1 <= max_new_tokens <= 4096:
+        _fail(f"--max-new-tokens must lie in [1, 4096], got {max_new_tokens}")
+    if not (temperature > 0 and math.isfinite(temperature)):
+        _fail(f"--temperature must be positive and finite, got {temperature}")
+    if not 0 <= seed < 2**32:
+        _fail(f"--seed must lie in [0, 2^32), got {seed}")
+    _check_device(device)
+    from pathlib import Path as _Path
+
+    splits = _Path(out) if out else (_Path(cache_dir) if cache_dir else cache_root()) / "splits"
+    _writable_dir(splits, "--out")
     try:
         path = resolve_model(model, cache_dir)
     except ModelError as e:
