@@ -22,7 +22,7 @@ from studies.claims.nstar import F1, F6, F10, F11, THEORY
 from studies.claims.pass1 import F5, F7, F8
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
-from studies.store import ResultStore
+from studies.store import ResultStore, atomic_write_text, check_output_dir, check_output_file
 
 SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, MECHANISM)
 
@@ -170,14 +170,16 @@ def claims(
     if out is None:
         out = Path(f"results/CLAIMS-{plan.name}.md") if quick or backend != "sim" else Path("docs/CLAIMS.md")
     results = results or Path("results/claims") / backend
+    # issue 16: both destinations are checked before the studies run, so a bad path never costs them
+    check_output_file(out)
+    check_output_dir(results, what="--results")
     try:
         md, outcomes = build_report(
             plan, results, jobs, echo=lambda s: click.echo(s, err=True), progress=progress
         )
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(md)
+    atomic_write_text(out, md)
     for o in outcomes:
         click.echo(f"{o.section.key:10s} {o.verdict}")
     click.echo(f"wrote {out}")
