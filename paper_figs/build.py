@@ -48,8 +48,8 @@ def study_configs(st: StudySpec, backend: str = "sim") -> list[tuple[str | None,
 def sized(st: StudySpec, size: str, backend: str = "sim") -> StudySpec:
     if size not in SIZES:
         raise StudiesError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
-    if backend == "llm":
-        return replace(st, **LLM_GRID)
+    if backend == "llm":  # the CPU-sized grid; the simulator's own overrides (response_len...) do not apply
+        return replace(st, **LLM_GRID, base=(), variants=())
     return st.scaled(**SIZES[size]) if SIZES[size] else st
 
 

@@ -57,4 +57,5 @@ SPEC = FigureSpec(
     summary=summary,
     ours=ours,
     paper_finding="The n*(C) sigmoid has the same shape whether compute counts generated tokens or rollouts.",
+    backends=("sim", "llm"),
 )

@@ -231,7 +231,30 @@ def test_nstar_fit_ignores_undetermined_ties():
     assert f.n_points_ == 4 and np.all(2 ** f.predict([1e4]) < 16)  # not dragged up by the n = 256 ties
 
 
-def test_cli_llm_backend_is_refused_in_one_line_until_presets_exist(tmp_path):
+def test_llm_backend_builds_the_figures_that_apply_and_refuses_the_rest(tmp_path, monkeypatch):
+    """`figs --backend llm`: fig24 (tokens) runs at the CPU-sized LLM grid (here through the fake llm adapter
+    of tests/science/test_claims_llm.py), fig06 (a bp = 32 slice of a joint grid) is refused in one line."""
+    import importlib.util
+    from pathlib import Path
+
+    from studies import backends
+
+    path = Path(__file__).parents[1] / "science" / "test_claims_llm.py"
+    spec = importlib.util.spec_from_file_location("claims_llm_fake", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setitem(backends.BACKENDS, "llm", mod.FakeLLM())
+    logs = []
+    done = build.build([REG["fig24"], REG["fig06"]], tmp_path / "img", tmp_path / "runs", backend="llm",
+                       jobs=1, progress=False, log=logs.append)
+    assert list(done) == ["fig24"] and (tmp_path / "img" / "fig24.png").exists()
+    assert any(line.startswith("fig06: refused: ") and "sim backend" in line for line in logs)
+    cfgs = build.study_configs(build.sized(REG["fig24"].studies[0], "quick", "llm"), "llm")
+    assert sorted(c.n for _, c in cfgs) == [2, 4, 8] and {c.bp for _, c in cfgs} == {4}
+    assert all(c.option("engine") == "vllm" and c.option("response_len") is None for _, c in cfgs)
+
+
+def test_cli_llm_backend_refuses_a_sim_only_figure_in_one_line(tmp_path):
     from click.testing import CliRunner
 
     from paper_figs.cli import figs
