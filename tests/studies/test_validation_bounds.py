@@ -189,3 +189,28 @@ def test_fit_and_plot_print_the_same_data_warnings(tmp_path):
     data_lines = [ln for ln in fit.stderr.splitlines() if "dropped" in ln or "left out" in ln]
     assert len(data_lines) == 2
     assert all(ln in plot.stderr.splitlines() for ln in fit.stderr.splitlines())
+
+
+# ---------------------------------------------------------------------------------------------- interrupts
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_interrupts_print_the_resume_message_and_leave_nothing_partial(tmp_path, sig, code):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-m", "isocompute", "sweep", "n-vs-m", "--out", str(out), "--n", "2,4,8",
+           "--bp", "1", "--budget", "2^24", "--d", "8", "--d-val", "8", "--jobs", "1", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not (out / "manifest.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-1] == "interrupted (finished runs are kept; rerun to resume)"
+    assert "Traceback" not in err
+    assert not [p for p in out.rglob("*.tmp")]
