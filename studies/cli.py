@@ -319,20 +319,24 @@ def check_device(cfg: RunConfig) -> None:
         raise StudiesError(f"--device {cfg.device}: this machine has {count} CUDA device(s) visible to torch")
 
 
+def _print_warning(message: Any, category: type[Warning], *args: Any, **kw: Any) -> None:
+    if not issubclass(category, DeprecationWarning | PendingDeprecationWarning):
+        click.echo(f"warning: {' '.join(str(message).split())}", err=True)
+
+
 class echo_warnings:  # noqa: N801 - used like contextlib's lower-case managers
-    """Show the warnings raised inside (left-out, damaged or dropped data) as `warning: ...` lines."""
+    """Show every warning raised inside (left-out, damaged or dropped data), as it happens, as one
+    `warning: ...` line on stderr (a resumed sweep says which damaged runs it reruns before running them)."""
 
     def __enter__(self) -> echo_warnings:
-        self._cm = warnings.catch_warnings(record=True)
-        self._caught = self._cm.__enter__()
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
         warnings.simplefilter("always")
+        warnings.showwarning = _print_warning
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._cm.__exit__(*exc)
-        for w in self._caught:
-            if not issubclass(w.category, DeprecationWarning):
-                click.echo(f"warning: {' '.join(str(w.message).split())}", err=True)
 
 
 # ------------------------------------------------------------------------------------------------ fit, plot

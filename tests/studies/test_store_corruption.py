@@ -171,3 +171,19 @@ def test_cli_fit_and_plot_name_the_damaged_run(tmp_path):
         assert res.exit_code == 0, res.output
         assert f"damaged run(s) (rerun the sweep to repair them): {IDS[0]}" in res.stderr
         assert "Traceback" not in res.output
+
+
+def test_cli_resume_names_the_damaged_run_it_reruns(tmp_path):
+    from click.testing import CliRunner
+
+    from isocompute.cli import main
+
+    args = ["sweep", "n-vs-m", "--backend", "fake", "--out", str(tmp_path), "--n", "2,4,8", "--bp", "4",
+            "--budget", "2^10", "--n-evals", "8", "--jobs", "1", "--no-progress"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    _garbage(tmp_path / "runs" / f"{IDS[0]}.pass1.parquet")
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "(1 run now, 2 already finished" in res.stdout
+    warning = [ln for ln in res.stderr.splitlines() if "damaged" in ln]
+    assert len(warning) == 1 and warning[0].startswith("warning: 1 damaged run(s)") and IDS[0] in warning[0]
