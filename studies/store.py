@@ -311,9 +311,11 @@ class ResultStore:
         return self.record(run_id) is not None
 
     def finished_runs(self) -> dict[str, str]:
-        """{run_id: status} of every run with a status record ("done" or "diverged"), in run_id order."""
+        """{run_id: status} of every run with a status record ("done" or "diverged") that its files match,
+        in run_id order."""
         recs = (self._load_record(p) for p in sorted(self.runs_dir.glob("*.json")))
-        return {r["run_id"]: r["status"] for r in recs if r is not None}
+        return {r["run_id"]: r["status"] for r in recs
+                if r is not None and self.damage(r["run_id"], r) is None}
 
     def read_run(self, run_id: str, kind: str = "table") -> pd.DataFrame:
         """The learning-curve table (kind "table") or pass@1 snapshots (kind "pass1") of a finished run."""
