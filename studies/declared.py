@@ -110,18 +110,22 @@ def study_configs(st: StudySpec, presets: Mapping[str, Mapping[str, Any]], backe
         pf, po = _split(presets[role])
         of, oo = _split(ov)
         opts = po | dict(dict(st.base).get("options", ())) | dict(dict(overrides).get("options", ())) | oo
-        fixed = {"backend": backend, "dataset": st.dataset, "budget": grid.get("budget", st.budget)}
-        base = RunConfig(**(fixed | pf | of | {"options": tuple(sorted(opts.items()))}))
         n = grid.get("n", st.n)
         n = [n] if isinstance(n, int) else list(n)
         bp = grid.get("bp", st.bp)
         bp = [bp] if isinstance(bp, int) else list(bp)
+        batch = list(grid.get("batch", st.batch))
+        # the base config is validated on its own: give it a first point of the grid (a small budget may not
+        # pay for one step of the RunConfig defaults n = 8, bp = 32)
+        first = {"n": n[0], "bp": max(1, batch[0] // n[0]) if st.kind == "fixed-batch" and batch else bp[0]}
+        fixed = {"backend": backend, "dataset": st.dataset, "budget": grid.get("budget", st.budget)} | first
+        base = RunConfig(**(fixed | pf | of | {"options": tuple(sorted(opts.items()))}))
         cfgs = build_sweep(
             st.kind,
             base,
             n=n,
             bp=bp if st.kind != "fixed-batch" else None,
-            batch=list(grid.get("batch", st.batch)) or None,
+            batch=batch or None,
             bmax=grid.get("bmax", st.bmax),
             seeds=st.seeds,
             budget=base.budget,
