@@ -11,6 +11,7 @@ ADV_STD = ("sample", "population")
 OBJECTIVES = ("pg", "ppo", "cispo")
 LR_RULES = ("constant", "linear", "sqrt")
 LOSS_AGG = ("token_mean", "seq_mean")
+TRAIN_LAYOUTS = ("packed", "padded")
 ZERO_PASS1 = 1e-3
 """zero_frac counts problems with pass@1 below this (with k samples: none correct), as the simulator."""
 DATASETS = ("easy", "hard", "xhard", "veasy", "arith")
@@ -47,8 +48,15 @@ class LLMConfig:
     """Rollout precision: float32 or bfloat16 (vLLM weights in bf16, or bf16 autocast for hf). bf16 is
     ~2.5x faster on an AMX CPU; the trainer's log-probs stay float32 and TIS corrects the mismatch."""
     train_dtype: str = "float32"
-    """Trainer precision: float32 or bfloat16 (bf16 autocast of forward/backward; weights and AdamW
-    state stay float32)."""
+    """Trainer precision: float32 or bfloat16. packed layout: bf16 weights for forward/backward with float32
+    master weights and AdamW state (grpo.MasterWeights); padded layout: bf16 autocast."""
+    train_layout: str = "packed"
+    """packed (each group's prompt once, completion-only logits, no padding: llm_backend/packed.py) or
+    padded (the straightforward n padded sequences per group; same loss and gradient; tests, benchmarks)."""
+    row_tokens: int = 512
+    """packed: tokens per packed row (attention is dense within a row, so its cost grows with this)."""
+    micro_tokens: int = 4096
+    """packed: tokens per forward/backward microbatch (memory only; the update is the same)."""
     gpu_memory_utilization: float = 0.35
     """vLLM: share of (CPU or GPU) memory it reserves; 0.2 leaves no KV cache on this machine."""
     max_model_len: int = 512
@@ -61,7 +69,8 @@ class LLMConfig:
     """A calibrated split (easy, hard, xhard, veasy: files `<data_dir>/<name>.{train,val}.jsonl`), `arith`
     (uncalibrated generated arithmetic, for tests), or a path to a JSONL file of {question, answer}."""
     data_dir: str | None = None
-    """Folder of calibrated splits; None = `<cache>/splits`."""
+    """Folder of calibrated splits; None = `<cache>/splits` if it holds the split, else the committed splits
+    in llm_backend/data (calibrated on SmolLM2-135M-Instruct)."""
     d: int = 0
     """Training problems used (0 = all in the split)."""
     d_val: int = 16
@@ -180,13 +189,17 @@ def validate(c: LLMConfig) -> None:
     _choice("objective", c.objective, OBJECTIVES)
     _choice("lr_rule", c.lr_rule, LR_RULES)
     _choice("loss_agg", c.loss_agg, LOSS_AGG)
+    _choice("train_layout", c.train_layout, TRAIN_LAYOUTS)
     if c.dataset not in DATASETS and not c.dataset.endswith(".jsonl"):
         raise ConfigError(
             f"unknown dataset {c.dataset!r}; choose one of {', '.join(DATASETS)} or a .jsonl path"
         )
     if c.n < 2:
         raise ConfigError(f"n = {c.n} < 2 leaves the group baseline without signal; use n >= 2")
-    for name in ("bp", "budget", "k", "n_evals", "max_new_tokens", "lr_ref_batch", "microbatch"):
+    for name in (
+        "bp", "budget", "k", "n_evals", "max_new_tokens", "lr_ref_batch", "microbatch", "row_tokens",
+        "micro_tokens",
+    ):
         if getattr(c, name) < 1:
             raise ConfigError(f"{name} must be >= 1, got {getattr(c, name)}")
     if c.budget < c.batch:

@@ -385,13 +385,40 @@ def update_slices(bp: int, n: int, minibatches: int) -> list[slice]:
     return [slice(a * n, b * n) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def train_step(model, opt, batch: Batch, cfg, ref_model=None) -> dict:
+class MasterWeights:
+    """bf16 compute copy of a float32 master model (mixed precision without autocast, issue 11 item 1).
+
+    Forward and backward run on `compute` (bf16 weights: AMX matmuls, no per-call weight casts); its bf16
+    gradients are copied into the float32 master's .grad, the optimiser (float32 AdamW state) steps the
+    master, and `refresh` rounds the master back into the compute copy.
+    """
+
+    def __init__(self, master, dtype=torch.bfloat16):
+        import copy
+
+        self.master = master
+        self.compute = copy.deepcopy(master).to(dtype)
+        self.compute.train(master.training)
+
+    def grads_to_master(self) -> None:
+        for pm, pc in zip(self.master.parameters(), self.compute.parameters(), strict=True):
+            pm.grad = None if pc.grad is None else pc.grad.float()
+            pc.grad = None
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        for pm, pc in zip(self.master.parameters(), self.compute.parameters(), strict=True):
+            pc.copy_(pm)
+
+
+def train_step(model, opt, batch: Batch, cfg, ref_model=None, mixed: MasterWeights | None = None) -> dict:
     """One GRPO step on a batch: 1 update (pg) or ppo_epochs x minibatches updates (ppo / cispo).
 
     Each update zeroes the gradient, accumulates its minibatch's loss gradient, clips the global norm to
     cfg.max_grad_norm and steps the optimiser. Returns the stats summed over updates plus `grad_norm`
     (mean pre-clip norm), `updates` and `finite` (False: a non-finite loss or norm; the step stopped
-    before the optimiser touched the parameters with it).
+    before the optimiser touched the parameters with it). With `mixed`, forward/backward run on its bf16
+    compute copy and the optimiser (built over `model` = mixed.master) steps the float32 master.
     """
     objective = getattr(cfg, "objective", "pg")
     epochs = getattr(cfg, "ppo_epochs", 1) if objective != "pg" else 1
@@ -401,16 +428,19 @@ def train_step(model, opt, batch: Batch, cfg, ref_model=None) -> dict:
     slices = update_slices(S // cfg.n, cfg.n, n_mb)
     backward = packed_backward if packed else grpo_backward
     # one update: the rollout-time policy is the current one (old = sg(logp), no extra forward)
+    fwd = mixed.compute if mixed is not None else model
     old = None
     if epochs * n_mb > 1:
-        old = packed_old_logprobs(model, batch, cfg) if packed else old_logprobs(model, batch, cfg)
+        old = packed_old_logprobs(fwd, batch, cfg) if packed else old_logprobs(fwd, batch, cfg)
     params = [p for p in model.parameters() if p.requires_grad]
     total = {"loss": 0.0, "tokens": 0.0, **{k: 0.0 for k in STAT_KEYS}}
     norms = []
     for _ in range(epochs):
         for rows in slices:
             opt.zero_grad(set_to_none=True)
-            agg = backward(model, batch, cfg, ref_model, rows=rows, old_logp=old)
+            agg = backward(fwd, batch, cfg, ref_model, rows=rows, old_logp=old)
+            if mixed is not None:
+                mixed.grads_to_master()
             cap = cfg.max_grad_norm if cfg.max_grad_norm else float("inf")
             gn = float(torch.nn.utils.clip_grad_norm_(params, cap))
             for k, v in agg.items():
@@ -419,4 +449,6 @@ def train_step(model, opt, batch: Batch, cfg, ref_model=None) -> dict:
                 return {**total, "grad_norm": gn, "updates": len(norms), "finite": False}
             norms.append(gn)
             opt.step()
+            if mixed is not None:
+                mixed.refresh()
     return {**total, "grad_norm": float(np.mean(norms)), "updates": len(norms), "finite": True}

@@ -44,10 +44,8 @@ class Micro:
     seqs: torch.Tensor
     tok_row: torch.Tensor
     tok_t: torch.Tensor
-
-    @property
-    def tokens(self) -> int:
-        return int(self.input_ids.numel())
+    real_tokens: int = 0
+    """Tokens of the rows that are not padding (what the body's matmuls do useful work on)."""
 
 
 @dataclass
@@ -210,6 +208,7 @@ def _build(pb: PackedBatch, rows: list[list[tuple[list[int], list[int]]]]) -> Mi
         torch.tensor(seqs, dtype=torch.long, device=dev),
         torch.tensor([local[s] for s in seq_of], dtype=torch.long, device=dev),
         torch.tensor(tpos, dtype=torch.long, device=dev),
+        sum(len(x) for x in toks),
     )
 
 

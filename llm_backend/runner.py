@@ -22,6 +22,9 @@ from llm_backend import tasks
 from llm_backend.config import ZERO_PASS1, ConfigError, LLMConfig
 from llm_backend.model import cache_root, default_model_dir, resolve_model
 
+PACKAGED_SPLITS = Path(__file__).resolve().parent / "data"
+"""Committed splits calibrated on SmolLM2-135M-Instruct (`isocompute llm calibrate`, see data/README.md)."""
+
 TABLE_COLUMNS = (
     "backend",
     "model",
@@ -117,12 +120,15 @@ def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Probl
         val = [allp[i] for i in order[:n_val]]
         train = [allp[i] for i in order[n_val:]]
     else:
-        root = Path(cfg.data_dir) if cfg.data_dir else cache_root() / "splits"
-        tr, va = root / f"{cfg.dataset}.train.jsonl", root / f"{cfg.dataset}.val.jsonl"
-        if not tr.exists() or not va.exists():
+        roots = [Path(cfg.data_dir)] if cfg.data_dir else [cache_root() / "splits", PACKAGED_SPLITS]
+        have = [r for r in roots if (r / f"{cfg.dataset}.train.jsonl").exists()
+                and (r / f"{cfg.dataset}.val.jsonl").exists()]
+        if not have:
             raise ConfigError(
-                f"no calibrated split {cfg.dataset!r} in {root}; run `isocompute llm calibrate` first"
+                f"no calibrated split {cfg.dataset!r} in {roots[0]}; run `isocompute llm calibrate` first"
             )
+        root = have[0]
+        tr, va = root / f"{cfg.dataset}.train.jsonl", root / f"{cfg.dataset}.val.jsonl"
         train, val = tasks.load_jsonl(tr), tasks.load_jsonl(va)
     if cfg.d:
         train = train[: cfg.d]
@@ -255,6 +261,7 @@ def _config_key(cfg: LLMConfig) -> dict:
         "device",
         "gpu_memory_utilization",
         "microbatch",
+        "micro_tokens",
     ):
         d.pop(k)
     return d
@@ -285,6 +292,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     from llm_backend import grpo
     from llm_backend.engines import cached_engine, make_engine
     from llm_backend.model import load_model, load_tokenizer
+    from llm_backend.packed import make_packed_batch
 
     path = resolve_model(cfg.model, cfg.cache_dir)
     model_name = Path(cfg.model).name if cfg.model else default_model_dir(cfg.cache_dir).name
@@ -300,9 +308,14 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
         eps=cfg.adam_eps,
         weight_decay=cfg.weight_decay,
     )
+    mixed = None
+    if cfg.train_layout == "packed" and cfg.train_dtype == "bfloat16":
+        mixed = grpo.MasterWeights(model)  # refreshed after a checkpoint load below
     ref = None
     if cfg.kl_coef > 0:
         ref = load_model(path, cfg.device).eval().requires_grad_(False)
+        if mixed is not None:
+            ref = ref.to(torch.bfloat16)  # the policy's precision: rounding alone puts no floor under the KL
 
     M, evals = cfg.steps, eval_steps(cfg.steps, cfg.n_evals)
     rows: list[dict] = []
@@ -326,6 +339,8 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             state["snaps_train"],
         )
 
+    if mixed is not None:
+        mixed.refresh()
     own_engine = engine is None and cfg.engine != "vllm"
     if engine is None and cfg.engine == "vllm":  # one engine per process, shared by the runs of a sweep
         opts = {k: v for k, v in engine_options(cfg).items() if k != "device"}
@@ -396,10 +411,16 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             rew = np.array([tasks.reward(t, probs[i // cfg.n].answer) for i, t in enumerate(ro.texts)])
             rew = rew.reshape(cfg.bp, cfg.n)
             adv = grpo.advantages(rew, cfg.scale_rewards, cfg.adv_std, cfg.adv_eps).reshape(-1)
-            batch = grpo.make_batch(
-                ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device
-            )
-            agg = grpo.train_step(model, opt, batch, cfg, ref)
+            if cfg.train_layout == "packed":
+                batch = make_packed_batch(
+                    ro.prompt_ids, ro.token_ids, ro.logprobs, adv, cfg.n, tok.pad_token_id, cfg.device,
+                    cfg.row_tokens, cfg.micro_tokens,
+                )
+            else:
+                batch = grpo.make_batch(
+                    ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device
+                )
+            agg = grpo.train_step(model, opt, batch, cfg, ref, mixed)
             gn = agg["grad_norm"]
             if not agg["finite"]:
                 status, div_step, reason = (
@@ -409,7 +430,9 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                 )
                 break
             t2 = time.perf_counter()
-            sync_s = engine.sync_weights(model)
+            # a bf16 engine takes the bf16 compute copy as it is (no cast)
+            bf16_copy = mixed is not None and cfg.engine == "vllm" and cfg.engine_dtype == "bfloat16"
+            sync_s = engine.sync_weights(mixed.compute if bf16_copy else model)
             t3 = time.perf_counter()
             n_tok = ro.num_tokens
             tokens += n_tok

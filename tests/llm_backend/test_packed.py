@@ -103,3 +103,62 @@ def test_packed_batch_refuses_groups_without_a_shared_prompt():
     prompts[1] = prompts[1] + [1]
     with pytest.raises(ValueError, match="share one prompt"):
         make_packed_batch(prompts, comps, elps, adv, n=3)
+
+
+def test_bf16_master_weights_step_is_the_float32_step_rounded():
+    """grpo.MasterWeights: bf16 forward/backward, float32 master weights and AdamW state. The gradient is the
+    float32 one up to bf16 rounding (cosine > 0.999), one step lands near the float32 step, the master stays
+    float32 and the compute copy equals the master rounded to bf16 afterwards."""
+    prompts, comps, elps, adv = groups()
+    cfg = Cfg(n=3, kl_coef=0.0, entropy_coef=0.0)
+    pb = make_packed_batch(prompts, comps, elps, adv, n=3)
+    m32 = tiny_llama(0)
+    o32 = torch.optim.AdamW(m32.parameters(), lr=1e-3, weight_decay=0.0)
+    grpo.packed_backward(m32, pb, cfg)
+    g32 = torch.cat([p.grad.flatten() for p in m32.parameters()])
+    master = tiny_llama(0)
+    mixed = grpo.MasterWeights(master)
+    grpo.packed_backward(mixed.compute, pb, cfg)
+    mixed.grads_to_master()
+    g16 = torch.cat([p.grad.flatten() for p in master.parameters()])
+    assert g16.dtype == torch.float32 and not torch.equal(g16, g32)
+    assert float(g32 @ g16 / (g32.norm() * g16.norm())) > 0.999
+    m32.zero_grad()
+    grpo.train_step(m32, o32, pb, cfg)
+    omix = torch.optim.AdamW(master.parameters(), lr=1e-3, weight_decay=0.0)
+    grpo.train_step(master, omix, pb, cfg, mixed=mixed)
+    for a, b, c in zip(m32.parameters(), master.parameters(), mixed.compute.parameters(), strict=True):
+        assert b.dtype == torch.float32 and c.dtype == torch.bfloat16
+        torch.testing.assert_close(b, a, atol=2e-3, rtol=0)  # lr 1e-3: Adam's step is ~lr per coordinate
+        assert torch.equal(c, b.to(torch.bfloat16))
+    state = next(iter(omix.state.values()))
+    assert state["exp_avg"].dtype == torch.float32
+
+
+def test_cached_engine_starts_once_per_model_and_options(monkeypatch):
+    """engines.cached_engine: one engine per (model path, dtype, options) in a process, weights synced on
+    every hand-out; another key closes the old engine first (one engine at a time)."""
+    from llm_backend import engines
+
+    started, closed, synced = [], [], []
+
+    class FakeVLLM:
+        def __init__(self, path, tok, seed=0, dtype="float32", **kw):
+            started.append((path, dtype, tuple(sorted(kw.items()))))
+
+        def sync_weights(self, model):
+            synced.append(model)
+
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(engines, "VLLMEngine", FakeVLLM)
+    monkeypatch.setattr(engines, "vllm_available", lambda: True)
+    monkeypatch.setattr(engines, "_ENGINE_CACHE", {})
+    a = engines.cached_engine("m1", None, "/p", dtype="bfloat16", max_model_len=512)
+    b = engines.cached_engine("m2", None, "/p", seed=7, dtype="bfloat16", max_model_len=512)
+    assert a is b and len(started) == 1 and synced == ["m1", "m2"]
+    c = engines.cached_engine("m3", None, "/p", dtype="float32", max_model_len=512)
+    assert c is not a and len(started) == 2 and closed == [a]
+    engines.close_cached_engines()
+    assert closed == [a, c] and not engines._ENGINE_CACHE
