@@ -35,28 +35,38 @@ def split_train_val(idx: np.ndarray, val_frac: float, seed: int) -> tuple[np.nda
     return idx[n_val:], idx[:n_val]
 
 
+def parse_digits(spec: str) -> int | tuple[int, ...]:
+    """"2" -> 2 (every operand), "2x1" -> (2, 1) (per operand: "57 + 3"); ValueError otherwise."""
+    parts = [int(x) for x in spec.split("x")]
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def problem_suite(
     count: int,
-    digits: list[int],
+    digits: list[int | tuple[int, ...]],
     terms: list[int],
     operations: list[str],
     seed: int = 0,
 ) -> list[tasks.Problem]:
     """Generated arithmetic over every (digits, terms, operation set) setting, `count` each, deduplicated,
-    in a seeded random order.
+    in a seeded random order. A per-operand digits tuple sets its own term count (terms then ignored).
 
     Answers are our own integers (tasks.generate_arithmetic); short, so a step stays cheap (issue 11).
     """
     problems, seen = [], set()
     j = 0
     for ops in operations:
-        for t in terms:
-            for d in digits:
+        for d in digits:
+            for t in terms if isinstance(d, int) else [len(d)]:
+                name = d if isinstance(d, int) else "x".join(map(str, d))
                 for p in tasks.generate_arithmetic(count, seed * 1000 + j, d, t, ops):
                     if p.question not in seen:  # 1-digit sums repeat; keep each question once
                         seen.add(p.question)
-                        problems.append(tasks.Problem(p.question, p.answer, f"arith-d{d}-t{t}-{ops}-{p.pid}"))
+                        pid = f"arith-d{name}-t{t}-{ops}-{p.pid}"
+                        problems.append(tasks.Problem(p.question, p.answer, pid))
                 j += 1
+                if not isinstance(d, int):
+                    break
     # seeded shuffle: a partial (resumable) calibration samples every setting evenly
     return [problems[i] for i in np.random.default_rng(seed).permutation(len(problems))]
 

@@ -84,7 +84,7 @@ def prepare(cache_dir: str | None, force: bool) -> None:
     "--count", type=int, default=64, show_default=True, help="Problems per (digits, terms, operations) cell."
 )
 @click.option(
-    "--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2."
+    "--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2,2x1."
 )
 @click.option("--terms", default="2", show_default=True, help="Comma-separated operand counts, e.g. 2,3.")
 @click.option(
@@ -125,10 +125,11 @@ def calibrate(
     device,
     dtype,
 ) -> None:
+    from llm_backend.calibrate import parse_digits
     from llm_backend.model import ModelError, cache_root, resolve_model
 
     try:
-        dig = [int(x) for x in str(digits).split(",") if x.strip()]
+        dig = [parse_digits(x.strip()) for x in str(digits).split(",") if x.strip()]
         trm = [int(x) for x in str(terms).split(",") if x.strip()]
     except ValueError:
         _fail(f"--digits and --terms take comma-separated integers, got {digits!r}, {terms!r}")

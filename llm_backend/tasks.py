@@ -40,16 +40,19 @@ class Problem:
 def generate_arithmetic(
     count: int,
     seed: int,
-    digits: int = 2,
+    digits: int | tuple[int, ...] = 2,
     terms: int = 2,
     operations: str | tuple[str, ...] = "+",
 ) -> list[Problem]:
     """`count` problems like "What is 23 + 58?" with `terms` operands of `digits` digits (seeded).
 
-    Difficulty knobs (issue 6): digits, operations (subset of + - *), number of terms. Evaluation of the
-    generated expression is done here on our own integers, left to right with * first (standard precedence).
+    Difficulty knobs (issue 6): digits (one count for every operand, or a tuple of per-operand counts,
+    which then sets `terms`: (2, 1) gives "57 + 3"), operations (subset of + - *), number of terms.
+    Evaluation of the generated expression is done here on our own integers, * before + and -.
     """
-    if count < 0 or digits < 1 or terms < 2:
+    per = tuple(digits) if isinstance(digits, tuple | list) else (int(digits),) * terms
+    terms = len(per)
+    if count < 0 or min(per) < 1 or terms < 2:
         raise ValueError(f"need count >= 0, digits >= 1, terms >= 2; got {count}, {digits}, {terms}")
     ops = tuple(operations)
     bad = [o for o in ops if o not in OPERATIONS]
@@ -58,10 +61,11 @@ def generate_arithmetic(
             f"operations must be a non-empty subset of {''.join(OPERATIONS)}; got {operations!r}"
         )
     rng = np.random.default_rng(seed)
-    lo, hi = (0 if digits == 1 else 10 ** (digits - 1)), 10**digits
+    lo = np.array([0 if d == 1 else 10 ** (d - 1) for d in per])
+    hi = np.array([10**d for d in per])
     out = []
     for i in range(count):
-        nums = [int(x) for x in rng.integers(lo, hi, size=terms)]
+        nums = [int(x) for x in rng.integers(lo, hi)]
         chosen = [ops[int(j)] for j in rng.integers(0, len(ops), size=terms - 1)]
         expr = str(nums[0])
         for o, x in zip(chosen, nums[1:], strict=True):

@@ -80,3 +80,63 @@ def test_llm_backend_never_imports_sandbox_or_studies():
                 names = [node.module]
             for name in names:
                 assert name.split(".")[0] not in ("sandbox", "studies", "paper_figs"), f"{path.name}: {name}"
+
+
+def test_calibration_resumes_from_its_progress_file(tmp_path):
+    """A killed calibration loses at most one chunk: a rerun measures only the problems not yet saved, and
+    the splits come out the same as an uninterrupted run's."""
+    from llm_backend import tasks
+    from llm_backend.calibrate import calibrate, parse_digits, problem_suite
+    from llm_backend.engines import Rollouts
+
+    class FakeEngine:
+        """Answers problem i correctly in (i % 17) of 16 samples; counts the prompts it saw."""
+
+        def __init__(self, problems, fail_after=None):
+            self.by_prompt = {f"<{p.question}>": (i, p.answer) for i, p in enumerate(problems)}
+            self.calls, self.fail_after = 0, fail_after
+
+        def generate(self, prompts, n, max_new_tokens, temperature, top_p, seed=0):
+            if self.fail_after is not None and self.calls >= self.fail_after:
+                raise KeyboardInterrupt  # "killed"
+            self.calls += 1
+            out = Rollouts([], [], [], [], n)
+            for pr in prompts:
+                i, ans = self.by_prompt[pr]
+                out.texts += [ans if j < i % 17 else "no" for j in range(n)]
+            return out
+
+    class Tok:
+        chat_template = None
+
+    import llm_backend.calibrate as cal
+
+    build = tasks.build_prompt
+    cal.tasks.build_prompt = lambda tok, q: f"<{q}>"
+    try:
+        assert parse_digits("2x1") == (2, 1) and parse_digits("3") == 3
+        probs = problem_suite(20, [1, (2, 1)], [2], ["+", "-"], seed=0)
+        assert len({p.question for p in probs}) == len(probs) and any("x" in p.pid for p in probs)
+        full = calibrate(probs, FakeEngine(probs), Tok(), tmp_path / "a", chunk=8)
+        with pytest.raises(KeyboardInterrupt):
+            calibrate(probs, FakeEngine(probs, fail_after=2), Tok(), tmp_path / "b", chunk=8)
+        assert sum(1 for _ in open(tmp_path / "b" / "progress.jsonl")) == 16
+        eng = FakeEngine(probs)
+        resumed = calibrate(probs, eng, Tok(), tmp_path / "b", chunk=8)
+        assert eng.calls == -(-(len(probs) - 16) // 8) and resumed == full
+        for name in ("easy", "hard"):
+            assert (tmp_path / "a" / f"{name}.train.jsonl").read_text() == (
+                tmp_path / "b" / f"{name}.train.jsonl"
+            ).read_text()
+    finally:
+        cal.tasks.build_prompt = build
+
+
+def test_per_operand_digits():
+    from llm_backend import tasks
+
+    ps = tasks.generate_arithmetic(50, 0, (2, 1), operations="+-")
+    for p in ps:
+        a, op, b = p.question[len("What is ") : -1].split()
+        assert 10 <= int(a) <= 99 and 0 <= int(b) <= 9
+        assert int(p.answer) == (int(a) + int(b) if op == "+" else int(a) - int(b))
