@@ -23,11 +23,11 @@ One step, for each of the bp problems of the batch (shapes in comments):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from sandbox.config import ZERO_PASS1
 from sandbox.policies import batch_backward, batch_logits, exp_nonpos, work_size
-from sandbox.rng import binomial, multinomial, shuffle
+from sandbox.rng import binomial, multinomial, shuffle, uniform
 
 SGD, ADAM, ADAMW = 0, 1, 2
 SCALE_GROUP, SCALE_BATCH, SCALE_NONE = 0, 1, 2
@@ -36,7 +36,12 @@ PG, PPO, CISPO = 0, 1, 2
 # float hyperparameters hp[...]
 HP_LR, HP_B1, HP_B2, HP_EPS, HP_WD, HP_CLIP, HP_KL, HP_ENT, HP_ADV_EPS = range(9)
 # int hyperparameters ip[...]
-IP_N, IP_BP, IP_NEST, IP_OPT, IP_SCALE, IP_OBJ, IP_EPOCHS, IP_MB, IP_ZVF, IP_SAMPLE_STD = range(10)
+(IP_N, IP_BP, IP_NEST, IP_OPT, IP_SCALE, IP_OBJ, IP_EPOCHS, IP_MB, IP_ZVF, IP_SAMPLE_STD, IP_SAMPLER,
+ IP_LENS) = range(12)
+SAMPLER_AUTO, SAMPLER_CHAIN = 0, 1
+SMALL_N = 16
+"""Group sizes n <= SMALL_N draw rollouts as n categorical draws (`_categorical_counts`) under sampler "auto";
+larger n (or sampler "chain") as one multinomial, a chain of K-1 binomials (O(1) in n)."""
 # int state st[...]
 ST_POS, ST_T, ST_STEP = range(3)
 # float accumulators acc[...] (since the last evaluation unless "total"; AC_BREW: the last step's value)
@@ -71,6 +76,26 @@ def _softmax_fast(z, logp, pi):
     for k in range(K):
         pi[k] *= inv
         logp[k] = z[k] - lse
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _softmax_pi(z, pi):
+    """`_softmax_fast` without the log-probabilities (plain PG without KL / entropy needs only pi): the same
+    operations for pi, so bit-identical pi, and no log call."""
+    K = z.shape[0]
+    mx = z[0]
+    for k in range(1, K):
+        if z[k] > mx:
+            mx = z[k]
+    for k in range(K):
+        y = z[k] - mx
+        pi[k] = exp_nonpos(y if y > -708.0 else -708.0)
+    s = 0.0
+    for k in range(K):
+        s += pi[k]
+    inv = 1.0 / s
+    for k in range(K):
+        pi[k] *= inv
 
 
 @njit(cache=True, error_model="numpy")
@@ -141,22 +166,70 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                  theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, m_end):
     """Deprecated argument layout of `_train_kernel` (hp (8,), ip (9,), acc (7,)), kept only until
     studies/interference.py uses sandbox.diagnostics; pads the advantage convention with SimConfig's defaults
-    (sample std, eps 1e-4)."""
+    (sample std, eps 1e-4), the auto sampler, and marks every block as moved (no skipping: the caller holds
+    no `moved` flags between calls)."""
     hp2 = np.concatenate([hp, [1e-4]]) if hp.size == HP_ADV_EPS else hp
-    ip2 = np.concatenate([ip, [1]]).astype(np.int64) if ip.size == IP_SAMPLE_STD else ip
+    if ip.size == IP_SAMPLE_STD:
+        ip2 = np.concatenate([ip, [1, SAMPLER_AUTO, int(np.any(lens != 0.0))]]).astype(np.int64)
+    else:
+        ip2 = ip
     acc2 = np.concatenate([acc, np.zeros(N_ACC - acc.size)]) if acc.size < N_ACC else acc
+    moved = np.ones(d + 1, dtype=np.bool_)
     code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2,
-                         pw, row_t, stamp, perm, st, acc2, hp2, ip2, rs, m_end)
+                         pw, row_t, stamp, perm, st, acc2, hp2, ip2, rs, moved, m_end)
     acc[:] = acc2[: acc.size]
     return code
 
 
 @njit(cache=True, error_model="numpy")
+def _categorical_counts(s, pi, n, first, need_rest, out):
+    """Counts (K,) of n categorical draws from pi, for small n (`SMALL_N`): the number correct c (answer
+    `first`) as n Bernoulli(pi[first]) draws, then each of the n - c wrong rollouts by inverse CDF over the
+    wrong answers. need_rest=False leaves the wrong counts at 0 when c = 0 (the caller knows they cannot
+    matter: zero advantages, no length model), saving those draws. Exact (up to rounding of the CDF)."""
+    K = pi.shape[0]
+    p = pi[first]
+    c = 0
+    for _ in range(n):
+        if uniform(s) < p:
+            c += 1
+    for k in range(K):
+        out[k] = 0
+    out[first] = c
+    if c == n or (c == 0 and not need_rest):
+        return c
+    mass = 0.0
+    last = first
+    for k in range(K):
+        if k != first:
+            mass += pi[k]
+            last = k
+    for _ in range(n - c):
+        u = uniform(s) * mass
+        pick = last
+        cum = 0.0
+        for k in range(K):
+            if k == first:
+                continue
+            cum += pi[k]
+            if u < cum:
+                pick = k
+                break
+        out[pick] += 1
+    return c
+
+
+@njit(cache=True, error_model="numpy")
 def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
-                  theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, m_end):
+                  theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, m_end):
     """Run GRPO steps st[ST_STEP] .. m_end-1 in place on theta and the optimiser state. Returns a status code.
 
     pw: running powers (beta1^t, beta2^t) per private row (d, 2) and for the shared block (row d).
+    moved (d + 1,) bool: whether private row g (row d: the shared block) has ever had a nonzero gradient.
+    Exact skips (issue 15): a group with zero advantages and no KL / entropy term has a zero logit gradient,
+    so it gets no logit-gradient or backward work; a block whose gradient is zero gets no optimiser update
+    when that update is the identity (never moved: moments and displacement from theta0 are all zero; or
+    plain SGD without decay). Its step counters and bias-correction powers still advance.
     """
     K = logp0.shape[1]
     n = ip[IP_N]
@@ -169,7 +242,8 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     n_updates = 1 if objective == PG else ip[IP_EPOCHS] * n_mb
     zvf = ip[IP_ZVF] != 0
     sample_std = ip[IP_SAMPLE_STD] != 0
-    adv_eps = hp[HP_ADV_EPS]
+    categorical = ip[IP_SAMPLER] == SAMPLER_AUTO and n <= SMALL_N
+    has_len = ip[IP_LENS] != 0
     lr = hp[HP_LR]
     b1 = hp[HP_B1]
     b2 = hp[HP_B2]
@@ -178,7 +252,11 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     clip = hp[HP_CLIP]
     kl = hp[HP_KL]
     ent = hp[HP_ENT]
+    adv_eps = hp[HP_ADV_EPS]
     has_priv = s_pr != 0.0
+    quiet = kl == 0.0 and ent == 0.0  # then zero advantages give an exactly zero logit gradient
+    identity_if_zero = opt == SGD and wd == 0.0  # a zero gradient leaves every parameter as it is
+    need_logp = objective != PG or not quiet  # log pi enters only the PPO / CISPO ratio and KL / entropy
 
     batch = np.empty(bp, dtype=np.int64)
     counts = np.empty((bp, K), dtype=np.int64)
@@ -190,6 +268,7 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     a_c = np.empty(bp)
     a_w = np.empty(bp)
     keep = np.empty(bp, dtype=np.bool_)
+    silent = np.empty(bp, dtype=np.bool_)
     work = np.zeros(work_size(kind, data[3], K, bp))
     pi = np.empty(K)
     logp = np.empty(K)
@@ -212,26 +291,34 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
         tot_c = 0.0
         for b in range(bp):
             g = batch[b]
-            _softmax_fast(Z[b], logp_old[b], pis[b])
+            if need_logp:
+                _softmax_fast(Z[b], logp_old[b], pis[b])
+            else:
+                _softmax_pi(Z[b], pis[b])
             cg = correct[g]
-            multinomial(rs, pis[b], n, cg, counts[b])
-            c = counts[b, cg]
+            if categorical:
+                c = _categorical_counts(rs, pis[b], n, cg, n_est > 0 or has_len, counts[b])
+            else:
+                multinomial(rs, pis[b], n, cg, counts[b])
+                c = counts[b, cg]
             tot_c += c
             tok = 0.0
-            for k in range(K):
-                tok += counts[b, k] * lens[g, k]
+            if has_len:
+                for k in range(K):
+                    tok += counts[b, k] * lens[g, k]
             pc = pis[b, cg]
             if n_est > 0:
                 ce = binomial(rs, n_est, pc)
                 mean = ce / n_est
-                if pc < 1.0:
-                    wl = 0.0
-                    for k in range(K):
-                        if k != cg:
-                            wl += pis[b, k] * lens[g, k]
-                    tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pc)
-                else:
-                    tok += n_est * lens[g, cg]
+                if has_len:
+                    if pc < 1.0:
+                        wl = 0.0
+                        for k in range(K):
+                            if k != cg:
+                                wl += pis[b, k] * lens[g, k]
+                        tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pc)
+                    else:
+                        tok += n_est * lens[g, cg]
             else:
                 mean = c / n
             a_c[b] = mean
@@ -256,6 +343,7 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                 ac, aw = 0.0, 0.0
             a_c[b] = ac
             a_w[b] = aw
+            silent[b] = not keep[b] or (quiet and ac == 0.0 and aw == 0.0)
         # --- updates: one for pg (reusing the rollout forward pass); ppo_epochs * minibatches for ppo / cispo
         for u in range(n_updates):
             mb = u % n_mb
@@ -263,20 +351,23 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             b_hi = ((mb + 1) * bp) // n_mb
             nb = b_hi - b_lo
             n_keep = 0
+            n_loud = 0
             for b in range(b_lo, b_hi):
                 if keep[b]:
                     n_keep += 1
+                if not silent[b]:
+                    n_loud += 1
             if n_keep == 0:
                 continue
             inv = 1.0 / n_keep
             idx = batch[b_lo:b_hi]
-            if objective != PG:
+            if objective != PG and n_loud > 0:
                 if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z[:nb], work):
                     return BAD_LOGITS
             for i in range(nb):
                 b = b_lo + i
                 dz = DZ[i]
-                if not keep[b]:
+                if silent[b]:
                     for k in range(K):
                         dz[k] = 0.0
                     continue
@@ -294,7 +385,8 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                     dz[k] = -dz[k] * inv  # descent gradient of the batch loss
             for j in range(S):
                 gshared[j] = 0.0
-            batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ[:nb], gshared, PG_[:nb], work)
+            if n_loud > 0:
+                batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ[:nb], gshared, PG_[:nb], work)
             n_touched = 0
             if has_priv:
                 tag = step * n_updates + u + 1
@@ -309,8 +401,9 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                         n_touched += 1
                         for k in range(K):
                             pgrad[g, k] = 0.0
-                    for k in range(K):
-                        pgrad[g, k] += PG_[i, k]
+                    if not silent[b]:
+                        for k in range(K):
+                            pgrad[g, k] += PG_[i, k]
             # --- gradient norm and divergence check
             gn = _sumsq(gshared)
             for t in range(n_touched):
@@ -326,18 +419,61 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                 st[ST_T] += 1
                 pw[d, 0] *= b1
                 pw[d, 1] *= b2
-                _opt_dense(theta, theta0, m1, m2, gshared, S, opt, lr, b1, b2, eps, wd,
-                           1.0 - pw[d, 0], 1.0 - pw[d, 1])
+                nz = _any_nonzero(gshared, 0, S)
+                if nz:
+                    moved[d] = True
+                if nz or not (identity_if_zero or not moved[d]):
+                    _opt_dense(theta, theta0, m1, m2, gshared, S, opt, lr, b1, b2, eps, wd,
+                               1.0 - pw[d, 0], 1.0 - pw[d, 1])
             # --- lazy (per-row) optimiser on the private blocks of the problems in this update
             for t_i in range(n_touched):
                 g = touched[t_i]
                 row_t[g] += 1
                 pw[g, 0] *= b1
                 pw[g, 1] *= b2
-                _opt_update(theta, theta0, m1, m2, pgrad[g], S + g * K, 0, K, opt, lr, b1, b2, eps, wd,
-                            1.0 - pw[g, 0], 1.0 - pw[g, 1])
+                nz = _any_nonzero(pgrad[g], 0, K)
+                if nz:
+                    moved[g] = True
+                if nz or not (identity_if_zero or not moved[g]):
+                    _opt_row(theta, theta0, m1, m2, pgrad[g], S + g * K, K, opt, lr, b1, b2, eps, wd,
+                             1.0 - pw[g, 0], 1.0 - pw[g, 1])
         st[ST_STEP] += 1
     return OK
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _any_nonzero(x, lo, hi):
+    for j in range(lo, hi):
+        if x[j] != 0.0:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, bc1, bc2):
+    """`_opt_update` on theta[off:off+size] with gradient grad[:size], one branch-free loop per case so the
+    K-long row vectorises; the same arithmetic per element (bit-identical)."""
+    if opt == SGD:
+        for i in range(size):
+            j = off + i
+            if wd > 0.0:
+                theta[j] -= lr * wd * (theta[j] - theta0[j])
+            theta[j] -= lr * grad[i]
+    elif wd > 0.0:
+        for i in range(size):
+            j = off + i
+            theta[j] -= lr * wd * (theta[j] - theta0[j])
+            gj = grad[i]
+            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
+            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+    else:
+        for i in range(size):
+            j = off + i
+            gj = grad[i]
+            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
+            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -483,3 +619,71 @@ def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
         for i in range(nb):
             _softmax_fast(Z[i], out[lo + i], pi)
     return out
+
+
+# stats[e, :] columns filled by `_run_full` (runner.py maps them to the table)
+N_STATS = 16
+S_TOKENS, S_BREW = 13, 14
+
+
+@njit(cache=True, error_model="numpy")
+def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2, pw, row_t,
+              stamp, perm, st, acc, hp, ip, rs, moved, rs_eval, k_metric, sampled, snapshots, ev, e_lo, e_hi,
+              prev_acc, p_train, p_val, stats, res):
+    """Evaluation points e_lo .. e_hi-1 of one run: train to step ev[e], evaluate, fill row e of stats (E, 16)
+    and (with snapshots) of p_train (E, d) / p_val (E, d_val) float32. res (3,) int64: rows filled so far,
+    status code (OK; BAD_LOGITS / BAD_GRAD from training, 3 for non-finite metrics), step of divergence.
+    prev_acc (N_ACC,) keeps the accumulators at the previous row between calls. The one loop of a run, used
+    by runner.run (one run) and `_run_batch` (threads over runs), so both give the same numbers bit for bit.
+    """
+    n = ip[IP_N]
+    row_p_train = np.empty(d)
+    row_p_val = np.empty(offset.shape[0] - d)
+    out = np.empty(12)
+    for e in range(e_lo, e_hi):
+        if ev[e] > 0:
+            code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0,
+                                 m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, ev[e])
+            if code != OK:
+                res[1] = code
+                res[2] = st[ST_STEP]
+                return
+        if not _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric,
+                         sampled, rs_eval, row_p_train, row_p_val, out):
+            res[1] = 3
+            res[2] = st[ST_STEP]
+            return
+        if snapshots:
+            for i in range(d):
+                p_train[e, i] = row_p_train[i]
+            for i in range(row_p_val.shape[0]):
+                p_val[e, i] = row_p_val[i]
+        for j in range(12):
+            stats[e, j] = out[j]
+        if ev[e] > 0:
+            d_roll = acc[AC_ROLL] - prev_acc[AC_ROLL]
+            d_upd = acc[AC_UPDATES] - prev_acc[AC_UPDATES]
+            stats[e, 10] = (acc[AC_TOK] - prev_acc[AC_TOK]) / d_roll if d_roll > 0 else 0.0
+            stats[e, 11] = (acc[AC_ZV] - prev_acc[AC_ZV]) / (acc[AC_GROUPS] - prev_acc[AC_GROUPS])
+            stats[e, 12] = (acc[AC_GNORM] - prev_acc[AC_GNORM]) / d_upd if d_upd != 0.0 else 0.0
+            stats[e, S_BREW] = acc[AC_BREW]
+        stats[e, S_TOKENS] = acc[AC_TOKENS]
+        for j in range(acc.shape[0]):
+            prev_acc[j] = acc[j]
+        res[0] = e + 1
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _run_batch(kind, X, U, F, dims, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2,
+               pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, rs_eval, k_metric, sampled, snapshots, ev,
+               n_ev, prev_acc, p_train, p_val, stats, res, order, starts):
+    """R runs of one policy layout (arrays stacked on a leading run axis), threads over `starts`: thread t
+    runs order[starts[t]:starts[t+1]] one after the other (a balanced split made by the caller). Each run is
+    `_run_full` on its own slices, so it equals the run alone bit for bit."""
+    for t in prange(starts.shape[0] - 1):
+        for q in range(starts[t], starts[t + 1]):
+            r = order[q]
+            _run_full(kind, (X[r], U[r], F[r], dims[r]), S, s_sh, s_pr, d, offset[r], correct[r], lens[r],
+                      logp0[r], theta[r], theta0[r], m1[r], m2[r], pw[r], row_t[r], stamp[r], perm[r], st[r],
+                      acc[r], hp[r], ip[r], rs[r], moved[r], rs_eval[r], k_metric[r], sampled[r], snapshots,
+                      ev[r], 0, n_ev[r], prev_acc[r], p_train[r], p_val[r], stats[r], res[r])

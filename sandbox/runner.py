@@ -46,6 +46,7 @@ COLUMNS = (
 _OPT = {"sgd": grpo.SGD, "adam": grpo.ADAM, "adamw": grpo.ADAMW}
 _SCALE = {"group": grpo.SCALE_GROUP, "batch": grpo.SCALE_BATCH, "none": grpo.SCALE_NONE}
 _OBJ = {"pg": grpo.PG, "ppo": grpo.PPO, "cispo": grpo.CISPO}
+_SAMPLER = {"auto": grpo.SAMPLER_AUTO, "chain": grpo.SAMPLER_CHAIN}
 
 
 @dataclass
@@ -88,6 +89,7 @@ class RunState:
     row_t: np.ndarray
     stamp: np.ndarray
     perm: np.ndarray
+    moved: np.ndarray
     st: np.ndarray
     acc: np.ndarray
     hp: np.ndarray
@@ -105,7 +107,7 @@ class RunState:
             return grpo.OK
         return grpo._train_kernel(*self.policy.args(), self.problems.lens, self.logp0, self.theta,
                                   self.theta0, self.m1, self.m2, self.pw, self.row_t, self.stamp, self.perm,
-                                  self.st, self.acc, self.hp, self.ip, self.rs, int(m_end))
+                                  self.st, self.acc, self.hp, self.ip, self.rs, self.moved, int(m_end))
 
     def evaluate(self, theta: np.ndarray, p_train: np.ndarray, p_val: np.ndarray, out: np.ndarray) -> bool:
         """pass@1 of every problem under theta into p_train (d,), p_val (d_val,) and the metric aggregates
@@ -121,8 +123,8 @@ def hyperparameters(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
     hp = np.array([c.effective_lr(), c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_eps, c.kl_coef,
                    c.entropy_coef, c.adv_eps], dtype=np.float64)
     ip = np.array([c.n, c.bp, c.n_est, _OPT[c.optimizer], _SCALE[c.scale_rewards], _OBJ[c.objective],
-                   c.ppo_epochs, c.minibatches, int(c.zero_variance_filter), int(c.adv_std == "sample")],
-                  dtype=np.int64)
+                   c.ppo_epochs, c.minibatches, int(c.zero_variance_filter), int(c.adv_std == "sample"),
+                   _SAMPLER[c.sampler], int(c.response_len > 0)], dtype=np.int64)
     return hp, ip
 
 
@@ -143,10 +145,28 @@ def prepare(config: SimConfig) -> RunState:
         m1=np.zeros_like(theta), m2=np.zeros_like(theta),
         pw=np.ones((d + 1, 2)),  # running beta1^t, beta2^t per private row; row d for the shared block
         row_t=np.zeros(d, dtype=np.int64), stamp=np.zeros(d, dtype=np.int64),
-        perm=np.arange(d, dtype=np.int64), st=st, acc=np.zeros(grpo.N_ACC), hp=hp, ip=ip,
+        perm=np.arange(d, dtype=np.int64), moved=np.zeros(d + 1, dtype=np.bool_), st=st,
+        acc=np.zeros(grpo.N_ACC), hp=hp, ip=ip,
         rs=new_state(config.seed, 0),  # training stream: problem order and rollouts
         rs_eval=new_state(config.seed, 1),  # sampled metrics, so metric_mode never changes training
     )
+
+
+def _buffers(config: SimConfig, snapshots_shape: bool = True):
+    """Evaluation steps and the output arrays `grpo._run_full` fills for one run."""
+    ev = eval_steps(config.steps, config.n_evals)
+    E = ev.size
+    shape_t = (E, config.d) if snapshots_shape else (E, 0)
+    shape_v = (E, config.d_val) if snapshots_shape else (E, 0)
+    return (ev, np.full(shape_t, np.nan, dtype=np.float32), np.full(shape_v, np.nan, dtype=np.float32),
+            np.full((E, grpo.N_STATS), np.nan))
+
+
+def _kernel_args(rs: RunState) -> tuple:
+    """Per-run arguments of `grpo._run_full` before `ev` (see its signature)."""
+    c = rs.config
+    return (rs.problems.lens, rs.logp0, rs.theta, rs.theta0, rs.m1, rs.m2, rs.pw, rs.row_t, rs.stamp, rs.perm,
+            rs.st, rs.acc, rs.hp, rs.ip, rs.rs, rs.moved, rs.rs_eval, c.k, c.metric_mode == "sampled")
 
 
 def run(config: SimConfig, progress: bool = False) -> SimResult:
@@ -155,51 +175,31 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
         raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
     t0 = time.perf_counter()
     rstate = prepare(config)
-    problems, policy, acc, st = rstate.problems, rstate.policy, rstate.acc, rstate.st
-    d = config.d
-    lr = config.effective_lr()
-    steps_total = config.steps
-    ev = eval_steps(steps_total, config.n_evals)
-    E = ev.size
-    p_train = np.full((E, d), np.nan, dtype=np.float32)
-    p_val = np.full((E, config.d_val), np.nan, dtype=np.float32)
-    row_p_train = np.empty(d)
-    row_p_val = np.empty(config.d_val)
-    stats = np.full((E, 16), np.nan)
-    out = np.empty(12)
-
-    status, div_step, reason = "ok", None, None
-    filled = 0
-    prev_acc = acc.copy()
-    for e in range(E):
-        if ev[e] > 0:
-            code = rstate.train_to(ev[e])
-            if code != grpo.OK:
-                status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[code]
-                break
-        ok = rstate.evaluate(rstate.theta, row_p_train, row_p_val, out)
-        if not ok:
-            status, div_step, reason = "diverged", int(st[grpo.ST_STEP]), grpo.REASONS[3]
+    ev, p_train, p_val, stats = _buffers(config)
+    res = np.zeros(3, dtype=np.int64)
+    prev_acc = rstate.acc.copy()
+    args = (*rstate.policy.args(), *_kernel_args(rstate), config.snapshots, ev)
+    chunks = [(e, e + 1) for e in range(ev.size)] if progress else [(0, ev.size)]
+    for lo, hi in chunks:
+        grpo._run_full(*args, lo, hi, prev_acc, p_train, p_val, stats, res)
+        if res[1] != grpo.OK:
             break
-        if config.snapshots:
-            p_train[e] = row_p_train
-            p_val[e] = row_p_val
-        delta = acc - prev_acc
-        prev_acc = acc.copy()
-        stats[e, :12] = out
-        if ev[e] > 0:
-            stats[e, 10] = delta[grpo.AC_TOK] / delta[grpo.AC_ROLL] if delta[grpo.AC_ROLL] > 0 else 0.0
-            stats[e, 11] = delta[grpo.AC_ZV] / delta[grpo.AC_GROUPS]
-            stats[e, 12] = delta[grpo.AC_GNORM] / delta[grpo.AC_UPDATES] if delta[grpo.AC_UPDATES] else 0.0
-            stats[e, 14] = acc[grpo.AC_BREW]
-        stats[e, 13] = acc[grpo.AC_TOKENS]
-        filled = e + 1
         if progress:
-            print(f"\rsim {config.model}/{config.dataset} n={config.n} step {ev[e]}/{steps_total} "
-                  f"val_mean={out[4]:.4f}", end="", file=sys.stderr, flush=True)
+            print(f"\rsim {config.model}/{config.dataset} n={config.n} step {ev[lo]}/{config.steps} "
+                  f"val_mean={stats[lo, 4]:.4f}", end="", file=sys.stderr, flush=True)
     if progress:
         print(file=sys.stderr)
+    return _result(config, rstate, ev, p_train, p_val, stats, res, time.perf_counter() - t0)
 
+
+def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res, seconds: float) -> SimResult:
+    """The SimResult of one run from the arrays `grpo._run_full` filled."""
+    filled, code = int(res[0]), int(res[1])
+    status, div_step, reason = "ok", None, None
+    if code != grpo.OK:
+        status, div_step, reason = "diverged", int(res[2]), grpo.REASONS[code]
+    d = config.d
+    lr = config.effective_lr()
     ev = ev[:filled]
     stats = stats[:filled]
     m = ev.astype(np.int64)
@@ -214,7 +214,7 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
         "batch": np.full(filled, config.batch, dtype=np.int64),
         "m": m,
         "compute": m * rollouts,
-        "tokens": stats[:, 13].copy(),
+        "tokens": stats[:, grpo.S_TOKENS].copy(),
         "epoch": m * config.bp / d,
         "lr": np.full(filled, lr),
         "k": np.full(filled, config.k, dtype=np.int64),
@@ -223,14 +223,130 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
         "val_mean": stats[:, 4], "val_best_k": stats[:, 5], "val_worst_k": stats[:, 6],
         "val_zero_frac": stats[:, 7],
         "entropy": stats[:, 8], "kl": stats[:, 9], "grad_norm": stats[:, 12],
-        "response_len": stats[:, 10], "zero_var_frac": stats[:, 11], "batch_reward": stats[:, 14],
+        "response_len": stats[:, 10], "zero_var_frac": stats[:, 11], "batch_reward": stats[:, grpo.S_BREW],
     }
     table = {c: np.ascontiguousarray(table[c]) for c in COLUMNS}
-    pass1 = {"compute": table["compute"].copy(), "train": p_train[:filled], "val": p_val[:filled]}
-    if not config.snapshots:
+    if config.snapshots:
+        pass1 = {"compute": table["compute"].copy(), "train": np.ascontiguousarray(p_train[:filled]),
+                 "val": np.ascontiguousarray(p_val[:filled])}
+    else:
         pass1 = {"compute": table["compute"].copy(), "train": np.zeros((filled, 0), np.float32),
                  "val": np.zeros((filled, 0), np.float32)}
-    info = {"seconds": time.perf_counter() - t0, "steps": steps_total, "n_params": policy.n_params,
+    problems = rstate.problems
+    info = {"seconds": seconds, "steps": config.steps, "n_params": rstate.policy.n_params,
             "p0_train_mean": float(problems.p0[:d].mean()), "p0_val_mean": float(problems.p0[d:].mean())}
     return SimResult(config=config, table=table, pass1=pass1, status=status, diverged_step=div_step,
                      reason=reason, info=info)
+
+
+def batch_key(config: SimConfig) -> tuple:
+    """Configs with equal keys share one array layout and can advance together in `run_many`: the same
+    policy model and sizes (any n, bp, seed, dataset, optimiser or objective)."""
+    c = config
+    return (c.model, c.d, c.d_val, c.K, c.dim, c.hidden, c.share, c.snapshots)
+
+
+def _cost(config: SimConfig) -> float:
+    """Relative cost of a run for balancing threads: steps x problems per step, plus its evaluations."""
+    c = config
+    return c.steps * c.bp * (1.0 + 0.1 * np.log2(c.n + c.n_est)) * (1 + c.ppo_epochs) + \
+        4.0 * c.n_evals * (c.d + c.d_val)
+
+
+def _split(costs: list[float], threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Longest-processing-time-first split of runs over threads: (order, starts) for grpo._run_batch."""
+    loads = [0.0] * threads
+    lanes: list[list[int]] = [[] for _ in range(threads)]
+    for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
+        t = min(range(threads), key=lambda t: (loads[t], t))
+        lanes[t].append(i)
+        loads[t] += costs[i]
+    order = np.array([i for lane in lanes for i in lane], dtype=np.int64)
+    starts = np.cumsum([0] + [len(lane) for lane in lanes]).astype(np.int64)
+    return order, starts
+
+
+def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimResult]:
+    """Run many configs in this process on `threads` numba threads (default and most: numba's thread count,
+    NUMBA_NUM_THREADS).
+
+    Configs with the same `batch_key` advance in one parallel kernel call (`grpo._run_batch`), each run on
+    its own thread-local state; every result equals `run(config)` bit for bit (tests/sandbox/
+    test_sim_batch.py). Results come back in the order of `configs`; `info["seconds"]` is the group's wall
+    time shared out by cost.
+    """
+    import numba
+
+    configs = list(configs)
+    for c in configs:
+        if not isinstance(c, SimConfig):
+            raise TypeError(f"run_many() expects SimConfigs, got {type(c).__name__}")
+    if not configs:
+        return []
+    threads = numba.get_num_threads() if threads is None else int(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    threads = min(threads, numba.config.NUMBA_NUM_THREADS)
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(configs):
+        groups.setdefault(batch_key(c), []).append(i)
+    out: list[SimResult | None] = [None] * len(configs)
+    old_threads = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        for members in groups.values():
+            for i, r in zip(members, _run_group([configs[i] for i in members], threads), strict=True):
+                out[i] = r
+    finally:
+        numba.set_num_threads(old_threads)
+    return out  # type: ignore[return-value]
+
+
+def _run_group(configs: list[SimConfig], threads: int) -> list[SimResult]:
+    t0 = time.perf_counter()
+    states = [prepare(c) for c in configs]
+    snap = configs[0].snapshots
+    bufs = [_buffers(c, snap) for c in configs]
+    R = len(configs)
+    E = max(b[0].size for b in bufs)
+
+    def stack(arrays, pad_to=None, fill=0):
+        if pad_to is None:
+            return np.ascontiguousarray(np.stack(arrays))
+        shape = (len(arrays), pad_to, *arrays[0].shape[1:])
+        out = np.full(shape, fill, dtype=arrays[0].dtype)
+        for r, a in enumerate(arrays):
+            out[r, : a.shape[0]] = a
+        return out
+
+    pol = states[0].policy
+    kind, _, S, s_sh, s_pr, d, _, _ = pol.args()
+    data = [s.policy.data for s in states]
+    ev = stack([b[0] for b in bufs], E)
+    n_ev = np.array([b[0].size for b in bufs], dtype=np.int64)
+    p_train = stack([b[1] for b in bufs], E, np.nan)
+    p_val = stack([b[2] for b in bufs], E, np.nan)
+    stats = stack([b[3] for b in bufs], E, np.nan)
+    fields_ = ("lens", "logp0", "theta", "theta0", "m1", "m2", "pw", "row_t", "stamp", "perm", "st", "acc",
+               "hp", "ip", "rs", "moved", "rs_eval")
+    arr = {f: stack([s.problems.lens if f == "lens" else getattr(s, f) for s in states]) for f in fields_}
+    prev_acc = arr["acc"].copy()
+    res = np.zeros((R, 3), dtype=np.int64)
+    order, starts = _split([_cost(c) for c in configs], min(threads, R))
+    X, U, F, dims = (stack([x[j] for x in data]) for j in range(4))
+    grpo._run_batch(kind, X, U, F, dims, S, s_sh, s_pr, d,
+                    stack([s.policy.offset for s in states]), stack([s.policy.correct for s in states]),
+                    arr["lens"], arr["logp0"], arr["theta"], arr["theta0"], arr["m1"], arr["m2"], arr["pw"],
+                    arr["row_t"], arr["stamp"], arr["perm"], arr["st"], arr["acc"], arr["hp"], arr["ip"],
+                    arr["rs"], arr["moved"], arr["rs_eval"],
+                    np.array([c.k for c in configs], dtype=np.int64),
+                    np.array([c.metric_mode == "sampled" for c in configs]), snap, ev, n_ev, prev_acc,
+                    p_train, p_val, stats, res, order, starts)
+    wall = time.perf_counter() - t0
+    costs = np.array([_cost(c) for c in configs])
+    results = []
+    for r, (c, s) in enumerate(zip(configs, states, strict=True)):
+        s.theta[:] = arr["theta"][r]  # the final parameters, as after run(c)
+        results.append(_result(c, s, bufs[r][0], p_train[r], p_val[r], stats[r], res[r],
+                               wall * costs[r] / costs.sum()))
+    return results
