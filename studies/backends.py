@@ -102,7 +102,17 @@ class SimAdapter:
     def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
         import sandbox
 
-        res = sandbox.run(self.sim_config(cfg), progress=progress)
+        return self._output(cfg, sandbox.run(self.sim_config(cfg), progress=progress))
+
+    def run_many(self, cfgs: list[RunConfig], threads: int | None = None) -> list[RunOutput]:
+        """Many configs in this process on `threads` numba threads (sandbox.run_many); each output equals
+        `run(cfg)`'s (issue 15)."""
+        import sandbox
+
+        results = sandbox.run_many([self.sim_config(c) for c in cfgs], threads=threads)
+        return [self._output(cfg, res) for cfg, res in zip(cfgs, results, strict=True)]
+
+    def _output(self, cfg: RunConfig, res) -> RunOutput:
         run_id = cfg.run_id
         table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
         table.insert(0, "run_id", run_id)
@@ -162,8 +172,10 @@ class LLMAdapter:
         if cfg.model is not None:
             raise StudiesError(f"model is a simulator policy preset ({cfg.model!r}); the llm backend takes "
                                "--lm (a local HF folder or smollm2)")
+        # problem_seed pairs runs by their problem set and initial policy; on the llm backend both are fixed
+        # (the calibrated split, the LM), so every run is paired whatever its value (sweeps set it)
         kwargs = engine_kwargs(cfg, {f.name: f for f in fields(LLMConfig)}, "llm", rename={"lm": "model"},
-                               skip=("model",))
+                               skip=("model", "problem_seed"))
         if kwargs.get("model") in ("smollm2", "default"):
             kwargs["model"] = None
         try:
