@@ -99,12 +99,14 @@ def calibrate(
     seed: int = 0,
     chunk: int = 32,
     progress: bool = False,
+    measure: bool = True,
 ) -> dict[str, tuple[int, int]]:
     """Measure avg@samples per problem and write `<split>.{train,val}.jsonl` + calibration.csv into out_dir.
 
     Resumable: each chunk's counts are appended (and flushed) to `<out_dir>/progress.jsonl` as it finishes;
     a rerun skips problems already measured with the same `samples`, so a killed calibration loses at most
-    one chunk. Returns {split: (n_train, n_val)}.
+    one chunk. measure=False writes the splits of the problems measured so far (engine unused).
+    Returns {split: (n_train, n_val)}.
     """
     import pandas as pd
 
@@ -112,6 +114,8 @@ def calibrate(
     out.mkdir(parents=True, exist_ok=True)
     log = out / "progress.jsonl"
     done = _read_progress(log, samples)
+    if not measure:
+        problems = [p for p in problems if p.question in done]
     todo = [i for i, p in enumerate(problems) if p.question not in done]
     it = range(0, len(todo), chunk)
     if progress:

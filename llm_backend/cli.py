@@ -101,6 +101,9 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 @click.option("--chunk", type=int, default=16, show_default=True, help="Problems per generate call + save.")
 @click.option("--device", default="cpu", show_default=True, help="Device of the hf engine (cpu, cuda).")
 @click.option(
+    "--splits-only", is_flag=True, help="Write the splits of the problems measured so far (no model run)."
+)
+@click.option(
     "--dtype",
     type=click.Choice(["float32", "bfloat16"]),
     default="float32",
@@ -123,6 +126,7 @@ def calibrate(
     seed,
     chunk,
     device,
+    splits_only,
     dtype,
 ) -> None:
     from llm_backend.calibrate import parse_digits
@@ -169,14 +173,20 @@ def calibrate(
     msg = f"{len(problems)} problems; progress in {out_dir / 'progress.jsonl'} (rerun to resume)"
     click.echo(msg, err=True)
     tok = load_tokenizer(path)
-    m = load_model(path, device)
-    eng = make_engine(engine, m, tok, str(path), seed=seed, device=device, dtype=dtype)
-    try:
+    if splits_only:
         counts = do_calibrate(
-            problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, chunk, True
+            problems, None, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, chunk, False,
+            measure=False,
         )
-    finally:
-        eng.close()
+    else:
+        m = load_model(path, device)
+        eng = make_engine(engine, m, tok, str(path), seed=seed, device=device, dtype=dtype)
+        try:
+            counts = do_calibrate(
+                problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, chunk, True
+            )
+        finally:
+            eng.close()
     for name, (tr, va) in counts.items():
         click.echo(f"{name}: {tr} train, {va} val")
     click.echo(str(out_dir))

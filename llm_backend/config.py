@@ -55,7 +55,7 @@ class LLMConfig:
     padded (the straightforward n padded sequences per group; same loss and gradient; tests, benchmarks)."""
     row_tokens: int = 512
     """packed: tokens per packed row (attention is dense within a row, so its cost grows with this)."""
-    micro_tokens: int = 4096
+    micro_tokens: int = 2048
     """packed: tokens per forward/backward microbatch (memory only; the update is the same)."""
     gpu_memory_utilization: float = 0.35
     """vLLM: share of (CPU or GPU) memory it reserves; 0.2 leaves no KV cache on this machine."""

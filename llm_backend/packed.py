@@ -63,7 +63,7 @@ class PackedBatch:
     adv: torch.Tensor
     n: int
     row_tokens: int = 512
-    micro_tokens: int = 4096
+    micro_tokens: int = 2048
     pad_id: int = 0
     device: str = "cpu"
     _plans: dict = field(default_factory=dict, repr=False)
@@ -81,7 +81,7 @@ class PackedBatch:
 
 def make_packed_batch(
     prompt_ids, token_ids, engine_logps, adv, n: int, pad_id: int = 0, device="cpu",
-    row_tokens: int = 512, micro_tokens: int = 4096,
+    row_tokens: int = 512, micro_tokens: int = 2048,
 ) -> PackedBatch:
     """Pack prompt-major rollouts (groups of n consecutive sequences sharing a prompt) into a PackedBatch."""
     S = len(token_ids)

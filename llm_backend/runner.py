@@ -262,6 +262,7 @@ def _config_key(cfg: LLMConfig) -> dict:
         "gpu_memory_utilization",
         "microbatch",
         "micro_tokens",
+        "row_tokens",
     ):
         d.pop(k)
     return d
