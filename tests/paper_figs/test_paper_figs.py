@@ -166,7 +166,9 @@ def test_import_runs_copies_only_finished_runs(tmp_path):
     (src / "runs").mkdir(parents=True)
     done, div = RunConfig(n=4, bp=8, budget=64, seed=0), RunConfig(n=4, bp=8, budget=64, seed=1)
     for cfg, status in ((done, "done"), (div, "diverged")):
-        (src / "runs" / f"{cfg.run_id}.parquet").write_bytes(b"table")
+        # readable Parquet files: a record whose files are damaged is not a finished run (issue 16)
+        for suffix in (".parquet", ".pass1.parquet"):
+            pd.DataFrame({"run_id": [cfg.run_id]}).to_parquet(src / "runs" / f"{cfg.run_id}{suffix}")
         rec = f'{{"run_id": "{cfg.run_id}", "status": "{status}"}}'
         (src / "runs" / f"{cfg.run_id}.json").write_text(rec)
     assert build.import_runs([done, div], dst, [src]) == 1
