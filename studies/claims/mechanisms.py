@@ -1,0 +1,303 @@
+"""Mechanism study (issue 12): which simulator ingredients make n*(C) rise under a per-n tuned learning rate.
+
+Every contrast is one documented simulator knob changed against the reference (`interference`, easy, Adam),
+each swept over n and a half-decade lr grid. The lr of each (n, budget) is chosen on the first `tune` seeds
+(the tuning seeds); everything reported comes from the other seeds, so a lucky lr cannot make its own claim.
+n*(C) is the FrontierFit frontier over arms (n, lr chosen for n at some budget) of the reported seeds, the
+top-budget contrast is the best large n (>= 32) minus the best small n (<= 8) at their tuned lr, paired over
+the reported seeds. An lr optimum on the edge of its grid is flagged (the envelope is then not resolved).
+Ingredients (knobs: RunConfig fields or SimConfig options, sandbox/config.py):
+- `hard` (dataset): absorbing zero-signal states: most problems start near pass@1 = 0 and give no gradient
+  at small n unless an update from other problems lifts them (finding 5);
+- `K=1024` (option K): a large response space with a uniform distribution over the wrong answers (a
+  heavy-tailed one needs per-answer prior offsets in the policy kernel: not built, see the section text);
+- `sgd` (optimizer): SGD instead of Adam; under a per-n tuned lr the batch rule (sqrt for Adam, linear for
+  SGD: Malladi et al. 2022) is absorbed by the tuning, so the optimiser is the contrast that remains;
+- `hidden=8` (option hidden): a smaller shared network, i.e. stronger interference between problems;
+(The tabular control, no shared parameters, is the claims report's theory section.)
+The gradient noise scale B_simple = tr(Sigma)/|G|^2 (McCandlish et al. 2018) is measured along the
+reference's n = 32 run at its tuned lr, to test whether bp * n*(C) tracks it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from studies.claims import probes
+from studies.claims.common import Plan, Section, budget_text, ci, fmt, growth, paired_contrast
+from studies.declared import StudySpec, Tables
+from studies.frontier import FrontierFit, run_rewards
+
+ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+SGD_LRS = (1e-2, 3e-2, 0.1, 0.3, 1.0)
+
+
+@dataclass(frozen=True)
+class Size:
+    ns: tuple[int, ...]
+    budget: int
+    seeds: int
+    tune: int
+    """Seeds 0..tune-1 choose the lr; seeds tune..seeds-1 are reported."""
+    d: int
+    lr_pick: tuple[int, ...] | None = None
+    """Indices of the lr grids to run (None: all)."""
+
+
+SIZES = {
+    "full": Size(ns=(2, 8, 32, 128), budget=2**16, seeds=10, tune=2, d=256),
+    "quick": Size(ns=(2, 8, 32), budget=2**14, seeds=4, tune=2, d=64, lr_pick=(0, 2, 4)),
+}
+SMALL_MAX, LARGE_MIN, GNS_N = 8, 32, 32
+
+
+@dataclass(frozen=True)
+class Ingredient:
+    key: str
+    label: str
+    knob: str
+    preset: str = "interference"
+    dataset: str = "easy"
+    over: tuple = ()
+    lrs: tuple[float, ...] = ADAM_LRS
+    metric: str = "val_mean"
+
+
+INGREDIENTS = (
+    Ingredient("ref", "reference: interference, easy, Adam", "-"),
+    Ingredient("hard", "absorbing zero-signal states (hard set)", "dataset=hard", dataset="hard"),
+    Ingredient("bigK", "large response space (K = 1024, uniform wrong answers)", "K=1024",
+               over=(("K", 1024),)),
+    Ingredient("sgd", "optimiser: SGD (linear rule absorbed by per-n tuning)", "optimizer=sgd",
+               over=(("optimizer", "sgd"),), lrs=SGD_LRS),
+    Ingredient("h8", "stronger interference (hidden = 8)", "hidden=8", over=(("hidden", 8),)),
+)
+
+
+def size_of(p: Plan) -> Size:
+    return SIZES["full" if p.name == "full" else "quick"]
+
+
+def _lrs(ing: Ingredient, s: Size) -> tuple[float, ...]:
+    return ing.lrs if s.lr_pick is None else tuple(ing.lrs[i] for i in s.lr_pick)
+
+
+def spec(p: Plan, ing: Ingredient) -> StudySpec:
+    s = size_of(p)
+    base = {"d": s.d, "d_val": s.d, "snapshots": False} | dict(ing.over)
+    return StudySpec(f"{p.name}/mech12-{ing.key}", kind="n-vs-m", preset=ing.preset, dataset=ing.dataset,
+                     n=s.ns, bp=(p.bp,), budget=s.budget, seeds=s.seeds, base=tuple(sorted(base.items())),
+                     variants=tuple((f"lr={lr:g}", (("lr", lr),)) for lr in _lrs(ing, s)))
+
+
+def _studies(p: Plan) -> tuple[StudySpec, ...]:
+    return tuple(spec(p, ing) for ing in INGREDIENTS)
+
+
+def budgets(s: Size) -> list[float]:
+    return [float(s.budget) / 4**k for k in range(3, -1, -1)]
+
+
+def tuned_lr(table: pd.DataFrame, metric: str, budget: float, tune: int) -> pd.Series:
+    """{n: lr label} maximising the tuning seeds' mean record reward at `budget`."""
+    rr = run_rewards(table, metric, keys=("variant", "n", "seed"), budget=budget, stat="best")
+    rr = rr.loc[rr["seed"] < tune]
+    means = rr.groupby(["n", "variant"])["reward"].mean()
+    return means.groupby(level="n").idxmax().map(lambda t: t[1])
+
+
+def _lr_value(label: str) -> float:
+    return float(label.split("=", 1)[1])
+
+
+def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
+    grid = _lrs(ing, s)
+    bs = budgets(s)
+    chosen = {b: tuned_lr(table, ing.metric, b, s.tune) for b in bs}
+    edges = [(int(n), budget_text(b), _lr_value(lab)) for b, ser in chosen.items() for n, lab in ser.items()
+             if _lr_value(lab) in (min(grid), max(grid))]
+    rep = table.loc[table["seed"] >= s.tune]
+    arms = {(int(n), lab) for ser in chosen.values() for n, lab in ser.items()}
+    keep = rep.loc[[(int(n), v) in arms for n, v in zip(rep["n"], rep["variant"], strict=True)]].copy()
+    order = {lab: i for i, lab in enumerate(f"lr={lr:g}" for lr in grid)}
+    keep["arm"] = keep["n"] + keep["variant"].map(order) / 100.0
+    ff = FrontierFit(metric=ing.metric, by="arm").fit(keep)
+    at = ff.n_star_at(bs)
+    stars = [None if a is None else int(a) for a in at["arm"]]
+    top = bs[-1]
+    rr = run_rewards(rep, ing.metric, keys=("variant", "n", "seed"), budget=top, stat="best")
+    pick = chosen[top]
+    sel = pd.concat([rr.loc[(rr["n"] == n) & (rr["variant"] == lab)] for n, lab in pick.items()])
+    piv = sel.pivot_table(index="seed", columns="n", values="reward")
+    c = paired_contrast(piv, [n for n in s.ns if n <= SMALL_MAX], [n for n in s.ns if n >= LARGE_MIN])
+    per_n = {int(n): ci(piv[n]) for n in piv.columns}
+    zv = None
+    if "zero_var_frac" in rep.columns:
+        last = rep.sort_values("compute").groupby("run_id").tail(1)
+        last = last.loc[[(int(n), v) in {(int(k), pick[k]) for k in pick.index}
+                         for n, v in zip(last["n"], last["variant"], strict=True)]]
+        zv = {int(n): ci(g["zero_var_frac"]) for n, g in last.groupby("n")}
+    return {"key": ing.key, "label": ing.label, "knob": ing.knob, "metric": ing.metric, "stars": stars,
+            "budgets": bs, "contrast": c, "per_n": per_n, "lr_top": {int(n): _lr_value(v) for n, v in
+                                                                       pick.items()},
+            "edges": edges, "grid": list(grid), "zero_var": zv,
+            "reported_seeds": s.seeds - s.tune, "bp": bp}
+
+
+def rises(x: dict) -> bool:
+    """n*(C) rises under tuned lr: n* grows >= 4x over the budgets and, at the top budget, the best large n
+    beats the best small n with the 95% CI above 0."""
+    st = [v for v in x["stars"] if v is not None]
+    c = x["contrast"]
+    return bool(st and growth(st) >= 4 and np.isfinite(c.get("ci", np.nan)) and c["diff"] - c["ci"] > 0)
+
+
+def mech_probe(store, t: Tables, p: Plan) -> None:
+    s = size_of(p)
+    ref = INGREDIENTS[0]
+    name = spec(p, ref).name
+    lab = tuned_lr(t[name], ref.metric, float(s.budget), s.tune).get(GNS_N)
+    if lab is None:
+        return
+    lr = _lr_value(lab)
+    probes.record(store, t, name, "gns", lambda c: c.n == GNS_N and c.seed == s.tune and c.lr == lr,
+                  probes.noise_scale_along)
+
+
+def measure(t: Tables, p: Plan) -> dict:
+    s = size_of(p)
+    out = {"ingredients": [], "size": {"ns": list(s.ns), "budget": s.budget, "tune": s.tune,
+                                       "reported": s.seeds - s.tune, "d": s.d}}
+    for ing in INGREDIENTS:
+        out["ingredients"].append(measure_one(t[spec(p, ing).name], ing, s, p.bp))
+    ref = out["ingredients"][0]
+    for x in out["ingredients"]:
+        a, b = x["contrast"], ref["contrast"]
+        x["effect"] = (a["diff"] - b["diff"], float(np.hypot(a["ci"], b["ci"])))
+        x["rises"] = rises(x)
+    gns = t.extras(spec(p, INGREDIENTS[0]).name, "gns")
+    out["gns"] = next(iter(gns.values())) if gns else None
+    if out["gns"]:
+        rows = []
+        stars = dict(zip(ref["budgets"], ref["stars"], strict=True))
+        for r in out["gns"]["rows"]:
+            b = min(stars, key=lambda v: abs(np.log(v) - np.log(max(r["compute"], 1))))
+            if stars[b] is None:
+                continue
+            rows.append({"compute": r["compute"], "b_rollouts": r["b_simple"] * out["gns"]["n"],
+                         "batch_star": p.bp * stars[b], "budget": b})
+        out["gns_track"] = rows
+    return out
+
+
+def verdict(x: dict) -> tuple[str, str]:
+    up = [i["key"] for i in x["ingredients"] if i["rises"]]
+    flat = [i["key"] for i in x["ingredients"] if not i["rises"]]
+    edges = sum(len(i["edges"]) for i in x["ingredients"])
+    return "measured", (f"n*(C) rises under the tuned lr for: {', '.join(up) or 'none'}; not for: "
+                        f"{', '.join(flat) or 'none'}; lr optima on a grid edge: {edges} of "
+                        f"{sum(len(i['budgets']) * len(x['size']['ns']) for i in x['ingredients'])} "
+                        "(n, budget) choices (rule: growth >= 4x and top contrast CI above 0).")
+
+
+def body(x: dict) -> list[str]:
+    sz = x["size"]
+    lines = [
+        f"lr tuned per n and budget on seeds 0..{sz['tune'] - 1}, reported on {sz['reported']} other seeds; "
+        f"n in {sz['ns']}; budgets {', '.join(budget_text(b) for b in x['ingredients'][0]['budgets'])}; "
+        f"d = d_val = {sz['d']}. Effect = this contrast minus the reference's (± combined 95% CI).",
+        "",
+        "| ingredient | knob | n* per budget (tuned lr) | growth | top contrast (large − small n) | "
+        "effect vs reference | rises | tuned lr at top (n: lr) | lr optima on grid edge |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i in x["ingredients"]:
+        c = i["contrast"]
+        st = [v for v in i["stars"] if v is not None]
+        ctext = (f"n={c.get('n_large')} − n={c.get('n_small')}: {c['diff']:+.4f} ± {c['ci']:.4f}, "
+                 f"{c['wins']}/{c['seeds']} seeds") if "n_small" in c else "n/a"
+        eff = "-" if i["key"] == "ref" else f"{i['effect'][0]:+.4f} ± {i['effect'][1]:.4f}"
+        lr = ", ".join(f"{n}: {v:g}" for n, v in sorted(i["lr_top"].items()))
+        edge = ", ".join(f"n={n}@{b}: {v:g}" for n, b, v in i["edges"]) or "none"
+        up = "yes" if i["rises"] else "no"
+        lines.append(f"| {i['label']} | {i['knob']} | {', '.join(map(str, i['stars']))} | "
+                     f"{growth(st):.0f}x | {ctext} | {eff} | {up} | {lr} | {edge} |")
+    lines += ["", "Top-budget record reward per n at its tuned lr (reported seeds) and the zero-variance "
+              "share:",
+              "", "| ingredient | " + " | ".join(f"n={n}" for n in sz["ns"]) + " |",
+              "|---|" + "---|" * len(sz["ns"])]
+    for i in x["ingredients"]:
+        cells = []
+        for n in sz["ns"]:
+            r = i["per_n"].get(n)
+            z = (i["zero_var"] or {}).get(n)
+            cells.append(("n/a" if r is None else fmt(*r)) + ("" if z is None else f" (zv {z[0]:.2f})"))
+        lines.append(f"| {i['key']} | " + " | ".join(cells) + " |")
+    if x.get("gns_track"):
+        lines += ["", f"Noise scale along the reference's n={GNS_N} run at its tuned lr (seed {sz['tune']}) "
+                  "vs "
+                  "the frontier's batch bp * n*(C) at the nearest budget:", "",
+                  "| compute | B_simple x n (rollouts) | bp * n* | ratio |", "|---|---|---|---|"]
+        for r in x["gns_track"]:
+            if not (np.isfinite(r["b_rollouts"]) and r["b_rollouts"] > 0):
+                lines.append(f"| {budget_text(r['compute'])} | n/a (no signal) | {r['batch_star']} | - |")
+                continue
+            lines.append(f"| {budget_text(r['compute'])} | {r['b_rollouts']:.3g} | {r['batch_star']} | "
+                         f"{r['b_rollouts'] / r['batch_star']:.3g} |")
+    lines += ["", "Not built: a heavy-tailed initial distribution over the K answers (the policy kernel adds "
+              "a prior offset to the correct answer only; per-answer offsets would change `batch_logits` in "
+              "sandbox/policies.py), so `bigK` tests a large uniform response space only."]
+    return lines
+
+
+def setup(p: Plan) -> str:
+    s = size_of(p)
+    return (f"`StudySpec` per ingredient (studies/claims/mechanisms.py): n-vs-m, bp = {p.bp}, budget "
+            f"{budget_text(s.budget)}, {s.seeds} seeds, Adam lrs {list(_lrs(INGREDIENTS[0], s))}, SGD lrs "
+            f"{list(_lrs(INGREDIENTS[3], s))}")
+
+
+MECHANISMS = Section(
+    "mechanisms",
+    "Mechanisms: what makes n*(C) rise under a tuned lr (issue 12)",
+    "Section 5.1 (interference) and the paper's open question; McCandlish et al. 2018 (noise scale).",
+    studies=_studies,
+    measure=measure,
+    verdict=verdict,
+    body=body,
+    setup=setup,
+    probe=mech_probe,
+    refused="its ingredients are simulator knobs",
+)
+
+__all__ = ["MECHANISMS", "INGREDIENTS", "rises", "measure_one"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m studies.claims.mechanisms [--quick] [--out FILE] [--results DIR]`: this section alone,
+    rendered as a report (the full claims report includes it through SECTIONS)."""
+    import argparse
+    from pathlib import Path
+
+    from studies.claims.common import PLANS
+    from studies.claims.report import build_report
+
+    ap = argparse.ArgumentParser(prog="python -m studies.claims.mechanisms")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--results", type=Path, default=Path("results/claims/sim"))
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args(argv)
+    plan = PLANS[("sim", a.quick)]
+    md, _ = build_report(plan, a.results, a.jobs, echo=print, sections=(MECHANISMS,))
+    out = a.out or Path("results/MECHANISMS-quick.md" if a.quick else "docs/MECHANISMS.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(md)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The mechanism section of issue 12 (studies/claims/mechanisms.py): its pure rule and its measurement on a
+synthetic sweep whose answer is known (lr optimum inside the grid, chosen on the tuning seeds; a large n that
+overtakes the small ones), plus the section's declaration."""
+
+import numpy as np
+import pandas as pd
+
+from studies.claims.common import FULL, QUICK
+from studies.claims.mechanisms import INGREDIENTS, SIZES, Ingredient, Size, measure_one, rises, spec
+from studies.sigmoid import sigmoid
+
+LRS = (1e-3, 1e-2, 1e-1)
+SIZE = Size(ns=(2, 8, 32, 128), budget=2**16, seeds=6, tune=2, d=64)
+
+
+def _table(best_lr: float = 1e-2, tune_lr: float | None = None, large_wins: bool = True) -> pd.DataFrame:
+    """n-vs-m sweep: sigmoid per n (larger n slower and higher when large_wins), minus a penalty for the lr's
+    distance from best_lr (tune_lr on the tuning seeds if given), small seed noise."""
+    rng = np.random.default_rng(0)
+    parts = []
+    for n in SIZE.ns:
+        C = np.geomspace(32 * n, SIZE.budget, 20)
+        A = 0.6 + (0.05 * np.log2(n) / 7 if large_wins else -0.05 * np.log2(n) / 7)
+        base = sigmoid(C, 0.3, A, 10.0 * n, 1.2)
+        for lr in LRS:
+            for s in range(SIZE.seeds):
+                opt = tune_lr if (tune_lr is not None and s < SIZE.tune) else best_lr
+                pen = 0.05 * abs(np.log10(lr) - np.log10(opt))
+                parts.append(pd.DataFrame({"run_id": f"n{n}-lr{lr}-s{s}", "compute": C, "n": n, "seed": s,
+                                           "variant": f"lr={lr:g}",
+                                           "val_mean": base - pen + rng.normal(0, 0.001, C.size)}))
+    return pd.concat(parts, ignore_index=True)
+
+
+ING = Ingredient("x", "synthetic", "-", lrs=LRS)
+
+
+def test_measure_recovers_the_tuned_lr_and_the_rise():
+    x = measure_one(_table(), ING, SIZE, 32)
+    assert set(x["lr_top"].values()) == {1e-2} and x["edges"] == []
+    assert x["stars"][-1] >= 32 and x["stars"][-1] >= 4 * x["stars"][0]
+    c = x["contrast"]
+    assert c["n_large"] >= 32 and c["diff"] > 0 and c["seeds"] == SIZE.seeds - SIZE.tune
+    assert rises(x)
+
+
+def test_lr_is_chosen_on_the_tuning_seeds_and_edges_are_flagged():
+    x = measure_one(_table(best_lr=1e-2, tune_lr=1e-1), ING, SIZE, 32)
+    assert set(x["lr_top"].values()) == {1e-1}  # the reported seeds do not choose their own lr
+    assert x["edges"] and all(v == 1e-1 for _, _, v in x["edges"])
+
+
+def test_small_n_winning_does_not_rise():
+    x = measure_one(_table(large_wins=False), ING, SIZE, 32)
+    assert not rises(x) and x["contrast"]["diff"] < 0
+
+
+def test_rule_needs_growth_and_a_ci_above_zero():
+    base = {"stars": [2, 8, 32, 128], "contrast": {"diff": 0.02, "ci": 0.01}}
+    assert rises(base)
+    assert not rises(base | {"stars": [2, 2, 2, 4]})
+    assert not rises(base | {"contrast": {"diff": 0.02, "ci": 0.03}})
+
+
+def test_declared_studies():
+    for plan in (FULL, QUICK):
+        for ing in INGREDIENTS:
+            st = spec(plan, ing)
+            assert st.name.startswith(f"{plan.name}/mech12-") and st.variants
+            assert dict(st.base)["d"] == SIZES["full" if plan is FULL else "quick"].d
+    assert SIZES["full"].seeds - SIZES["full"].tune >= 8
