@@ -1,0 +1,201 @@
+"""A Fig-6-sized simulator sweep end to end, and its speed against the one-run-at-a-time path (issue 15).
+
+The sweep: presets tabular and interference, n = 2..512, bp = 32, budget 2^26 rollouts, 8 seeds (144 runs,
+d = d_val = 1024, 32 evaluations each), run as `isocompute sweep n-vs-m` runs it: RunConfigs from
+studies.sweeps.n_vs_m through studies.executors.run_sweep (local executor: sandbox.run_many batches on
+threads) into a fresh studies.store.ResultStore. Reported: wall time (kernel compilation excluded, timed
+apart), the work count (GRPO steps), and on a subset (seed 0, n in {2, 8, 64}, a smaller budget) the wall
+time of `sandbox.run` per config in a loop (one thread, the unbatched path) and, with --ref, of the
+simulator at an older commit (its sandbox/ read from git into a temporary package) against
+`sandbox.run_many` on the same configs, back to back in this process. Per-step cost at n = 2 on one thread
+is set against a floor: the step's flops at this machine's measured BLAS rate plus its random draws at the
+measured cost of one draw (both measured here; a model of the floor, not a bound).
+
+Usage: python benchmarks/sim_sweep.py [--budget 2^26] [--seeds 8] [--threads 2] [--ref bbdf947] [--quick]
+       [--json]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import sandbox  # noqa: E402
+from studies.backends import SimAdapter  # noqa: E402
+from studies.config import RunConfig  # noqa: E402
+from studies.executors import run_sweep  # noqa: E402
+from studies.store import ResultStore  # noqa: E402
+from studies.sweeps import n_vs_m  # noqa: E402
+
+PRESETS = ("tabular", "interference")
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_S = 60.0
+
+
+def _count(text: str) -> int:
+    text = text.strip()
+    if "^" in text:
+        a, b = text.split("^")
+        return int(a) ** int(b)
+    return int(float(text))
+
+
+def sweep_configs(budget: int, seeds: int, ns: list[int]) -> list[RunConfig]:
+    bases = [RunConfig(backend="sim", model=p, bp=32, budget=budget) for p in PRESETS]
+    return [c for base in bases for c in n_vs_m(base, ns, seeds)]
+
+
+def old_sandbox(ref: str):
+    """The simulator at commit `ref` as a package `sandbox_<ref>` in a temporary directory (None if git
+    cannot produce it, e.g. a shallow clone)."""
+    name = f"sandbox_{ref}"
+    tmp = Path(tempfile.mkdtemp(prefix="simref"))
+    try:
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "sandbox"], capture_output=True,
+                             check=True)
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar.stdout, check=True)
+    (tmp / "sandbox").rename(tmp / name)
+    for f in (tmp / name).glob("*.py"):
+        f.write_text(f.read_text().replace("from sandbox.", f"from {name}.").replace(
+            "from sandbox import", f"from {name} import"))
+    sys.path.insert(0, str(tmp))
+    return importlib.import_module(name)
+
+
+def _old_config(mod, cfg: sandbox.SimConfig):
+    fields = set(mod.SimConfig.field_names())
+    return mod.SimConfig(**{k: v for k, v in cfg.to_dict().items() if k in fields})
+
+
+def measured_floor(cfg: sandbox.SimConfig) -> dict:
+    """Flops and random draws of one GRPO step of `cfg` and their cost at rates measured on this machine."""
+    a = np.random.default_rng(0).standard_normal((256, 256))
+    np.dot(a, a)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        np.dot(a, a)
+    flop_rate = 20 * 2 * 256**3 / (time.perf_counter() - t0)
+    sandbox.rng.binomial_samples(0, 1, 0.5, 10)
+    t0 = time.perf_counter()
+    sandbox.rng.binomial_samples(0, 1, 0.5, 10**6)
+    t_draw = (time.perf_counter() - t0) / 1e6
+    bp, K, n = cfg.bp, cfg.K, cfg.n
+    if cfg.model == "tabular":
+        flops = bp * K * 40  # softmax, logit gradient, Adam on the K logits of each problem
+        params = bp * K
+    else:  # interference: 16 -> 32 tanh -> K, forward + backward ~ 3 x forward, Adam on every parameter
+        dim, H = 16, cfg.hidden
+        params = dim * H + H + H * K + K
+        flops = 3 * 2 * bp * (dim * H + H * K) + bp * H * 20 + 12 * params
+    draws = bp * (n + 1)  # the rollouts' draws plus ~1 per problem for the epoch shuffle
+    floor = flops / flop_rate + draws * t_draw
+    return {"flops": flops, "draws": draws, "flop_rate": flop_rate, "ns_per_draw": t_draw * 1e9,
+            "floor_us": floor * 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", default="2^26")
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--subset-budget", default="2^21", help="budget of the subset timed both ways")
+    ap.add_argument("--ref", default="bbdf947", help="older commit timed on the subset ('' to skip)")
+    ap.add_argument("--quick", action="store_true", help="CI-sized: budget 2^16, 2 seeds, n <= 64")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args()
+    budget, seeds, sub_budget = _count(args.budget), args.seeds, _count(args.subset_budget)
+    ns = [2**k for k in range(1, 10)]
+    if args.quick:
+        budget, seeds, sub_budget, ns = 2**16, 2, 2**14, [2**k for k in range(1, 7)]
+    threads = args.threads
+
+    t0 = time.perf_counter()  # compilation / cache loading of every kernel the sweep uses
+    warm = [sandbox.SimConfig(model=p, n=2, bp=4, d=8, d_val=8, budget=64, n_evals=2) for p in PRESETS]
+    sandbox.run_many(warm, threads=threads)
+    for c in warm:
+        sandbox.run(c)
+    compile_s = time.perf_counter() - t0
+
+    cfgs = sweep_configs(budget, seeds, ns)
+    adapter = SimAdapter()
+    steps = sum(adapter.sim_config(c).steps for c in cfgs)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        with ResultStore(Path(tmp) / "sweep", study="n-vs-m") as store:
+            summary = run_sweep(cfgs, store, jobs=threads, progress=False)
+        sweep_s = time.perf_counter() - t0
+
+    sub = [adapter.sim_config(c) for c in sweep_configs(sub_budget, 1, [2, 8, 64])]
+    sub_steps = sum(c.steps for c in sub)
+    t0 = time.perf_counter()
+    singles = [sandbox.run(c) for c in sub]
+    loop_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    many = sandbox.run_many(sub, threads=threads)
+    many_s = time.perf_counter() - t0
+    assert all(np.array_equal(a.pass1["val"], b.pass1["val"]) for a, b in zip(singles, many, strict=True))
+    ref_s = None
+    if args.ref:
+        old = old_sandbox(args.ref)
+        if old is not None:
+            olds = [_old_config(old, c) for c in sub]
+            for p in PRESETS:
+                old.run(old.SimConfig(model=p, n=2, bp=4, d=8, d_val=8, budget=64, n_evals=2))
+            t0 = time.perf_counter()
+            for c in olds:
+                old.run(c)
+            ref_s = time.perf_counter() - t0
+
+    per_step = {}
+    for p in PRESETS:
+        c2 = next(c for c in sub if c.model == p and c.n == 2)
+        r = next(r for c, r in zip(sub, singles, strict=True) if c is c2)
+        per_step[p] = {"us_per_step_n2": r.info["seconds"] / c2.steps * 1e6, **measured_floor(c2)}
+
+    out = {
+        "sweep": {"runs": len(cfgs), "presets": list(PRESETS), "n": ns, "seeds": seeds, "bp": 32,
+                  "budget": budget,
+                  "grpo_steps": steps, "wall_s": sweep_s, "us_per_step_wall": sweep_s / steps * 1e6,
+                  "threads": threads, "done": summary.done, "failed": len(summary.failed),
+                  "meets_target": sweep_s <= TARGET_S, "target_s": TARGET_S},
+        "compile_s": compile_s,
+        "subset": {"runs": len(sub), "budget": sub_budget, "grpo_steps": sub_steps, "run_loop_s": loop_s,
+                   "run_many_s": many_s, "ratio_vs_run_loop": loop_s / many_s,
+                   "ref": args.ref or None, "ref_loop_s": ref_s,
+                   "ratio_vs_ref": (ref_s / many_s) if ref_s else None},
+        "per_step": per_step,
+    }
+    if args.json:
+        print(json.dumps(out))
+        return
+    s, b = out["sweep"], out["subset"]
+    print(f"sweep: {s['runs']} runs, {s['grpo_steps']:.3g} GRPO steps, {s['wall_s']:.1f} s wall on {threads} "
+          f"threads "
+          f"({s['us_per_step_wall']:.2f} us/step; target <= {TARGET_S:.0f} s), compile {compile_s:.1f} s")
+    ref = f", {args.ref} loop {b['ref_loop_s']:.1f} s (x{b['ratio_vs_ref']:.2f})" if b["ref_loop_s"] else ""
+    print(f"subset ({b['runs']} runs, {b['grpo_steps']:.3g} steps): run() loop {b['run_loop_s']:.1f} s, "
+          "run_many "
+          f"{b['run_many_s']:.1f} s (x{b['ratio_vs_run_loop']:.2f}){ref}")
+    for p, v in per_step.items():
+        print(f"{p:<13} n=2: {v['us_per_step_n2']:.2f} us/step on one thread; floor {v['floor_us']:.2f} us "
+              f"({v['flops']} flops at {v['flop_rate'] / 1e9:.1f} GFLOP/s + {v['draws']} draws at "
+              f"{v['ns_per_draw']:.1f} ns)")
+
+
+if __name__ == "__main__":
+    main()
