@@ -18,13 +18,14 @@ import click
 from studies.claims.allocation import F2, F3, F4, F9
 from studies.claims.common import PLANS, PRESETS, VERDICTS, Plan, Section, budget_text
 from studies.claims.mechanism import MECHANISM
+from studies.claims.mechanisms import MECHANISMS
 from studies.claims.nstar import F1, F6, F10, F11, THEORY
 from studies.claims.pass1 import F5, F7, F8
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
 from studies.store import ResultStore, atomic_write_text, check_output_dir, check_output_file
 
-SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, MECHANISM)
+SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, MECHANISM, MECHANISMS)
 
 
 @dataclass
