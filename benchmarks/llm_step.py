@@ -1,10 +1,12 @@
 """One full GRPO step (rollout + train + weight sync) of llm_backend against TRL's GRPOTrainer, same process.
 
 Same prompts (the committed easy split), model (the prepared SmolLM2-135M-Instruct), n, bp, max new tokens,
-temperature and bf16 precision; kl_coef = beta = 0 on both. Reports completions per second and their ratio,
-our train phase in the packed layout with bf16 master weights against the straightforward padded layout
-(bf16 autocast) on the same rollouts, and the train phase's achieved FLOP/s against a bf16 matmul peak
-measured here (torch, 2048^3). Run with the machine as idle as you can; timings are medians over steps.
+temperature and precision (--dtype; float32 by default: bf16 only pays on CPUs with AMX / AVX512-BF16);
+kl_coef = beta = 0 on both. Reports completions per second and their ratio,
+our train phase in the packed layout (bf16: with float32 master weights) against the straightforward padded
+layout on the same rollouts, and the train phase's achieved FLOP/s against the matmul peak of that
+precision measured here (torch, 2048^3). Run with the machine as idle as you can; timings are medians
+over steps.
 
     .venv/bin/python benchmarks/llm_step.py --json [--steps 4] [--out docs/llm_study/llm_step.json]
     .venv/bin/python benchmarks/llm_step.py --ours-only --bp 8 --n 2,32   # study sizing (no TRL)
@@ -24,13 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "docs" / "llm_study" / "gpu"
 
 
-def matmul_peak(threads: int, size: int = 2048, reps: int = 5) -> dict:
-    """Best-of-reps FLOP/s of a size^3 matmul in bf16 and float32 on `threads` threads."""
+def matmul_peak(threads: int, dtypes: tuple[str, ...], size: int = 2048, reps: int = 3) -> dict:
+    """Best-of-reps FLOP/s of a size^3 matmul per dtype ("bfloat16", "float32") on `threads` threads.
+
+    On a CPU without AVX-512 BF16 / AMX (e.g. an AVX2-only AMD EPYC) bf16 matmuls are emulated and ~20x
+    slower than float32, so the benchmark's precision is an option and the peak is that precision's.
+    """
     import torch
 
     torch.set_num_threads(threads)
     out = {}
-    for name, dt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+    for name in dtypes:
+        dt = getattr(torch, name)
         a, b = torch.randn(size, size, dtype=dt), torch.randn(size, size, dtype=dt)
         a @ b
         best = min(_timed(lambda a=a, b=b: a @ b) for _ in range(reps))
@@ -58,7 +65,7 @@ def train_flops(model, batch, packed: bool) -> float:
     return 6 * (body + head) * tokens
 
 
-def ours(args, prompts, answers, n: int, bp: int, tok, path, model_dtype: str) -> dict:
+def ours(args, prompts, answers, n: int, bp: int, tok, path) -> dict:
     """Our step: vLLM (bf16, prefix caching) rollouts, packed bf16-master train step, sync; plus the padded
     autocast train step on the same rollouts (reference path) for the train-phase ratio."""
     import numpy as np
@@ -71,15 +78,16 @@ def ours(args, prompts, answers, n: int, bp: int, tok, path, model_dtype: str) -
     from llm_backend.packed import make_packed_batch
 
     cfg = LLMConfig(n=n, bp=bp, budget=n * bp, max_new_tokens=args.max_new_tokens,
-                    temperature=args.temperature, train_dtype="bfloat16", engine_dtype="bfloat16")
+                    temperature=args.temperature, train_dtype=args.dtype, engine_dtype=args.dtype)
     model = load_model(path)
     model.train()
-    mixed = grpo.MasterWeights(model)
+    mixed = grpo.MasterWeights(model) if args.dtype == "bfloat16" else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.effective_lr())
     ref_model = load_model(path)
     ref_model.train()
     ref_opt = torch.optim.AdamW(ref_model.parameters(), lr=cfg.effective_lr())
-    eng = cached_engine(mixed.compute, tok, str(path), dtype="bfloat16", max_model_len=512, kv_cache_gib=1.0,
+    policy = mixed.compute if mixed is not None else model  # what the engine syncs from
+    eng = cached_engine(policy, tok, str(path), dtype=args.dtype, max_model_len=512, kv_cache_gib=1.0,
                         gpu_memory_utilization=0.35)
     rows = []
     for step in range(args.steps + 1):  # step 0 is warm-up
@@ -94,7 +102,7 @@ def ours(args, prompts, answers, n: int, bp: int, tok, path, model_dtype: str) -
         t2 = time.perf_counter()
         grpo.train_step(model, opt, pb, cfg, mixed=mixed)
         t3 = time.perf_counter()
-        sync = eng.sync_weights(mixed.compute)
+        sync = eng.sync_weights(policy)
         t4 = time.perf_counter()
         row = {"rollout_s": t1 - t0, "train_s": t3 - t1, "sync_s": t4 - t3, "step_s": t4 - t0,
                "completion_tokens": ro.num_tokens, "sync_inner_s": sync,
@@ -155,8 +163,9 @@ def trl_step(args, questions, answers, n: int, bp: int, path) -> dict:
     cfg = GRPOConfig(
         output_dir="/tmp/isocompute_trl_bench", num_generations=n, per_device_train_batch_size=n * bp,
         max_completion_length=args.max_new_tokens, max_steps=args.steps + 1, logging_steps=1,
-        save_strategy="no", report_to=[], learning_rate=1e-5, use_cpu=True, bf16=True, seed=0,
+        save_strategy="no", report_to=[], learning_rate=1e-5, use_cpu=True, seed=0,
         dataloader_num_workers=0, disable_tqdm=True, temperature=args.temperature, beta=0.0,
+        bf16=args.dtype == "bfloat16",
         top_k=0, shuffle_dataset=False,
     )
     timer = Timer()
@@ -178,6 +187,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="precision of both sides; bfloat16 only pays with AMX / AVX512-BF16")
     ap.add_argument("--ours-only", action="store_true", help="skip TRL (and the padded path unless --padded)")
     ap.add_argument("--padded", action="store_true")
     ap.add_argument("--json", action="store_true")
@@ -199,15 +210,20 @@ def main() -> None:
     questions = [p.question for p in probs]
     answers = [p.answer for p in probs]
     prompts = [tasks.build_prompt(tok, q) for q in questions]
-    peak = matmul_peak(args.threads)
-    result = {"machine": {"threads": args.threads, "cpus": os.cpu_count(), "load_avg": os.getloadavg()},
+    peak = matmul_peak(args.threads, tuple(dict.fromkeys((args.dtype, "float32"))))
+    info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "")
+    flags = next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), [])
+    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    result = {"machine": {"threads": args.threads, "cpus": os.cpu_count(), "cpu": cpu, "isa": isa,
+                          "load_avg": os.getloadavg()},
               "matmul_peak_flops": peak, "config": vars(args), "runs": []}
     for n in [int(x) for x in args.n.split(",")]:
-        o = ours(args, prompts, answers, n, args.bp, tok, path, "bfloat16")
+        o = ours(args, prompts, answers, n, args.bp, tok, path)
         m = o["median"]
         entry = {"n": n, "bp": args.bp, "ours": o}
         entry["train_flops_per_s"] = m["train_flops"] / m["train_s"]
-        entry["train_vs_matmul_floor"] = m["train_s"] / (m["train_flops"] / peak["bf16"])
+        entry["train_vs_matmul_floor"] = m["train_s"] / (m["train_flops"] / peak[args.dtype])
         if "padded_train_s" in m:
             entry["train_speedup_vs_padded"] = m["padded_train_s"] / m["train_s"]
         if not args.ours_only:
