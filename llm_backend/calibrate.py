@@ -50,6 +50,7 @@ def problem_suite(
 ) -> list[tasks.Problem]:
     """Generated arithmetic over every (digits, terms, operation set) setting, `count` each, deduplicated,
     in a seeded random order. A per-operand digits tuple sets its own term count (terms then ignored).
+    Operation names in tasks.COMPARISONS ("max", "min") give two-number comparisons instead (terms ignored).
 
     Answers are our own integers (tasks.generate_arithmetic); short, so a step stays cheap (issue 11).
     """
@@ -59,7 +60,11 @@ def problem_suite(
         for d in digits:
             for t in terms if isinstance(d, int) else [len(d)]:
                 name = d if isinstance(d, int) else "x".join(map(str, d))
-                for p in tasks.generate_arithmetic(count, seed * 1000 + j, d, t, ops):
+                if ops in tasks.COMPARISONS:
+                    gen = tasks.generate_comparison(count, seed * 1000 + j, d, ops)
+                else:
+                    gen = tasks.generate_arithmetic(count, seed * 1000 + j, d, t, ops)
+                for p in gen:
                     if p.question not in seen:  # 1-digit sums repeat; keep each question once
                         seen.add(p.question)
                         pid = f"arith-d{name}-t{t}-{ops}-{p.pid}"

@@ -74,6 +74,32 @@ def generate_arithmetic(
     return out
 
 
+COMPARISONS = {"max": "larger", "min": "smaller"}
+"""Comparison tasks (problem_suite operation names): "Which number is larger, 37 or 52?" -> 52."""
+
+
+def generate_comparison(count: int, seed: int, digits: int | tuple[int, ...] = 2, kind: str = "max"):
+    """`count` problems "Which number is larger (smaller), a or b?" with a != b (seeded); answer max (min).
+
+    Two choices: a guess is right half the time, so these land around the `easy` band for a weak model.
+    """
+    if kind not in COMPARISONS:
+        raise ValueError(f"unknown comparison {kind!r}; choose one of {', '.join(COMPARISONS)}")
+    per = tuple(digits) if isinstance(digits, tuple | list) else (int(digits),) * 2
+    if len(per) != 2 or min(per) < 1 or count < 0:
+        raise ValueError(f"comparisons take two operands of >= 1 digit, got digits {digits!r}")
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        a, b = (int(rng.integers(0 if d == 1 else 10 ** (d - 1), 10**d)) for d in per)
+        if a == b:
+            continue
+        ans = max(a, b) if kind == "max" else min(a, b)
+        q = f"Which number is {COMPARISONS[kind]}, {a} or {b}?"
+        out.append(Problem(q, str(ans), f"{kind}-{seed}-{len(out)}"))
+    return out
+
+
 def _evaluate(nums: list[int], ops: list[str]) -> int:
     """Exact value of our own generated expression with * before + and - (no eval)."""
     total, term = 0, nums[0]

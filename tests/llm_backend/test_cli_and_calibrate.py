@@ -140,3 +140,17 @@ def test_per_operand_digits():
         a, op, b = p.question[len("What is ") : -1].split()
         assert 10 <= int(a) <= 99 and 0 <= int(b) <= 9
         assert int(p.answer) == (int(a) + int(b) if op == "+" else int(a) - int(b))
+
+
+def test_comparison_tasks_have_parsed_answers():
+    from llm_backend import tasks
+    from llm_backend.calibrate import problem_suite
+
+    for kind, pick in (("max", max), ("min", min)):
+        for p in tasks.generate_comparison(30, 1, (2, 1), kind):
+            a, b = (int(x) for x in p.question.rstrip("?").split(", ")[1].split(" or "))
+            assert a != b and p.answer == str(pick(a, b)) and tasks.is_correct(f"It is {p.answer}.", p.answer)
+    suite = problem_suite(10, [1, (2, 1)], [2], ["+", "max"], seed=0)
+    assert any(p.pid.startswith("arith-d2x1-t2-max") for p in suite)
+    with pytest.raises(ValueError, match="two operands"):
+        tasks.generate_comparison(1, 0, (1, 1, 1))
