@@ -2,7 +2,9 @@
 
 One step, for each of the bp problems of the batch (shapes in comments):
 1. logits z (K,) -> pi = softmax(z); the n rollouts are ONE multinomial draw of answer counts N (K,),
-   sampled as a chain of K-1 binomials, so a step costs O(bp * K * dim) whatever n is.
+   sampled as a chain of K-1 binomials, so a step costs O(bp * K * dim) whatever n is; for n <= SMALL_N
+   (sampler "auto") as n categorical draws instead, cheaper there (issue 15; sampler "chain" keeps the
+   binomial chain and the random stream of before).
 2. Binary reward (answer == correct). Advantages A = (r - mean) / (std + adv_eps) with `scale_rewards`:
    group (std of the group), batch (std of all bp*n rewards of the step) or none (A = r - mean); the std is
    the sample std (n - 1, as TRL's GRPOTrainer and verl's compute_grpo_outcome_advantage) or the population
@@ -17,7 +19,10 @@ One step, for each of the bp problems of the batch (shapes in comments):
 4. Backward through the policy (sandbox/policies.py) and an optimiser step: sgd, adam or adamw (decoupled
    decay toward the initial parameters). Private per-problem blocks (tabular logits) use lazy Adam: a
    problem's moments and bias correction advance only on steps where it is in the batch, so independent
-   problems stay exactly independent; shared parameters use dense Adam.
+   problems stay exactly independent; shared parameters use dense Adam. Work whose result is known to be
+   zero or the identity is skipped exactly (`_train_kernel`).
+5. `_run_full` is the whole loop of one run (train to each evaluation step, evaluate, fill the row);
+   `_run_batch` runs many on numba threads (runner.run_many), each bit-identical to the run alone.
 """
 
 from __future__ import annotations
