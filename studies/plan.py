@@ -223,8 +223,10 @@ def print_plan(p: dict[str, Any], echo=click.echo) -> None:
 @click.option("--bp-max", type=int, default=None, help="Most problems per step you can afford (caps bp).")
 @click.option("--max-compute", default=None,
               help="Use only pilot rows with compute <= this (e.g. 2^15): the pilots as if stopped there.")
-@click.option("--bootstrap", type=int, default=100, show_default=True, help="Bootstrap resamples of runs.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--bootstrap", type=click.IntRange(1, 10_000), default=100, show_default=True,
+              help="Bootstrap resamples of runs (1..10000).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+              help="Seed of the bootstrap.")
 @click.option("--warn-factor", type=float, default=WARN_FACTOR, show_default=True,
               help="Warn when the budget exceeds the pilots' largest compute by more than this factor.")
 @click.option("--format", "fmt", default="auto", show_default=True, help="As for fit: auto, csv, trl, verl.")

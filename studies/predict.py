@@ -376,7 +376,8 @@ def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction
 @click.option("--bp", type=COUNT, default=32, show_default=True, help="Problems per step of the pilots.")
 @click.option("--pilot-fraction", type=float, default=PILOT_FRACTION, show_default=True,
               help="Each pilot run spends at most this share of --budget.")
-@click.option("--seeds", type=int, default=4, show_default=True, help="Pilot seeds 0..S-1 per n.")
+@click.option("--seeds", type=click.IntRange(1, 1000), default=4, show_default=True,
+              help="Pilot seeds 0..S-1 per n.")
 @click.option("--metric", default="val_mean", show_default=True, help="Reward column the frontier maximises.")
 @click.option("--rule", type=click.Choice(RULES), default="signal", show_default=True,
               help="signal: zero-variance rule (closed form, module docstring); paper: the extrapolated "
