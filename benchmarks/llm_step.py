@@ -172,7 +172,10 @@ def trl_step(args, questions, answers, n: int, bp: int, path) -> dict:
     tr = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=data, processing_class=tok,
                      callbacks=[timer])
     torch.manual_seed(0)
-    tr.train()
+    from llm_backend.logs import stdout_to_stderr
+
+    with stdout_to_stderr():  # Trainer prints its log dicts to stdout; --json stdout holds one object
+        tr.train()
     meas = timer.t[1:]
     med = statistics.median(meas)
     print(f"trl n={n} bp={bp}: steps {[round(x, 2) for x in timer.t]}", file=sys.stderr)
