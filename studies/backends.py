@@ -211,7 +211,7 @@ class LLMAdapter:
         run_id = cfg.run_id
         table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
         table.insert(0, "run_id", run_id)
-        pass1 = tidy_pass1(run_id, res.pass1["compute"], {"val": res.pass1["val"]})
+        pass1 = tidy_pass1(run_id, res.pass1["compute"], {s: res.pass1.get(s) for s in ("train", "val")})
         status = "diverged" if res.status == "diverged" else "done"
         info = {"diverged_step": res.diverged_step, "reason": res.reason, "steps": len(res.steps),
                 "wall_s": float(sum(s["t_step"] for s in res.steps))}
