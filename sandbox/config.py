@@ -106,6 +106,11 @@ class SimConfig:
     """Separate rollouts for the baseline mean/std (decoupled baseline, PAPER.md finding 9); 0 = the same n
     rollouts. They count toward compute and tokens."""
 
+    allocator: str = "fixed"
+    """Rollout allocator spec `name[:args]` (sandbox/allocators.py, DESIGN.md "Allocators"): fixed (every
+    problem n, the original step), knapsack, dynamic-sampling, skip-zero-var, schedule:double@F1,F2.
+    Non-fixed allocators take plain pg without n_est or zero_variance_filter; compute = rollouts drawn."""
+
     sampler: str = "auto"
     """How the n rollouts of a group are drawn (both exact): auto = n categorical draws for n <= 16 (the
     number correct first, wrong answers only when they can matter) and a chain of K-1 binomials beyond;
@@ -200,6 +205,16 @@ def validate(c: SimConfig) -> None:
     _choice("sampler", c.sampler, SAMPLERS)
     if c.n < 1:
         raise ConfigError(f"n must be >= 1, got {c.n}")
+    if c.allocator != "fixed":
+        from sandbox.allocators import AllocatorError, parse
+
+        try:
+            parse(c.allocator, c.n)
+        except AllocatorError as e:
+            raise ConfigError(str(e)) from None
+        if c.objective != "pg" or c.n_est != 0 or c.zero_variance_filter:
+            raise ConfigError(f"allocator {c.allocator!r} needs objective pg, n_est 0 and no "
+                              "zero_variance_filter (the allocator decides which groups train)")
     if c.n < 2 and c.n_est == 0:
         raise ConfigError(f"n = {c.n} < 2 leaves the group baseline without signal; use n >= 2 or set n_est")
     if c.n_est < 0 or c.n_est == 1:

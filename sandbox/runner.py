@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sandbox import grpo
+from sandbox import allocators, grpo
 from sandbox.config import SimConfig
 from sandbox.policies import Policy, build_policy
 from sandbox.problems import ProblemSet, make_problems
@@ -96,6 +96,7 @@ class RunState:
     ip: np.ndarray
     rs: np.ndarray
     rs_eval: np.ndarray
+    hist: np.ndarray
 
     @property
     def step(self) -> int:
@@ -107,7 +108,8 @@ class RunState:
             return grpo.OK
         return grpo._train_kernel(*self.policy.args(), self.problems.lens, self.logp0, self.theta,
                                   self.theta0, self.m1, self.m2, self.pw, self.row_t, self.stamp, self.perm,
-                                  self.st, self.acc, self.hp, self.ip, self.rs, self.moved, int(m_end))
+                                  self.st, self.acc, self.hp, self.ip, self.rs, self.moved, self.hist,
+                                  int(m_end))
 
     def evaluate(self, theta: np.ndarray, p_train: np.ndarray, p_val: np.ndarray, out: np.ndarray) -> bool:
         """pass@1 of every problem under theta into p_train (d,), p_val (d_val,) and the metric aggregates
@@ -120,11 +122,12 @@ class RunState:
 def hyperparameters(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's float (grpo.HP_*) and int (grpo.IP_*) hyperparameter vectors of a config."""
     c = config
+    code, params = allocators.parse(c.allocator, c.n)
     hp = np.array([c.effective_lr(), c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_eps, c.kl_coef,
-                   c.entropy_coef, c.adv_eps], dtype=np.float64)
+                   c.entropy_coef, c.adv_eps, float(c.budget), *params], dtype=np.float64)
     ip = np.array([c.n, c.bp, c.n_est, _OPT[c.optimizer], _SCALE[c.scale_rewards], _OBJ[c.objective],
                    c.ppo_epochs, c.minibatches, int(c.zero_variance_filter), int(c.adv_std == "sample"),
-                   _SAMPLER[c.sampler], int(c.response_len > 0)], dtype=np.int64)
+                   _SAMPLER[c.sampler], int(c.response_len > 0), code], dtype=np.int64)
     return hp, ip
 
 
@@ -149,6 +152,7 @@ def prepare(config: SimConfig) -> RunState:
         acc=np.zeros(grpo.N_ACC), hp=hp, ip=ip,
         rs=new_state(config.seed, 0),  # training stream: problem order and rollouts
         rs_eval=new_state(config.seed, 1),  # sampled metrics, so metric_mode never changes training
+        hist=allocators.new_history(d),  # per-problem history the allocators read
     )
 
 
@@ -166,7 +170,8 @@ def _kernel_args(rs: RunState) -> tuple:
     """Per-run arguments of `grpo._run_full` before `ev` (see its signature)."""
     c = rs.config
     return (rs.problems.lens, rs.logp0, rs.theta, rs.theta0, rs.m1, rs.m2, rs.pw, rs.row_t, rs.stamp, rs.perm,
-            rs.st, rs.acc, rs.hp, rs.ip, rs.rs, rs.moved, rs.rs_eval, c.k, c.metric_mode == "sampled")
+            rs.st, rs.acc, rs.hp, rs.ip, rs.rs, rs.moved, rs.hist, rs.rs_eval, c.k,
+            c.metric_mode == "sampled")
 
 
 def run(config: SimConfig, progress: bool = False) -> SimResult:
@@ -204,6 +209,15 @@ def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res,
     stats = stats[:filled]
     m = ev.astype(np.int64)
     rollouts = config.bp * (config.n + config.n_est)
+    compute = m * rollouts
+    if config.allocator != "fixed":  # steps cost what the allocator drew: the kernel's counts
+        m = np.nan_to_num(stats[:, grpo.S_STEP]).astype(np.int64)
+        compute = np.nan_to_num(stats[:, grpo.S_ROLL]).astype(np.int64)
+        m[0] = compute[0] = 0
+        keep = np.concatenate([[True], np.diff(compute) > 0])  # a step can pass two evaluation targets
+        ev, stats, m, compute = ev[keep], stats[keep], m[keep], compute[keep]
+        p_train, p_val = p_train[:filled][keep], p_val[:filled][keep]
+        filled = int(keep.sum())
     table: dict[str, np.ndarray] = {
         "backend": np.full(filled, "sim"),
         "model": np.full(filled, config.model),
@@ -213,7 +227,7 @@ def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res,
         "bp": np.full(filled, config.bp, dtype=np.int64),
         "batch": np.full(filled, config.batch, dtype=np.int64),
         "m": m,
-        "compute": m * rollouts,
+        "compute": compute,
         "tokens": stats[:, grpo.S_TOKENS].copy(),
         "epoch": m * config.bp / d,
         "lr": np.full(filled, lr),
@@ -328,7 +342,7 @@ def _run_group(configs: list[SimConfig], threads: int) -> list[SimResult]:
     p_val = stack([b[2] for b in bufs], E, np.nan)
     stats = stack([b[3] for b in bufs], E, np.nan)
     fields_ = ("lens", "logp0", "theta", "theta0", "m1", "m2", "pw", "row_t", "stamp", "perm", "st", "acc",
-               "hp", "ip", "rs", "moved", "rs_eval")
+               "hp", "ip", "rs", "moved", "hist", "rs_eval")
     arr = {f: stack([s.problems.lens if f == "lens" else getattr(s, f) for s in states]) for f in fields_}
     prev_acc = arr["acc"].copy()
     res = np.zeros((R, 3), dtype=np.int64)
@@ -338,7 +352,7 @@ def _run_group(configs: list[SimConfig], threads: int) -> list[SimResult]:
                     stack([s.policy.offset for s in states]), stack([s.policy.correct for s in states]),
                     arr["lens"], arr["logp0"], arr["theta"], arr["theta0"], arr["m1"], arr["m2"], arr["pw"],
                     arr["row_t"], arr["stamp"], arr["perm"], arr["st"], arr["acc"], arr["hp"], arr["ip"],
-                    arr["rs"], arr["moved"], arr["rs_eval"],
+                    arr["rs"], arr["moved"], arr["hist"], arr["rs_eval"],
                     np.array([c.k for c in configs], dtype=np.int64),
                     np.array([c.metric_mode == "sampled" for c in configs]), snap, ev, n_ev, prev_acc,
                     p_train, p_val, stats, res, order, starts)

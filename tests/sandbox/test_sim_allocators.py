@@ -1,0 +1,168 @@
+"""Rollout allocators (sandbox/allocators.py, issue 13): `fixed` is the original step bit for bit, each rule
+on hand-computed cases, and compute = rollouts actually drawn for every allocator."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sandbox import SimConfig, run
+from sandbox import allocators as al
+from sandbox.config import ConfigError
+
+DATA = Path(__file__).parent / "data"
+SMALL = dict(model="tabular", dataset="easy", n=8, bp=16, budget=2**13, d=64, d_val=32, n_evals=6)
+
+
+# ------------------------------------------------------------------ fixed: bit for bit
+
+def test_fixed_matches_reference_tables_of_head():
+    """tests/sandbox/data/fixed_reference.npz: tables of four configs made by make_fixed_reference.py at
+    commit a0b8ea3 (before the allocator interface), on this project's machine."""
+    src = (DATA / "make_fixed_reference.py").read_text()
+    cfgs = eval(src.split("CFGS = ", 1)[1].split("\nout = ", 1)[0])  # the configs of the reference script
+    ref = np.load(DATA / "fixed_reference.npz")
+    for key, kw in cfgs.items():
+        for alloc in (None, "fixed"):
+            r = run(SimConfig(**kw) if alloc is None else SimConfig(**kw, allocator=alloc))
+            for col, v in r.table.items():
+                np.testing.assert_array_equal(v, ref[f"{key}/{col}"], err_msg=f"{key}/{col}")
+            np.testing.assert_array_equal(r.pass1["train"], ref[f"{key}/pass1_train"])
+
+
+# ------------------------------------------------------------------ the rules
+
+def test_knapsack_value_hand_cases():
+    assert al.knapsack_value(0, 0.5) == 0.0
+    assert al.knapsack_value(1, 0.5) == 0.0  # one rollout never has both rewards
+    assert al.knapsack_value(2, 0.5) == pytest.approx(0.5 * 0.5 * 0.25)  # (1 - .25 - .25) * .5 * .25
+    assert al.knapsack_value(3, 0.2) == pytest.approx((1 - 0.008 - 0.512) * 0.2 * 0.64)
+    assert al.knapsack_value(8, 0.0) == 0.0 and al.knapsack_value(8, 1.0) == 0.0
+
+
+def test_knapsack_alloc_hand_case_and_dp():
+    # p = 0.5 and p = 1: every rollout beyond nmin goes to the task with value; budget 8, nmin 2, nmax 6
+    out = np.zeros(2, dtype=np.int64)
+    assert al.knapsack_alloc(np.array([0.5, 1.0]), 8, 2, 6, out) == 8
+    assert out.tolist() == [6, 2]
+    # zero-value leftovers go to the hardest task (p = 0), as the paper sends them to unsolved tasks
+    out = np.zeros(3, dtype=np.int64)
+    al.knapsack_alloc(np.array([1.0, 0.0, 1.0]), 9, 2, 8, out)
+    assert out.tolist() == [2, 5, 2]
+    # equals the paper's dynamic programme on random cases
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        p = rng.uniform(0, 1, size=5)
+        out = np.zeros(5, dtype=np.int64)
+        al.knapsack_alloc(p, 20, 2, 9, out)
+        best, _ = al.knapsack_dp(p, 20, 2, 9)
+        got = sum(al.knapsack_value(k, q) for k, q in zip(out, p, strict=True))
+        assert out.sum() == 20 and got == pytest.approx(best, abs=1e-12)
+
+
+def test_knapsack_dp_brute_force():
+    p = np.array([0.1, 0.5, 0.9])
+    best = max(sum(al.knapsack_value(k, q) for k, q in zip(ks, p, strict=True))
+               for ks in itertools.product(range(2, 8), repeat=3) if sum(ks) == 12)
+    assert al.knapsack_dp(p, 12, 2, 7)[0] == pytest.approx(best)
+
+
+def test_dapo_keep_rule():
+    assert not al.has_signal(0, 8) and not al.has_signal(8, 8)
+    assert al.has_signal(1, 8) and al.has_signal(7, 8)
+
+
+def test_greso_skip_probability():
+    assert al.skip_probability(0.0, 1.0, 0.5) == 0.0
+    assert al.skip_probability(1.0, 1.0, 0.5) == 0.5
+    assert al.skip_probability(1.0, 2.0, 0.9) == 0.0
+    assert al.skip_probability(3.0, 2.0, 0.9) == 0.9
+
+
+def test_schedule_doubling():
+    _, par = al.parse("schedule:double@0.5,0.25", 8)
+    assert par[:3].tolist() == [2.0, 0.25, 0.5]
+    assert al.schedule_n(8, 0.0, par) == 8
+    assert al.schedule_n(8, 0.25, par) == 16
+    assert al.schedule_n(8, 0.6, par) == 32
+
+
+def test_history_update():
+    h = al.new_history(3)
+    al.update_history(h, 1, 0, 8, 5, 1.0)
+    assert h[1].tolist() == [0.0, 1.0, 0.0, 5.0]
+    al.update_history(h, 1, 4, 8, 6, 1.0)
+    assert h[1].tolist() == [0.5, 0.0, 0.25, 6.0]
+    al.update_history(h, 1, 8, 8, 7, 0.5)  # EMA
+    assert h[1, al.H_P] == 0.75 and h[1, al.H_STREAK] == 1.0
+
+
+def test_parse_and_label_errors():
+    assert al.label("fixed", 8) == "fixed-n8" and al.label("knapsack", 8) == "knapsack"
+    for bad in ("nope", "fixed:1", "knapsack:nmin=9", "knapsack:x=1", "schedule:triple@0.5",
+                "schedule:double@1.5", "dynamic-sampling:rounds=0"):
+        with pytest.raises(al.AllocatorError):
+            al.parse(bad, 8)
+    with pytest.raises(ConfigError):
+        SimConfig(**SMALL, allocator="knapsack", objective="ppo")
+
+
+# ------------------------------------------------------------------ runs: compute = rollouts drawn
+
+ALLOCS = ("knapsack", "knapsack:oracle=1", "dynamic-sampling", "skip-zero-var:p=0.9",
+          "schedule:double@0.25,0.5")
+
+
+@pytest.mark.parametrize("spec", ALLOCS)
+@pytest.mark.parametrize("model", ["tabular", "interference"])
+def test_allocator_runs_and_compute_is_rollouts_drawn(spec, model):
+    cfg = SimConfig(**{**SMALL, "model": model}, allocator=spec)
+    r = run(cfg)
+    assert r.status == "ok"
+    t = r.table
+    assert t["compute"][0] == 0 and np.all(np.diff(t["compute"]) > 0)
+    assert t["compute"][-1] <= cfg.budget
+    # recount the rollouts by replaying the kernel step by step: the drawn counter equals the table
+    from sandbox.grpo import AC_ROLL
+    from sandbox.runner import prepare
+
+    st = prepare(cfg)
+    assert st.train_to(cfg.steps) == 0
+    assert st.acc[AC_ROLL] == t["compute"][-1]
+    if spec in ("knapsack", "knapsack:oracle=1", "skip-zero-var:p=0.9"):
+        # one candidate batch per step at bp * n: exactly the fixed path's compute
+        assert t["compute"][-1] == cfg.steps * cfg.bp * cfg.n
+        assert np.array_equal(t["m"] * cfg.bp * cfg.n, t["compute"])
+
+
+def test_dynamic_sampling_counts_discarded_rollouts():
+    """veasy: most groups all-correct, so DAPO draws extra batches; the table's compute counts all of them
+    and the run takes fewer steps than fixed at the same budget."""
+    cfg = SimConfig(**{**SMALL, "dataset": "veasy"}, allocator="dynamic-sampling")
+    t = run(cfg).table
+    assert t["compute"][-1] <= cfg.budget
+    assert t["m"][-1] < cfg.steps
+    assert t["compute"][-1] > t["m"][-1] * cfg.bp * cfg.n  # more than one batch on some steps
+
+
+def test_schedule_spends_larger_groups_later():
+    cfg = SimConfig(**SMALL, allocator="schedule:double@0.5")
+    t = run(cfg).table
+    fixed_steps = cfg.steps
+    # first half at n = 8 (steps/2 of them), second half at n = 16 (steps/4): 3/4 of the steps in all
+    assert t["m"][-1] == fixed_steps // 2 + fixed_steps // 4
+    assert t["compute"][-1] == cfg.budget
+
+
+def test_run_many_equals_run_for_allocators():
+    from sandbox import run_many
+
+    cfgs = [SimConfig(**SMALL, allocator=a, seed=s) for a in ("fixed", "knapsack", "dynamic-sampling")
+            for s in (0, 1)]
+    for c, r in zip(cfgs, run_many(cfgs, threads=2), strict=True):
+        one = run(c)
+        for col in ("compute", "m", "val_mean", "train_mean"):
+            np.testing.assert_array_equal(r.table[col], one.table[col])
