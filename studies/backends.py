@@ -116,6 +116,8 @@ class SimAdapter:
         run_id = cfg.run_id
         table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
         table.insert(0, "run_id", run_id)
+        # issue 13: the allocator as a curve label (fixed runs: fixed-n8 ...), for `fit --by allocator`
+        table["allocator"] = f"fixed-n{cfg.n}" if cfg.allocator == "fixed" else cfg.allocator
         pass1 = tidy_pass1(run_id, res.pass1.get("compute"), {s: res.pass1.get(s) for s in ("train", "val")})
         status = "diverged" if res.status == "diverged" else "done"
         info = {"diverged_step": res.diverged_step, "reason": res.reason}

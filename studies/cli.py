@@ -114,6 +114,7 @@ _CONFIG_OPTIONS = [
     click.option("--zero-variance-filter/--no-zero-variance-filter", default=False, show_default=True,
                  help=HELP["zero_variance_filter"]),
     click.option("--n-est", type=COUNT, default=0, show_default=True, help=HELP["n_est"]),
+    click.option("--allocator", default="fixed", show_default=True, help=HELP["allocator"]),
     click.option("--objective", type=click.Choice(OBJECTIVES), default="pg", show_default=True,
                  help=HELP["objective"]),
     click.option("--k", type=int, default=4, show_default=True, help=HELP["k"]),
@@ -228,7 +229,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
 
 # ---------------------------------------------------------------------------------------------------- sweep
 @click.command()
-@click.argument("study", type=click.Choice(["n-vs-m", "fixed-batch", "joint"]))
+@click.argument("study", type=click.Choice(["n-vs-m", "fixed-batch", "joint", "allocators"]))
 @click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False, path_type=Path),
               help="Results directory (created; rerunning into it skips finished runs).")
 @click.option("--n", type=COUNT_LIST, default="2^1..2^8", show_default=True,
@@ -237,6 +238,11 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
               help="Problems per step: one value for n-vs-m (default 32), a list for joint.")
 @click.option("--batch", type=COUNT_LIST, default=None, help="fixed-batch: values of bp * n, e.g. 256,1024.")
 @click.option("--bmax", type=COUNT, default=None, help="joint: keep only bp * n <= BMAX (paper: 16384 Hard).")
+@click.option("--allocators", "allocator_list", default=None,
+              help="allocators: comma list of allocator specs run at --base-n beside the fixed-n grid, e.g. "
+                   "knapsack,dynamic-sampling,skip-zero-var,schedule:double@0.25 (sandbox/allocators.py).")
+@click.option("--base-n", type=COUNT, default=None,
+              help="allocators: group size of the allocator runs (default 8 if in --n, else its middle).")
 @click.option("--budget", type=COUNT, default=2**20, show_default="2^20",
               help=HELP["budget"] + " E.g. 4e6 or 2^22.")
 @click.option("--seeds", type=int, default=1, show_default=True, help="Repeat the grid over seeds 0..S-1.")
@@ -248,19 +254,22 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
 @click.option("--force", is_flag=True, help="Rerun runs that are already finished in the directory.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
 def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: list[int] | None,
-          bmax: int | None, budget: int, seeds: int, jobs: int | None, executor: str, address: str | None,
-          force: bool, progress: bool, **kw: Any) -> None:
-    """Run a STUDY (n-vs-m, fixed-batch or joint) over seeds into a resumable results directory."""
+          bmax: int | None, allocator_list: str | None, base_n: int | None, budget: int, seeds: int,
+          jobs: int | None, executor: str, address: str | None, force: bool, progress: bool,
+          **kw: Any) -> None:
+    """Run a STUDY (n-vs-m, fixed-batch, joint or allocators) over seeds into a results directory."""
     from studies.executors import run_sweep
     from studies.store import ResultStore, check_output_dir
     from studies.sweeps import build_sweep
 
     check_sweep_size(seeds, n, bp, batch)
     jobs = check_jobs(jobs)
+    alloc_n = base_n
     base_n = n[0] if n else 8
     base_bp = bp[0] if bp else 32
     base = _config(n=base_n, bp=base_bp, budget=max(budget, base_n * base_bp), seed=0, **kw)
-    configs = build_sweep(study, base, n=n, bp=bp, batch=batch, bmax=bmax, seeds=seeds, budget=budget)
+    configs = build_sweep(study, base, n=n, bp=bp, batch=batch, bmax=bmax, seeds=seeds, budget=budget,
+                          allocators=allocator_list.split(",") if allocator_list else None, base_n=alloc_n)
     if executor == "local":
         check_device(base)
     check_output_dir(out_dir)

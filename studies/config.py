@@ -62,6 +62,9 @@ class RunConfig:
     entropy_coef: float = _f(0.0,
         "Coefficient of the entropy bonus; 0 disables it (paired with KL in the paper).")
     zero_variance_filter: bool = _f(False, "Drop groups whose n rewards all agree from the update.")
+    allocator: str = _f("fixed",
+        "Rollout allocator name[:args] (fixed, knapsack, dynamic-sampling, skip-zero-var, schedule:double@F);"
+        " sim only for now.")
     n_est: int = _f(0,
         "Rollouts for the decoupled baseline (PAPER.md finding 9); 0 uses the same n rollouts.")
     objective: str = _f("pg", "Surrogate objective: pg (plain policy gradient), ppo (clipped) or cispo.")
@@ -109,7 +112,10 @@ class RunConfig:
     @property
     def run_id(self) -> str:
         """Deterministic id: a readable prefix plus 10 hex digits of SHA-1 over the canonical config."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), default=str)
+        d = self.to_dict()
+        if d.get("allocator") == "fixed":  # issue 13: ids of runs from before the field stay the same
+            del d["allocator"]
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"), default=str)
         digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
         name = self.model if self.backend == "sim" else self.lm
         name = name or ("tabular" if self.backend == "sim" else "smollm2")

@@ -65,20 +65,51 @@ def joint(base: RunConfig, bp: Sequence[int], n: Sequence[int], bmax: int, seeds
     return [c for b, v in pairs for c in _seeded(base, seeds, n=v, bp=b, budget=budget)]
 
 
+def allocators(base: RunConfig, n: Sequence[int], specs: Sequence[str], seeds: int = 1,
+               budget: int | None = None, base_n: int | None = None) -> list[RunConfig]:
+    """Rollout allocators at iso-compute (issue 13): the fixed-n runs of the grid `n` (allocator `fixed`,
+    table label `fixed-n8`...) plus each allocator spec of `specs` at group size `base_n` (default: 8 when
+    the grid has it, else the grid's middle value), all at the same bp and budget. `fixed` in `specs` adds
+    nothing (the grid's runs are it). Specs are checked by the backend (sandbox/allocators.py)."""
+    ns = _distinct(n, "n")
+    names = [s.strip() for s in specs if s.strip()]
+    if not names:
+        raise StudiesError("the allocators study needs --allocators, e.g. knapsack,dynamic-sampling")
+    if len(set(names)) != len(names):
+        raise StudiesError(f"--allocators lists a value twice: {','.join(names)}")
+    if base_n is None:
+        base_n = 8 if 8 in ns else sorted(ns)[len(ns) // 2]
+    budget = base.budget if budget is None else budget
+    out = n_vs_m(base.replace(allocator="fixed"), ns, seeds, budget=budget)
+    for spec in names:
+        if spec != "fixed":
+            out.extend(_seeded(base, seeds, n=base_n, allocator=spec, budget=budget))
+    return out
+
+
 STUDIES: dict[str, Callable[..., list[RunConfig]]] = {
     "n-vs-m": n_vs_m,
     "fixed-batch": fixed_batch,
     "joint": joint,
+    "allocators": allocators,
 }
 
 
 def build_sweep(study: str, base: RunConfig, *, n: Sequence[int] | None = None,
                 bp: Sequence[int] | None = None, batch: Sequence[int] | None = None,
-                bmax: int | None = None, seeds: int = 1, budget: int | None = None) -> list[RunConfig]:
+                bmax: int | None = None, seeds: int = 1, budget: int | None = None,
+                allocators: Sequence[str] | None = None, base_n: int | None = None) -> list[RunConfig]:
     """Configs of one study from CLI-style grids; StudiesError (one line) on grids that do not fit it."""
     if study not in STUDIES:
         raise StudiesError(f"unknown study {study!r}; choose one of {', '.join(STUDIES)}")
     n = n or [base.n]
+    if allocators and study != "allocators":
+        raise StudiesError("--allocators belongs to the allocators study")
+    if study == "allocators":
+        if batch or bmax or (bp is not None and len(bp) != 1):
+            raise StudiesError("allocators takes --n, one --bp, --allocators and --budget")
+        b = base if not bp else base.replace(bp=bp[0])
+        return STUDIES["allocators"](b, n, allocators or [], seeds, budget=budget, base_n=base_n)
     if study == "n-vs-m":
         if bp is not None and len(bp) != 1:
             raise StudiesError("n-vs-m keeps bp fixed: give one --bp value (the joint study takes a bp grid)")
