@@ -660,6 +660,10 @@ def _train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, log
             gshared[j] = 0.0
         idx = batch[:n_slots]
         if n_loud > 0:
+            if alloc == al.A_DYNAMIC:  # slots gathered over rounds: batch_backward needs their own forward
+                if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, cZ[:n_slots],
+                                    work):
+                    return BAD_LOGITS
             batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ[:n_slots], gshared, PG_[:n_slots],
                            work)
         n_touched = 0

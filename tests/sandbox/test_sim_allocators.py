@@ -166,3 +166,17 @@ def test_run_many_equals_run_for_allocators():
         one = run(c)
         for col in ("compute", "m", "val_mean", "train_mean"):
             np.testing.assert_array_equal(r.table[col], one.table[col])
+
+
+def test_dynamic_sampling_gradient_matches_a_fixed_step_on_the_kept_groups():
+    """DAPO keeps groups from several candidate batches; its update must use the kept problems' own forward
+    pass (regression: the backward once reused the last candidate batch's activations). With rounds=1 and an
+    easy shared model, one DAPO step equals the fixed step with zero_variance_filter on the same draws."""
+    kw = dict(model="interference", dataset="easy", n=8, bp=16, budget=2**12, d=64, d_val=32, n_evals=4,
+              sampler="chain")
+    from sandbox.runner import prepare
+
+    a = prepare(SimConfig(**kw, allocator="dynamic-sampling:rounds=1"))
+    b = prepare(SimConfig(**kw, zero_variance_filter=True))
+    assert a.train_to(1) == 0 and b.train_to(1) == 0
+    np.testing.assert_allclose(a.theta, b.theta, rtol=0, atol=1e-12)
