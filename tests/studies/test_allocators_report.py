@@ -1,0 +1,38 @@
+"""studies.allocators_report.compare: interpolation at C, n* envelope and paired SEs on a synthetic table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from studies.allocators_report import at_budget, compare
+
+
+def _table():
+    rows = []
+    for seed in range(3):
+        for alloc, slope in (("fixed-n2", 1.0), ("fixed-n8", 2.0), ("knapsack", 2.0 + 0.1 * (seed + 1))):
+            for c in (0, 100, 400):
+                v = 0.0 if c == 0 else slope * math.log(c / 100) + seed
+                rows.append({"run_id": f"{alloc}-{seed}", "allocator": alloc, "seed": seed, "n": 8,
+                             "compute": c, "m": c // 10, "val_mean": v})
+    return pd.DataFrame(rows)
+
+
+def test_at_budget_interpolates_in_log_compute():
+    pts = at_budget(_table(), "val_mean", 200).set_index("run_id")
+    assert pts.loc["fixed-n8-0", "value"] == pytest.approx(2.0 * math.log(2))  # halfway in log: 0 .. 2 log 4
+    assert pts.loc["fixed-n8-0", "compute"] == 200
+
+
+def test_compare_envelope_and_paired_se():
+    star, df = compare(_table(), "val_mean", 400)
+    assert star == "fixed-n8"
+    k = df.set_index("allocator").loc["knapsack"]
+    diffs = [0.1 * (s + 1) * math.log(4) for s in range(3)]
+    mean = sum(diffs) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
+    assert k["diff"] == pytest.approx(mean) and k["se"] == pytest.approx(sd / math.sqrt(3))
+    assert k["seeds"] == 3
