@@ -132,15 +132,21 @@ def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget
 def _verdict(results, budget: int) -> list[str]:
     out = ["## What this shows", ""]
     for (model, dataset, metric), table in results.items():
-        _, df = compare(table, metric, budget)
-        alloc = df.loc[~df["allocator"].str.startswith("fixed-n")]
-        best = alloc.sort_values("diff", ascending=False).iloc[0]
-        beats = alloc.loc[alloc["z"] > 2, "allocator"].tolist()
-        out.append(f"- {model}/{dataset} at the top budget: best allocator {best['allocator']} "
-                   f"({_fmt(best['diff'])} +- {best['se']:.4f} vs the fixed envelope); "
-                   + (f"> 2 SE above the envelope: {', '.join(beats)}." if beats
-                      else "none is > 2 SE above the envelope."))
-    out += ["- Only two easy presets, one budget pair, few seeds: the issue's goal (>= envelope at every "
+        for C in (budget // 4, budget):
+            _, df = compare(table, metric, C)
+            alloc = df.loc[~df["allocator"].str.startswith("fixed-n")]
+            best = alloc.sort_values("diff", ascending=False).iloc[0]
+            beats = alloc.loc[alloc["z"] > 2, "allocator"].tolist()
+            out.append(f"- {model}/{dataset} at C = 2^{int(round(math.log2(C)))}: best allocator "
+                       f"{best['allocator']} ({_fmt(best['diff'])} +- {best['se']:.4f} vs the fixed "
+                       "envelope); "
+                       + (f"> 2 SE above the envelope: {', '.join(beats)}." if beats
+                          else "none is > 2 SE above the envelope."))
+    out += ["- No allocator here is >= the fixed envelope at both budgets on both presets. Not investigated: "
+            "why (e.g. knapsack's estimate is the last group's c / n_i, noisy at n_i = 2, and its oracle "
+            "variant shows the rule's own ceiling; in tabular the envelope is n = 2, below the allocators' "
+            "base n = 8, so allocators at n = 8 start behind it).",
+            "- Only two easy presets and two budgets: the issue's goal (>= envelope at every "
             "budget, > 2 SE at the top on two presets, hard and mix presets, 2^22, the LLM backend) is not "
             "tested here. The literature's gains are on LLMs with their own baselines and are not comparable "
             "numbers; they are listed beside ours only as claims.", ""]
