@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,24 @@ def problem_suite(
     return [problems[i] for i in np.random.default_rng(seed).permutation(len(problems))]
 
 
+_OPERATION = re.compile(r"^arith-d[^-]+-t\d+-(.+?)-(?:arith|max|min)-")
+
+
+def operation_of(pid: str) -> str:
+    """The operation set of a suite problem, from its pid (problem_suite names it there)."""
+    m = _OPERATION.match(pid)
+    if m is None:
+        raise ValueError(f"not a problem_suite pid: {pid!r}")
+    return m.group(1)
+
+
+def _reached(done: dict[str, int], problems, samples: int, until: dict[str, int]) -> bool:
+    """Whether every split named in `until` holds at least its count of the suite's measured problems."""
+    avg = np.array([done[p.question] / samples for p in problems if p.question in done])
+    sizes = {k: len(v) for k, v in assign_splits(avg).items()}
+    return all(sizes.get(k, 0) >= v for k, v in until.items())
+
+
 def _read_progress(path: Path, samples: int) -> dict[str, int]:
     """question -> correct count of the rows already measured with `samples` samples (incremental file)."""
     done: dict[str, int] = {}
@@ -105,12 +124,18 @@ def calibrate(
     chunk: int = 32,
     progress: bool = False,
     measure: bool = True,
+    measure_only: list[str] | None = None,
+    until: dict[str, int] | None = None,
 ) -> dict[str, tuple[int, int]]:
     """Measure avg@samples per problem and write `<split>.{train,val}.jsonl` + calibration.csv into out_dir.
 
     Resumable: each chunk's counts are appended (and flushed) to `<out_dir>/progress.jsonl` as it finishes;
     a rerun skips problems already measured with the same `samples`, so a killed calibration loses at most
     one chunk. measure=False writes the splits of the problems measured so far (engine unused).
+    measure_only: measure only the suite problems of these operation sets in this pass (the suite, its order
+    and its splits stay the same; the others stay unmeasured). until: stop once every named split holds at
+    least that many measured problems (train + val), checked after each chunk. Both only choose *which*
+    problems get measured; a problem's measurement does not depend on them.
     Returns {split: (n_train, n_val)}.
     """
     import pandas as pd
@@ -122,6 +147,10 @@ def calibrate(
     if not measure:
         problems = [p for p in problems if p.question in done]
     todo = [i for i, p in enumerate(problems) if p.question not in done]
+    if measure_only is not None:
+        todo = [i for i in todo if operation_of(problems[i].pid) in measure_only]
+    if until and _reached(done, problems, samples, until):
+        todo = []
     it = range(0, len(todo), chunk)
     if progress:
         from tqdm import tqdm
@@ -139,6 +168,9 @@ def calibrate(
                 f.write(json.dumps({**row, "samples": samples}) + "\n")
             f.flush()
             os.fsync(f.fileno())
+            if until and _reached(done, problems, samples, until):
+                break
+    problems = [p for p in problems if p.question in done]  # a partial pass: splits of what is measured
     avg = np.array([done[p.question] / samples for p in problems])
     pd.DataFrame(
         {

@@ -110,6 +110,17 @@ def prepare(cache_dir: str | None, force: bool) -> None:
     show_default=True,
     help="Rollout precision; bfloat16 is ~2.5x faster with vLLM on an AMX CPU.",
 )
+@click.option(
+    "--measure-only",
+    default=None,
+    help="Comma-separated operation sets of --operations to measure in this pass (the suite, its order and "
+    "its splits are unchanged; other problems stay unmeasured until a later pass).",
+)
+@click.option(
+    "--until",
+    default=None,
+    help="Stop once each named split holds that many measured problems, e.g. 'easy=392,hard=392'.",
+)
 def calibrate(
     model,
     cache_dir,
@@ -128,6 +139,8 @@ def calibrate(
     device,
     splits_only,
     dtype,
+    measure_only,
+    until,
 ) -> None:
     from llm_backend.calibrate import parse_digits
     from llm_backend.model import ModelError, cache_root, resolve_model
@@ -150,6 +163,19 @@ def calibrate(
     if not 0 <= seed < 2**32:
         _fail(f"--seed must lie in [0, 2^32), got {seed}")
     _check_device(device)
+    only = None if measure_only is None else [x.strip() for x in str(measure_only).split(",") if x.strip()]
+    if only is not None and (not only or set(only) - set(ops)):
+        _fail(f"--measure-only takes operation sets of --operations ({','.join(ops)}), got {measure_only!r}")
+    stop = None
+    if until is not None:
+        from llm_backend.calibrate import SPLITS
+
+        try:
+            stop = {k.strip(): int(v) for k, v in (x.split("=") for x in str(until).split(",") if x.strip())}
+        except ValueError:
+            _fail(f"--until takes SPLIT=COUNT pairs, e.g. 'easy=392,hard=392', got {until!r}")
+        if not stop or set(stop) - set(SPLITS) or min(stop.values()) < 1:
+            _fail(f"--until names splits of {', '.join(SPLITS)} with counts >= 1, got {until!r}")
     from pathlib import Path as _Path
 
     splits = _Path(out) if out else (_Path(cache_dir) if cache_dir else cache_root()) / "splits"
@@ -183,7 +209,8 @@ def calibrate(
         eng = make_engine(engine, m, tok, str(path), seed=seed, device=device, dtype=dtype)
         try:
             counts = do_calibrate(
-                problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, chunk, True
+                problems, eng, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, chunk,
+                True, measure_only=only, until=stop,
             )
         finally:
             eng.close()

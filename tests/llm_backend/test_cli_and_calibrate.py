@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -128,6 +130,23 @@ def test_calibration_resumes_from_its_progress_file(tmp_path):
             assert (tmp_path / "a" / f"{name}.train.jsonl").read_text() == (
                 tmp_path / "b" / f"{name}.train.jsonl"
             ).read_text()
+        # measure_only: only "-" problems are measured, each exactly as the full pass measured it
+        assert {cal.operation_of(p.pid) for p in probs} == {"+", "-"}
+        calibrate(probs, FakeEngine(probs), Tok(), tmp_path / "c", chunk=4, measure_only=["-"])
+        rows = [json.loads(x) for x in open(tmp_path / "c" / "progress.jsonl")]
+        full_rows = {r["question"]: r for r in map(json.loads, open(tmp_path / "a" / "progress.jsonl"))}
+        assert rows and {cal.operation_of(r["pid"]) for r in rows} == {"-"}
+        assert len(rows) == sum(cal.operation_of(p.pid) == "-" for p in probs)
+        assert all(full_rows[r["question"]] == r for r in rows)
+        # until: stops after the first chunk whose counts reach the target, and a rerun measures nothing
+        eng = FakeEngine(probs)
+        calibrate(probs, eng, Tok(), tmp_path / "d", chunk=4, until={"xhard": 1})
+        n_rows = sum(1 for _ in open(tmp_path / "d" / "progress.jsonl"))
+        zero = [i for i, p in enumerate(probs) if i % 17 == 0]  # FakeEngine: never correct
+        assert n_rows == 4 * (zero[0] // 4 + 1) < len(probs) and eng.calls == zero[0] // 4 + 1
+        eng = FakeEngine(probs)
+        calibrate(probs, eng, Tok(), tmp_path / "d", chunk=4, until={"xhard": 1})
+        assert eng.calls == 0
     finally:
         cal.tasks.build_prompt = build
 
