@@ -4,7 +4,7 @@ and how many rollouts n_i each gets, within the step's rollout budget bp * n.
 A config names one allocator by a spec string `name[:args]` (SimConfig.allocator); `parse` turns it once into
 a numeric code and a parameter vector the kernel reads (grpo.HP_A0..). The rules are small pure njit
 functions on arrays, tested on hand-computed cases (tests/sandbox/test_sim_allocators.py); the GRPO step
-(`grpo._train_kernel_alloc`) only calls them. Every drawn rollout counts as compute, discarded ones too.
+(`alloc_step.train_kernel_alloc`) only calls them. Every drawn rollout counts as compute, discarded ones too.
 
 History the kernel keeps per training problem g (`hist` (d, 4)): column H_P the last observed group success
 rate c / n_i (-1 = never seen; an EMA when `ema` < 1), H_STREAK the number of consecutive zero-variance
