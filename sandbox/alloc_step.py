@@ -141,13 +141,22 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
     gshared = np.zeros(S)
     pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
     touched = np.empty(bp, dtype=np.int64)
+    wbuf = np.empty(bp)
+    tmp_counts = np.empty(K, dtype=np.int64)
+    per_problem = alloc == al.A_KNAPSACK or alloc == al.A_VARIANCE or alloc == al.A_GVM
+    ada_rounds = int(par[0]) if alloc == al.A_ADA else 1
 
     while acc[AC_ROLL] < target:
         step = st[ST_STEP]
         # --- the step's group size (schedules) and its room in the budget
         n_step = n
-        if alloc == al.A_SCHEDULE:
-            n_step = al.schedule_n(n, acc[AC_ROLL] / budget, par)
+        if alloc == al.A_ADA:
+            n_step = int(par[1])
+        if alloc == al.A_SCHEDULE or alloc == al.A_SCHED_ZV:
+            if alloc == al.A_SCHEDULE:
+                n_step = al.schedule_n(n, acc[AC_ROLL] / budget, par)
+            else:
+                n_step = n * int(hist[d, al.Z_MULT])
             room = int((budget - acc[AC_ROLL]) // bp)
             if room < n_step:
                 n_step = room
@@ -158,6 +167,7 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
         rounds = 0
         tot_c = 0
         tot_n = 0
+        zv_step = 0
         while True:
             # --- candidate problems (GRESO skips predicted zero-variance ones before any rollout)
             tries = 0
@@ -179,14 +189,29 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
                 else:
                     _softmax_pi(cZ[b], cpis[b])
             # --- group sizes n_i
-            if alloc == al.A_KNAPSACK:
+            if per_problem:
                 for b in range(bp):
                     g = cand[b]
                     if par[3] != 0.0:
                         phat[b] = cpis[b, correct[g]]
                     else:
                         phat[b] = hist[g, al.H_P] if hist[g, al.H_P] >= 0.0 else par[2]
-                al.knapsack_alloc(phat, B0, int(par[0]), int(par[1]), cn)
+                if alloc == al.A_KNAPSACK:
+                    al.knapsack_alloc(phat, B0, int(par[0]), int(par[1]), cn)
+                elif alloc == al.A_VARIANCE:
+                    al.variance_alloc(phat, B0, int(par[0]), int(par[1]), cn)
+                else:
+                    for b in range(bp):
+                        if par[3] != 0.0:  # oracle: the exact ||e_c - pi||
+                            G = 0.0
+                            for kk in range(K):
+                                e = (1.0 if kk == correct[cand[b]] else 0.0) - cpis[b, kk]
+                                G += e * e
+                            G = np.sqrt(G)
+                        else:
+                            G = al.gvm_gradient_norm(phat[b], K)
+                        wbuf[b] = al.gvm_weight(phat[b], G, par[5], par[6])
+                    al.proportional_alloc(wbuf, B0, int(par[0]), int(par[1]), cn)
             else:
                 for b in range(bp):
                     cn[b] = n_step
@@ -195,15 +220,29 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
                 g = cand[b]
                 k = cn[b]
                 cg = correct[g]
-                c = _sample_group(rs, cpis[b], k, cg, has_len, sampler, ccounts[b])
-                drawn += k
-                al.update_history(hist, g, c, k, step, par[4] if alloc == al.A_KNAPSACK else 1.0)
+                if alloc == al.A_ADA:  # rounds of k until the pool has a correct and a wrong answer
+                    c = _sample_group(rs, cpis[b], k, cg, True, sampler, ccounts[b])
+                    drawn += k
+                    r_done = 1
+                    while al.ada_continue(c, k, r_done, ada_rounds) and \
+                            acc[AC_ROLL] + drawn + n_step * (bp - b) <= budget:  # later problems' 1st round
+                        c += _sample_group(rs, cpis[b], n_step, cg, True, sampler, tmp_counts)
+                        for kk in range(K):
+                            ccounts[b, kk] += tmp_counts[kk]
+                        k += n_step
+                        drawn += n_step
+                        r_done += 1
+                else:
+                    c = _sample_group(rs, cpis[b], k, cg, has_len, sampler, ccounts[b])
+                    drawn += k
+                al.update_history(hist, g, c, k, step, par[4] if per_problem else 1.0)
                 tok = 0.0
                 if has_len:
                     for kk in range(K):
                         tok += ccounts[b, kk] * lens[g, kk]
                 if c == 0 or c == k:
                     acc[AC_ZV] += 1.0
+                    zv_step += 1
                 acc[AC_GROUPS] += 1.0
                 acc[AC_TOKENS] += tok
                 acc[AC_TOK] += tok
@@ -227,6 +266,9 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
                 break
         acc[AC_ROLL] += drawn
         acc[AC_BREW] = tot_c / tot_n if tot_n > 0 else np.nan
+        if alloc == al.A_SCHED_ZV:
+            al.zv_schedule_update(hist[d], float(zv_step), float(rounds * bp), par[0], par[1], par[2],
+                                  float(n))
         if n_slots == 0:
             st[ST_STEP] += 1
             continue

@@ -6,9 +6,15 @@ a numeric code and a parameter vector the kernel reads (grpo.HP_A0..). The rules
 functions on arrays, tested on hand-computed cases (tests/sandbox/test_sim_allocators.py); the GRPO step
 (`alloc_step.train_kernel_alloc`) only calls them. Every drawn rollout counts as compute, discarded ones too.
 
-History the kernel keeps per training problem g (`hist` (d, 4)): column H_P the last observed group success
-rate c / n_i (-1 = never seen; an EMA when `ema` < 1), H_STREAK the number of consecutive zero-variance
-groups, H_VAR the last group's reward variance, H_SEEN the step it was last drawn.
+History the kernel keeps per training problem g (`hist` (d + 1, 4)): column H_P the last observed group
+success rate c / n_i (-1 = never seen; an EMA when `ema` < 1), H_STREAK the number of consecutive
+zero-variance groups, H_VAR the last group's reward variance, H_SEEN the step it was last drawn. Row d is the
+run-level state of the statistic-driven schedule (Z_MULT, Z_ZV, Z_GROUPS, Z_STEPS: `zv_schedule_update`).
+
+Where a paper's predictor of p needs extra machinery (VIP's Gaussian process, GVM's pre-sampling stage),
+the simulator's allocators use the same estimate as knapsack: the problem's last observed group rate c / n_i
+(`ema` < 1 for an exponential average; `prior` for never-seen problems), free of compute; `oracle=1` uses
+the true pass@1 instead (an upper bound on any estimator, no real system has it).
 
 Allocators (codes A_*):
 - `fixed`: every problem n (today's behaviour; the original kernel path, bit for bit).
@@ -27,6 +33,30 @@ Allocators (codes A_*):
   instead; skipped problems cost nothing (GRESO adapts p toward a target zero-variance share; fixed here).
 - `schedule:double@F1,F2,...`: BroRL-style (Hu et al., arXiv 2510.01180) schedule: n doubles each time the
   spent share of the budget passes F_j (bp fixed, so later steps cost more and there are fewer of them).
+- `schedule:zv@T[,window=8,nmax=32n]` (ours; the issue's "schedule driven by a measured statistic"): n doubles
+  when the share of zero-variance groups measured over the last window of `window` steps (windows do not
+  overlap) exceeds T, up to nmax. Zero-variance groups are the signal GRPO loses to saturation (PAPER.md:
+  the zero-variance rule of docs/PREDICT.md), and a larger n turns part of them into groups with signal.
+- `variance[:nmin=4,nmax=32,prior=0.5,oracle=0,ema=1]`: VIP (Nguyen et al., arXiv 2602.01601): per-prompt
+  n_i minimising the predicted gradient variance sum_i s_i / n_i with s_i = p_i (1 - p_i) (the per-rollout
+  reward variance, to which VIP's Dr.GRPO / RLOO gradient variance is proportional), subject to
+  sum n_i = bp * n and nmin <= n_i <= nmax (VIP's default range [4, 32]); a separable convex integer
+  programme solved exactly by greedy marginal decrease (its continuous optimum is Neyman's
+  n_i ~ sqrt(s_i)). Our choices: the 1/n_i form drops VIP's finite-n corrections, and p_i comes from the
+  history, not VIP's Gaussian process. nmin is lowered to n (nmax raised to n) when n lies outside [4, 32].
+- `gvm[:nmin=2,nmax=4n,alpha=0.001,beta=2,prior=0.5,oracle=0,ema=1]`: GVM-RAFT (Yao et al., arXiv
+  2505.02391): n_i proportional to G_i / sqrt(p_i + alpha / p_i^(beta - 1)) (RLHFlow/GVM
+  `calc_sample_ratio`, alpha 1e-3, beta 2; weight 0 at p_i = 0 as there), normalised to sum n_i = bp * n
+  within [nmin, nmax] (`proportional_alloc`). G_i, the norm of the prompt's gradient, is measured by backward
+  passes in the paper; here it is the logit-space norm of grad log pi(correct) = e_c - pi with the wrong mass
+  spread evenly, (1 - p_i) sqrt(K / (K - 1)) (oracle=1: the exact ||e_c - pi_i||). The paper spends a
+  pre-sampling stage on estimating p_i and G_i; here that estimate is free (the history).
+- `ada[:rounds=4,chunk=n]`: Reinforce-Ada (Xiong et al., arXiv 2510.04996; RLHFlow/Reinforce-Ada
+  `multi_round_adaptive_downsampling`): each of the bp problems is sampled in rounds of `chunk` rollouts and
+  stops once it has signal (a correct and a wrong answer among all its rollouts) or after `rounds` rounds.
+  All drawn rollouts count and all of them train (the group is the prompt's whole pool, so its baseline is
+  the pool's mean, Reinforce-Ada's "global statistics"); our choice: no down-sampling to a fixed balanced
+  group (the paper's "balanced" variant keeps final_samples_per_prompt of them).
 """
 
 from __future__ import annotations
@@ -34,13 +64,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-A_FIXED, A_KNAPSACK, A_DYNAMIC, A_SKIPZV, A_SCHEDULE = 0, 1, 2, 3, 4
+A_FIXED, A_KNAPSACK, A_DYNAMIC, A_SKIPZV, A_SCHEDULE, A_VARIANCE, A_GVM, A_ADA, A_SCHED_ZV = range(9)
 NAMES = {"fixed": A_FIXED, "knapsack": A_KNAPSACK, "dynamic-sampling": A_DYNAMIC, "skip-zero-var": A_SKIPZV,
-         "schedule": A_SCHEDULE}
-N_PARAMS = 6
+         "schedule": A_SCHEDULE, "variance": A_VARIANCE, "gvm": A_GVM, "ada": A_ADA}
+PER_PROBLEM = (A_KNAPSACK, A_VARIANCE, A_GVM)
+"""Allocators that split the step's bp * n rollouts over its bp problems from a predicted p_i. Their
+parameters share one layout: nmin, nmax, prior, oracle, ema, then alpha, beta (gvm)."""
+N_PARAMS = 8
 """Length of the parameter vector of every allocator (hp[HP_A0: HP_A0 + N_PARAMS])."""
 MAX_FRACTIONS = 5
 H_P, H_STREAK, H_VAR, H_SEEN = range(4)
+Z_MULT, Z_ZV, Z_GROUPS, Z_STEPS = range(4)
+"""Columns of the run-level row d of hist (schedule:zv): n multiplier, zero-variance groups, groups and
+steps counted since the last change."""
 N_HIST = 4
 
 
@@ -93,10 +129,40 @@ def parse(spec: str, n: int) -> tuple[int, np.ndarray]:
         if not 0.0 <= kv["p"] <= 1.0 or kv["streak"] < 1:
             raise AllocatorError("skip-zero-var needs p in [0, 1] and streak >= 1")
         p[0], p[1] = kv["p"], kv["streak"]
+    elif code == A_VARIANCE:
+        kv = _kv(name, args, {"nmin": float(min(4, n)), "nmax": float(max(32, n)), "prior": 0.5,
+                              "oracle": 0.0, "ema": 1.0})
+        _check_per_problem(name, kv, n)
+        p[:5] = [kv["nmin"], kv["nmax"], kv["prior"], kv["oracle"], kv["ema"]]
+    elif code == A_GVM:
+        kv = _kv(name, args, {"nmin": 2.0, "nmax": 4.0 * n, "alpha": 1e-3, "beta": 2.0, "prior": 0.5,
+                              "oracle": 0.0, "ema": 1.0})
+        _check_per_problem(name, kv, n)
+        if kv["alpha"] < 0 or kv["beta"] < 1:
+            raise AllocatorError(f"gvm needs alpha >= 0 and beta >= 1, got {kv['alpha']:g}, {kv['beta']:g}")
+        p[:7] = [kv["nmin"], kv["nmax"], kv["prior"], kv["oracle"], kv["ema"], kv["alpha"], kv["beta"]]
+    elif code == A_ADA:
+        kv = _kv(name, args, {"rounds": 4.0, "chunk": float(n)})
+        if not 1 <= kv["rounds"] <= 64 or not 2 <= kv["chunk"] <= n or kv["chunk"] != int(kv["chunk"]):
+            raise AllocatorError(f"ada needs 1 <= rounds <= 64 and an integer 2 <= chunk <= n = {n}, got "
+                                 f"rounds={kv['rounds']:g}, chunk={kv['chunk']:g}")
+        p[0], p[1] = kv["rounds"], kv["chunk"]
+    elif args.startswith("zv@"):
+        code = A_SCHED_ZV
+        thr, _, rest = args[3:].partition(",")
+        try:
+            t = float(thr)
+        except ValueError:
+            raise AllocatorError(f"schedule:zv@T needs a number T in (0, 1), got {thr!r}") from None
+        kv = _kv("schedule:zv", rest, {"window": 8.0, "nmax": 32.0 * n})
+        if not 0.0 < t < 1.0 or kv["window"] < 1 or kv["nmax"] < n:
+            raise AllocatorError(f"schedule:zv needs T in (0, 1), window >= 1 and nmax >= n = {n}, got "
+                                 f"T={t:g}, window={kv['window']:g}, nmax={kv['nmax']:g}")
+        p[0], p[1], p[2] = t, kv["window"], kv["nmax"]
     else:
         kind, at, fr = args.partition("@")
         if kind != "double" or not at:
-            raise AllocatorError(f"schedule takes double@F1,F2,... (compute fractions), got {args!r}")
+            raise AllocatorError(f"schedule takes double@F1,F2,... (compute fractions) or zv@T, got {args!r}")
         try:
             fracs = sorted(float(f) for f in fr.split(","))
         except ValueError:
@@ -106,6 +172,29 @@ def parse(spec: str, n: int) -> tuple[int, np.ndarray]:
         p[0] = len(fracs)
         p[1: 1 + len(fracs)] = fracs
     return code, p
+
+
+def _check_per_problem(name: str, kv: dict[str, float], n: int) -> None:
+    integers = kv["nmin"] == int(kv["nmin"]) and kv["nmax"] == int(kv["nmax"])
+    if not 1 <= kv["nmin"] <= n <= kv["nmax"] or not integers:
+        raise AllocatorError(f"{name} needs integers 1 <= nmin <= n <= nmax, got nmin={kv['nmin']:g}, n={n}, "
+                             f"nmax={kv['nmax']:g}")
+    if not 0.0 <= kv["prior"] <= 1.0 or not 0.0 < kv["ema"] <= 1.0:
+        raise AllocatorError(f"{name} needs prior in [0, 1] and ema in (0, 1]")
+
+
+def split_specs(text: str) -> list[str]:
+    """A comma list of allocator specs, where a spec's own arguments may hold commas
+    (`schedule:double@0.25,0.5,knapsack:nmin=2,nmax=16`): a part that does not start a new spec (a name, or a
+    name followed by ':') belongs to the spec before it."""
+    out: list[str] = []
+    for part in str(text).split(","):
+        head = part.strip().partition(":")[0]
+        if out and head not in NAMES:
+            out[-1] += "," + part.strip()
+        elif part.strip():
+            out.append(part.strip())
+    return out
 
 
 def label(spec: str, n: int) -> str:
@@ -224,8 +313,149 @@ def update_history(hist, g, c, k, step, ema):
 
 
 def new_history(d: int) -> np.ndarray:
-    """Empty history (d, N_HIST): never seen."""
-    h = np.zeros((d, N_HIST))
-    h[:, H_P] = -1.0
-    h[:, H_SEEN] = -1.0
+    """Empty history (d + 1, N_HIST): problems 0..d-1 never seen; row d the run-level schedule state
+    (multiplier 1, counters 0)."""
+    h = np.zeros((d + 1, N_HIST))
+    h[:d, H_P] = -1.0
+    h[:d, H_SEEN] = -1.0
+    h[d, Z_MULT] = 1.0
     return h
+
+
+@njit(cache=True, error_model="numpy")
+def variance_alloc(p, budget, nmin, nmax, out):
+    """VIP: n_i (into out, int64) minimising sum_i p_i (1 - p_i) / n_i, sum n_i = budget, nmin <= n_i <= nmax.
+
+    The objective is separable and convex in each n_i, so adding one rollout at a time where it lowers the
+    variance most (s_i / n_i - s_i / (n_i + 1) = s_i / (n_i (n_i + 1))) is exact. Ties, including the
+    zero-gain leftovers once every s_i > 0 problem is at nmax, go to the smallest n_i, then the lowest index.
+    Returns the rollouts placed (< budget only when every n_i is at nmax)."""
+    m = p.shape[0]
+    used = 0
+    for i in range(m):
+        out[i] = nmin
+        used += nmin
+    while used < budget:
+        best = -1
+        best_gain = -1.0
+        for i in range(m):
+            if out[i] >= nmax:
+                continue
+            s = p[i] * (1.0 - p[i])
+            gain = s / (out[i] * (out[i] + 1.0))
+            tie = abs(gain - best_gain) <= 1e-15 and best >= 0 and out[i] < out[best]
+            if gain > best_gain + 1e-15 or tie:
+                best = i
+                best_gain = gain
+        if best < 0:
+            break
+        out[best] += 1
+        used += 1
+    return used
+
+
+@njit(cache=True, error_model="numpy")
+def gvm_weight(p, G, alpha, beta):
+    """GVM-RAFT's sample-size weight G / sqrt(p + alpha / p^(beta - 1)); 0 when p or G is 0 (RLHFlow/GVM)."""
+    if p <= 0.0 or G <= 0.0:
+        return 0.0
+    return G / np.sqrt(p + alpha / p ** (beta - 1.0))
+
+
+@njit(cache=True, error_model="numpy")
+def gvm_gradient_norm(p, K):
+    """G_i of the gvm allocator from a predicted p: ||e_c - pi|| with the wrong mass 1 - p spread evenly over
+    the K - 1 wrong answers, (1 - p) sqrt(K / (K - 1))."""
+    return (1.0 - p) * np.sqrt(K / (K - 1.0))
+
+
+@njit(cache=True, error_model="numpy")
+def proportional_alloc(w, budget, nmin, nmax, out):
+    """Integers n_i (into out) proportional to w_i within [nmin, nmax] with sum n_i = budget: the real
+    allocation clip(lam w_i, nmin, nmax) whose sum is the budget (lam by bisection), floored, and the
+    rollouts left by flooring given one each to the largest fractional parts (ties: the smallest n_i, then the
+    lowest index; so budget the clipping leaves over is spread evenly). All-zero
+    weights split evenly. Returns the rollouts placed (< budget only when every n_i is at nmax)."""
+    m = w.shape[0]
+    tot = 0.0
+    for i in range(m):
+        tot += w[i]
+    if m * nmax <= budget:
+        for i in range(m):
+            out[i] = nmax
+        return m * nmax
+    ww = np.empty(m)
+    for i in range(m):
+        ww[i] = w[i] if tot > 0.0 else 1.0
+    lo, hi = 0.0, 1.0
+    while True:  # grow hi until the clipped sum reaches the budget
+        s = 0.0
+        for i in range(m):
+            s += min(max(hi * ww[i], nmin), nmax)
+        if s >= budget or hi > 1e300:
+            break
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        s = 0.0
+        for i in range(m):
+            s += min(max(mid * ww[i], nmin), nmax)
+        if s < budget:
+            lo = mid
+        else:
+            hi = mid
+    x = np.empty(m)
+    used = 0
+    for i in range(m):
+        x[i] = min(max(hi * ww[i], nmin), nmax)
+        out[i] = int(np.floor(x[i] + 1e-9))
+        used += out[i]
+    while used > budget:  # rounding noise of the bisection: take back from the smallest remainders
+        worst = -1
+        for i in range(m):
+            if out[i] > nmin and (worst < 0 or x[i] - out[i] < x[worst] - out[worst]):
+                worst = i
+        out[worst] -= 1
+        used -= 1
+    while used < budget:
+        best = -1
+        for i in range(m):
+            if out[i] >= nmax:
+                continue
+            if best < 0:
+                best = i
+                continue
+            r, rb = x[i] - out[i], x[best] - out[best]
+            if r > rb + 1e-12 or (abs(r - rb) <= 1e-12 and out[i] < out[best]):
+                best = i
+        if best < 0:
+            break
+        out[best] += 1
+        x[best] = out[best]  # its remainder is spent
+        used += 1
+    return used
+
+
+@njit(cache=True, error_model="numpy")
+def ada_continue(c, k, rounds_done, rounds):
+    """Reinforce-Ada's stopping rule: sample another round for a prompt with c correct of its k rollouts so
+    far unless it has signal (0 < c < k) or has had its `rounds` rounds."""
+    return rounds_done < rounds and not (0 < c < k)
+
+
+@njit(cache=True, error_model="numpy")
+def zv_schedule_update(state, zv, groups, thr, window, nmax, n):
+    """schedule:zv@T after one step with `zv` zero-variance groups out of `groups`: add them to the counters
+    of state (row d of hist); once `window` steps are counted, double the multiplier if the zero-variance
+    share exceeds thr and n x 2 x multiplier <= nmax, and restart the counters either way. Returns the
+    multiplier."""
+    state[Z_ZV] += zv
+    state[Z_GROUPS] += groups
+    state[Z_STEPS] += 1.0
+    if state[Z_STEPS] >= window:
+        if state[Z_GROUPS] > 0.0 and state[Z_ZV] / state[Z_GROUPS] > thr and n * 2.0 * state[Z_MULT] <= nmax:
+            state[Z_MULT] *= 2.0
+        state[Z_ZV] = 0.0
+        state[Z_GROUPS] = 0.0
+        state[Z_STEPS] = 0.0
+    return state[Z_MULT]

@@ -269,7 +269,8 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
     base_bp = bp[0] if bp else 32
     base = _config(n=base_n, bp=base_bp, budget=max(budget, base_n * base_bp), seed=0, **kw)
     configs = build_sweep(study, base, n=n, bp=bp, batch=batch, bmax=bmax, seeds=seeds, budget=budget,
-                          allocators=allocator_list.split(",") if allocator_list else None, base_n=alloc_n)
+                          allocators=split_allocators(allocator_list) if allocator_list else None,
+                          base_n=alloc_n)
     if executor == "local":
         check_device(base)
     check_output_dir(out_dir)
@@ -287,6 +288,24 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
 
 
 # ------------------------------------------------------------------------------------------- input checks
+def split_allocators(text: str) -> list[str]:
+    """--allocators: a comma list of specs whose own arguments may hold commas (`schedule:double@0.25,0.5`,
+    `variance:nmin=2,nmax=16`): a part that is a number or a key=value belongs to the spec before it."""
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        head = part.partition(":")[0]
+        try:
+            float(part)
+            number = True
+        except ValueError:
+            number = False
+        if out and (number or ("=" in head)):
+            out[-1] += "," + part
+        elif part:
+            out.append(part)
+    return out
+
+
 def check_jobs(jobs: int | None) -> int | None:
     """--jobs: >= 1, capped (with a warning) at JOBS_PER_CORE worker processes per core."""
     if jobs is None:

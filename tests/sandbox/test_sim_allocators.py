@@ -180,3 +180,145 @@ def test_dynamic_sampling_gradient_matches_a_fixed_step_on_the_kept_groups():
     b = prepare(SimConfig(**kw, zero_variance_filter=True))
     assert a.train_to(1) == 0 and b.train_to(1) == 0
     np.testing.assert_allclose(a.theta, b.theta, rtol=0, atol=1e-12)
+
+
+# ------------------------------------------------ variance (VIP), gvm (GVM-RAFT), ada, schedule:zv
+
+def test_variance_alloc_hand_cases_and_brute_force():
+    # s = p (1 - p) = 0.25 vs 0: every rollout beyond nmin goes to the p = 0.5 problem
+    out = np.zeros(2, dtype=np.int64)
+    assert al.variance_alloc(np.array([0.5, 1.0]), 8, 2, 6, out) == 8
+    assert out.tolist() == [6, 2]
+    # s = [0.25, 0.0625 * ...]: p = 0.5 and p = (1 - sqrt(0.75)) / 2 give s = 0.25 and 0.0625 (ratio 4: 1),
+    # so Neyman n ~ sqrt(s) = 2 : 1, budget 6 -> [4, 2] (greedy: [1,1] -> [2,1] -> [3,1] -> [3,2] -> [4,2])
+    q = (1 - np.sqrt(0.75)) / 2
+    out = np.zeros(2, dtype=np.int64)
+    al.variance_alloc(np.array([0.5, q]), 6, 1, 10, out)
+    assert out.tolist() == [4, 2]
+    # zero-gain leftovers are spread evenly once the useful problem is at nmax
+    out = np.zeros(3, dtype=np.int64)
+    al.variance_alloc(np.array([0.5, 0.0, 1.0]), 12, 2, 6, out)
+    assert out.tolist() == [6, 3, 3]
+    # exact minimum of sum s_i / n_i on random cases
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        p = rng.uniform(0, 1, size=3)
+        s = p * (1 - p)
+        out = np.zeros(3, dtype=np.int64)
+        al.variance_alloc(p, 15, 2, 9, out)
+        best = min(sum(s / np.array(ks)) for ks in itertools.product(range(2, 10), repeat=3) if sum(ks) == 15)
+        assert out.sum() == 15 and float(np.sum(s / out)) == pytest.approx(best, abs=1e-12)
+
+
+def test_variance_defaults_follow_vip_range():
+    _, par = al.parse("variance", 8)
+    assert par[:5].tolist() == [4.0, 32.0, 0.5, 0.0, 1.0]
+    _, par = al.parse("variance", 2)  # n below VIP's range: nmin drops to n
+    assert par[:2].tolist() == [2.0, 32.0]
+
+
+def test_gvm_weight_and_proportional_alloc_hand_cases():
+    # w = G / sqrt(p + alpha / p^(beta - 1)); beta = 2: p + alpha / p
+    assert al.gvm_weight(0.0, 1.0, 1e-3, 2.0) == 0.0 and al.gvm_weight(0.5, 0.0, 1e-3, 2.0) == 0.0
+    assert al.gvm_weight(0.25, 1.0, 0.0, 2.0) == pytest.approx(2.0)  # 1 / sqrt(0.25)
+    assert al.gvm_weight(0.1, 2.0, 1e-3, 2.0) == pytest.approx(2.0 / np.sqrt(0.1 + 0.01))
+    assert al.gvm_weight(0.1, 1.0, 1e-3, 3.0) == pytest.approx(1.0 / np.sqrt(0.1 + 0.1))  # 1e-3 / 0.1^2
+    assert al.gvm_gradient_norm(0.5, 8) == pytest.approx(0.5 * np.sqrt(8 / 7))
+    out = np.zeros(2, dtype=np.int64)
+    assert al.proportional_alloc(np.array([1.0, 3.0]), 8, 1, 8, out) == 8
+    assert out.tolist() == [2, 6]  # lam = 2
+    al.proportional_alloc(np.array([1.0, 3.0]), 8, 3, 8, out)
+    assert out.tolist() == [3, 5]  # lam = 5/3: 1.67 clipped up to 3
+    out = np.zeros(3, dtype=np.int64)
+    al.proportional_alloc(np.array([1.0, 1.0, 1.0]), 10, 2, 8, out)
+    assert out.tolist() == [4, 3, 3]  # 10/3 each: the leftover rollout to the lowest index
+    al.proportional_alloc(np.zeros(3), 9, 2, 8, out)
+    assert out.tolist() == [3, 3, 3]  # all-zero weights split evenly
+    al.proportional_alloc(np.array([0.0, 1.0, 0.0]), 12, 2, 6, out)
+    assert out.tolist() == [3, 6, 3]  # nmax caps the one weighted problem, the rest share the leftover
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        w = rng.uniform(0, 1, size=6)
+        out = np.zeros(6, dtype=np.int64)
+        assert al.proportional_alloc(w, 48, 2, 32, out) == 48
+        assert out.min() >= 2 and out.max() <= 32
+
+
+def test_ada_stopping_rule():
+    assert al.ada_continue(0, 8, 1, 4) and al.ada_continue(8, 8, 3, 4)  # no signal yet, rounds left
+    assert not al.ada_continue(3, 8, 1, 4)  # signal: stop
+    assert not al.ada_continue(0, 32, 4, 4)  # cap
+
+
+def test_zv_schedule_update_hand_case():
+    h = al.new_history(4)
+    st = h[4]
+    assert st.tolist() == [1.0, 0.0, 0.0, 0.0]
+    # window 2, T = 0.5: steps with 10/16 and 6/16 zero-variance groups -> share 0.5, not > 0.5: no change
+    assert al.zv_schedule_update(st, 10.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
+    assert al.zv_schedule_update(st, 6.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
+    assert st[al.Z_STEPS] == 0.0  # the window restarts
+    assert al.zv_schedule_update(st, 12.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0  # mid-window
+    assert al.zv_schedule_update(st, 10.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 2.0  # 22/32 > 0.5: n 8 -> 16
+    for _ in range(6):
+        al.zv_schedule_update(st, 16.0, 16.0, 0.5, 2.0, 64.0, 8.0)
+    assert st[al.Z_MULT] == 8.0  # 16 -> 32 -> 64, then nmax = 64 stops it
+
+
+def test_parse_new_allocators_and_split_specs():
+    code, par = al.parse("schedule:zv@0.6,window=4,nmax=128", 8)
+    assert code == al.A_SCHED_ZV and par[:3].tolist() == [0.6, 4.0, 128.0]
+    code, par = al.parse("gvm", 8)
+    assert code == al.A_GVM and par[:7].tolist() == [2.0, 32.0, 0.5, 0.0, 1.0, 1e-3, 2.0]
+    code, par = al.parse("ada", 8)
+    assert code == al.A_ADA and par[:2].tolist() == [4.0, 8.0]
+    for bad in ("schedule:zv@1.5", "schedule:zv@x", "ada:chunk=16", "ada:rounds=0", "variance:nmin=9",
+                "gvm:beta=0.5", "variance:nmax=4.5"):
+        with pytest.raises(al.AllocatorError):
+            al.parse(bad, 8)
+    assert al.split_specs("knapsack,schedule:double@0.25,0.5,variance:nmin=2,nmax=16,ada") == [
+        "knapsack", "schedule:double@0.25,0.5", "variance:nmin=2,nmax=16", "ada"]
+
+
+NEW = ("variance", "variance:oracle=1", "gvm", "gvm:oracle=1", "ada", "schedule:zv@0.3,window=2")
+
+
+@pytest.mark.parametrize("spec", NEW)
+@pytest.mark.parametrize("model", ["tabular", "interference"])
+def test_new_allocators_compute_is_rollouts_drawn(spec, model):
+    from sandbox.grpo import AC_ROLL
+    from sandbox.runner import prepare
+
+    cfg = SimConfig(**{**SMALL, "model": model}, allocator=spec)
+    r = run(cfg)
+    assert r.status == "ok"
+    t = r.table
+    assert t["compute"][0] == 0 and np.all(np.diff(t["compute"]) > 0) and t["compute"][-1] <= cfg.budget
+    st = prepare(cfg)
+    assert st.train_to(cfg.steps) == 0
+    assert st.acc[AC_ROLL] == t["compute"][-1]
+    if spec.startswith(("variance", "gvm")):  # one split of bp * n per step: the fixed path's compute
+        assert np.array_equal(t["m"] * cfg.bp * cfg.n, t["compute"])
+
+
+def test_ada_counts_every_round():
+    """veasy: most groups of 8 are all correct, so ada samples extra rounds; the table's compute counts them
+    and equals the kernel's counter; rounds=1 is one group of n per problem (the fixed compute)."""
+    cfg = SimConfig(**{**SMALL, "dataset": "veasy"}, allocator="ada")
+    t = run(cfg).table
+    assert t["compute"][-1] > t["m"][-1] * cfg.bp * cfg.n and t["m"][-1] < cfg.steps
+    one = run(SimConfig(**{**SMALL, "dataset": "veasy"}, allocator="ada:rounds=1")).table
+    assert np.array_equal(one["m"] * cfg.bp * cfg.n, one["compute"]) and one["m"][-1] == cfg.steps
+
+
+def test_zv_schedule_doubles_on_saturated_problems():
+    """veasy at T = 0.3: the zero-variance share is high from the start, so n doubles every window of 2 steps
+    up to nmax and the run takes fewer, larger steps than fixed n."""
+    cfg = SimConfig(**{**SMALL, "dataset": "veasy"}, allocator="schedule:zv@0.3,window=2,nmax=32")
+    from sandbox.runner import prepare
+
+    st = prepare(cfg)
+    st.train_to(cfg.steps)
+    assert st.hist[cfg.d, al.Z_MULT] == 4.0  # 8 -> 16 -> 32 = nmax
+    t = run(cfg).table
+    assert t["compute"][-1] <= cfg.budget and t["m"][-1] < cfg.steps
