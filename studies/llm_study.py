@@ -14,6 +14,7 @@ bp 8, n 2..32, budget >= 2^12, 3 seeds): bp 8, n in {2, 4, 8, 16}, the sqrt lr r
 from __future__ import annotations
 
 import argparse
+
 from studies.config import RunConfig, parse_count
 from studies.executors import run_sweep
 from studies.store import ResultStore
