@@ -31,7 +31,7 @@ def test_report_tables_and_goal(tmp_path):
     res = {("interference", "easy", "val_mean"): _table(), ("interference", "hard", "val_mean"): _table()}
     text = ar.report(res, seeds=3, budget=2**16, fig="figs/allocators.png")
     assert "![allocators vs the fixed-n envelope](figs/allocators.png)" in text
-    assert "| knapsack | +0.000 +- 0.000 |" in text  # equal at 2^12 (log(1) = 0 for every allocator)
+    assert "| knapsack | +0.0000 +- 0.0000 |" in text  # equal at 2^12 (log(1) = 0 for every allocator)
     # knapsack beats fixed-n8 (the envelope at 2^16) on every seed by 0.1 (s + 1) log 16: ** on both presets
     assert "knapsack | interference/easy, interference/hard | interference/easy, interference/hard" in text
     assert "Met by: knapsack." in text
