@@ -5,6 +5,12 @@ complete grid: seed 0 over every n, then the lr variants, then the further seeds
 of backend llm stored in one ResultStore, so `isocompute fit` / `plot` read it as any sweep.
 
     python -m studies.llm_study --out results/llm-nvm [--seeds 3] [--budget 512] [--jobs 1]
+    python -m studies.llm_study --report results/llm-nvm --docs docs/llm_study/nvm [--sim-seeds 8]
+
+The report (generated from the stored runs, nothing typed) writes into --docs: table.csv (every row of every
+finished run), fit.json / fit.txt (`isocompute fit` on the base-lr grid), frontier.png (`isocompute plot`),
+sim_fit.json (the simulator's n*(C) for the same bp, n grid and budget), README.md, and the real-LLM
+paragraph of the top-level README between its `llm-study` markers.
 
 The grid (sized for this 2-core CPU; docs/llm_study/nvm/README.md says what was cut from the issue's
 bp 8, n 2..32, budget >= 2^12, 3 seeds): bp 8, n in {2, 4, 8, 16}, the sqrt lr rule at base lr 3e-5
@@ -14,6 +20,13 @@ bp 8, n 2..32, budget >= 2^12, 3 seeds): bp 8, n in {2, 4, 8, 16}, the sqrt lr r
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
 
 from studies.config import RunConfig, parse_count
 from studies.executors import run_sweep
@@ -41,16 +54,190 @@ def study_configs(seeds: int, budget: int, bp: int = 8) -> list[RunConfig]:
     return out
 
 
+def _runs_table(results: str) -> pd.DataFrame:
+    """Every finished run's rows, with its base lr (`lr_base`) from its stored config."""
+    parts = []
+    with ResultStore(results, study="n-vs-m") as store:
+        for rid in store.finished_runs():
+            df = store.read_run(rid)
+            df["lr_base"] = float(store.record(rid)["config"]["lr"])
+            parts.append(df)
+    if not parts:
+        raise SystemExit(f"no finished runs in {results}")
+    return pd.concat(parts, ignore_index=True)
+
+
+def _final(table: pd.DataFrame, metric: str = "val_mean") -> pd.DataFrame:
+    """The metric at each run's last evaluation (its budget), one row per run."""
+    last = table.sort_values("compute").groupby("run_id").tail(1)
+    return last[["run_id", "n", "seed", "lr_base", "compute", metric]].sort_values(["lr_base", "n", "seed"])
+
+
+def _mean_se(x: pd.Series) -> str:
+    x = x.dropna()
+    se = x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else float("nan")
+    return f"{x.mean():.3f} +- {se:.3f} ({len(x)})" if len(x) > 1 else f"{x.mean():.3f} (1)"
+
+
+def _sim_fit(budget: int, bp: int, seeds: int) -> dict:
+    """The simulator's n*(C) at the study's bp, n grid and budget (interference preset, the paper's sqrt
+    lr rule at the simulator's default base lr), 32 evaluation points."""
+    from studies.frontier import fit_report
+    from studies.sweeps import n_vs_m
+
+    base = RunConfig(backend="sim", model="interference", bp=bp, budget=budget, lr_rule="sqrt")
+    with tempfile.TemporaryDirectory() as tmp, ResultStore(tmp, study="n-vs-m") as store:
+        run_sweep(n_vs_m(base, NS, seeds), store, jobs=1, progress=False)
+        table = pd.concat([store.read_run(r) for r in store.finished_runs()], ignore_index=True)
+    return fit_report(table, metric="val_mean", by="n", extrapolate=False)
+
+
+def _frontier_lines(rep: dict) -> list[str]:
+    out = []
+    for f in rep.get("frontier", []):
+        if f.get("n") is not None and f.get("reward") is not None:
+            out.append(f"| {f['compute']:.0f} | {f['reward']:.3f} | {f['n']} |")
+    return out
+
+
+def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "README.md") -> dict:
+    """Write the study's generated tables, fit, figure and README paragraph (module docstring)."""
+    from studies.cli import print_fit_report
+    from studies.frontier import FrontierFit, fit_report
+    from studies.plots import plot_frontier
+
+    out = Path(docs)
+    out.mkdir(parents=True, exist_ok=True)
+    table = _runs_table(results)
+    keep = ["run_id", "n", "bp", "seed", "lr_base", "lr", "m", "compute", "tokens", "batch_reward",
+            "val_mean", "val_best_k", "val_worst_k"]
+    table[[c for c in keep if c in table]].sort_values(["lr_base", "n", "seed", "compute"]).to_csv(
+        out / "table.csv", index=False, float_format="%.6g")
+    main_grid = table[table.lr_base == BASE_LR]
+    budget = int(main_grid.compute.max())
+    bp = int(main_grid.bp.iloc[0])
+    rep = fit_report(main_grid, metric="val_mean", by="n")
+    (out / "fit.json").write_text(json.dumps(rep, indent=1) + "\n")
+    lines: list[str] = []
+    print_fit_report(rep, echo=lines.append)
+    (out / "fit.txt").write_text("\n".join(lines) + "\n")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    plot_frontier(main_grid, "val_mean", "n", out / "frontier.png",
+                  fit=FrontierFit(metric="val_mean", by="n").fit(main_grid),
+                  title=f"SmolLM2-135M GRPO, easy split, bp {bp}, base lr {BASE_LR:g} (sqrt rule)")
+    sim = _sim_fit(budget, bp, sim_seeds)
+    (out / "sim_fit.json").write_text(json.dumps(sim, indent=1) + "\n")
+
+    fin = _final(table)
+    seeds = sorted(set(main_grid.seed))
+    best = {n: fin[(fin.lr_base == BASE_LR) & (fin.n == n)].val_mean for n in NS}
+    means = {n: float(v.mean()) for n, v in best.items() if len(v)}
+    n_best = max(means, key=means.get) if means else None
+    start = float(table[table.compute == 0].val_mean.mean())
+    fr = [f for f in rep["frontier"] if f.get("n") is not None]
+    lo, hi = (fr[0], fr[-1]) if fr else (None, None)
+    sim_fr = [f for f in sim["frontier"] if f.get("n") is not None]
+    rises = lo is not None and hi["n"] > lo["n"]
+    verdict = (f"n*(C) rises here, from {lo['n']} at C = {lo['compute']:.0f} to {hi['n']} at C = "
+               f"{hi['compute']:.0f}" if rises else
+               f"n*(C) does not rise here (frontier n* {lo['n']} at C = {lo['compute']:.0f}, {hi['n']} at "
+               f"C = {hi['compute']:.0f})" if lo is not None else "no frontier could be fitted")
+    var_rows = []
+    for n in (NS[0], NS[-1]):
+        a = fin[(fin.lr_base == BASE_LR) & (fin.n == n)].set_index("seed").val_mean
+        b = fin[(fin.lr_base == BASE_LR * LR_FACTOR) & (fin.n == n)].set_index("seed").val_mean
+        both = a.index.intersection(b.index)
+        diff = (b[both] - a[both]) if len(both) else pd.Series(dtype=float)
+        var_rows.append(f"| {n} | {_mean_se(a)} | {_mean_se(b)} | "
+                        f"{_mean_se(diff) if len(diff) else '-'} |")
+    md = [
+        "# Real-model n-vs-m study (issue 11, item 5)",
+        "",
+        "Generated by `python -m studies.llm_study --report results/llm-nvm --docs docs/llm_study/nvm` from",
+        "the runs of `python -m studies.llm_study --out results/llm-nvm --seeds 3 --budget 512` (one",
+        "in-process sweep, one vLLM engine, through studies.executors.run_sweep into a ResultStore).",
+        "",
+        "SmolLM2-135M-Instruct, GRPO (group-std advantages, token-mean loss, TIS cap 2, AdamW, no KL), vLLM",
+        "float32 rollouts and float32 packed training on this CPU; the easy split frozen in `splits/`",
+        f"({sum(1 for _ in open(Path(SPLITS) / 'easy.train.jsonl'))} train / "
+        f"{sum(1 for _ in open(Path(SPLITS) / 'easy.val.jsonl'))} validation problems, avg@16 in [0.3, 0.6]"
+        f" under the base model); bp = {bp}, n in {{{', '.join(map(str, NS))}}}, budget C = {budget} "
+        f"rollouts, seeds {', '.join(map(str, seeds))}; base lr {BASE_LR:g} at reference batch 64 with",
+        f"the sqrt rule, plus base lr x{LR_FACTOR:g} at n = {NS[0]} and n = {NS[-1]}; 24 new tokens,",
+        "temperature 0.7;",
+        "val_mean = avg@4 on every validation problem at 4 log-spaced evaluation points (plus C = 0).",
+        "",
+        f"**{verdict}.** Validation avg@4 at C = 0: {start:.3f}.",
+        "",
+        f"## val_mean at the budget (C = {budget}), mean +- SE over seeds (runs)",
+        "",
+        "| n | steps m | val_mean |",
+        "|---|---|---|",
+        *[f"| {n} | {budget // (bp * n)} | {_mean_se(best[n]) if len(best[n]) else '-'} |" for n in NS],
+        "",
+        f"Best n at the budget: {n_best}." if n_best else "",
+        "",
+        "## The frontier n*(C) (`isocompute fit`, fit.txt) beside the simulator's (interference preset, same",
+        f"bp, n grid and budget, {sim_seeds} seeds, sim_fit.json)",
+        "",
+        "| C | real val_mean | real n* |",
+        "|---|---|---|",
+        *_frontier_lines(rep),
+        "",
+        "| C | sim val_mean | sim n* |",
+        "|---|---|---|",
+        *_frontier_lines(sim),
+        "",
+        f"## Learning-rate dependence: base lr {BASE_LR:g} vs x{LR_FACTOR:g} (val_mean at the budget; paired",
+        "difference over the seeds both ran)",
+        "",
+        f"| n | lr {BASE_LR:g} | lr {BASE_LR * LR_FACTOR:g} | difference |",
+        "|---|---|---|---|",
+        *var_rows,
+        "",
+        "![frontier](frontier.png)",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(md))
+    summary = (f"A real n-vs-m study on this CPU (SmolLM2-135M, easy split, bp {bp}, n "
+               f"{NS[0]}..{NS[-1]}, C = {budget} rollouts, seeds {len(seeds)}; "
+               f"[docs/llm_study/nvm](docs/llm_study/nvm/README.md)): {verdict}; at the budget the best n is "
+               f"{n_best} (val avg@4 {means.get(n_best, float('nan')):.3f} from {start:.3f} at C = 0); "
+               f"the simulator's n* at the same bp and budget: "
+               f"{sim_fr[-1]['n'] if sim_fr else '-'}.")
+    if readme:
+        _replace_between(Path(readme), "<!-- llm-study:begin -->", "<!-- llm-study:end -->", summary)
+    return {"verdict": verdict, "n_best": n_best, "summary": summary}
+
+
+def _replace_between(path: Path, begin: str, end: str, text: str) -> None:
+    s = path.read_text()
+    if begin not in s or end not in s:
+        return
+    head, rest = s.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="Results directory to run the study into.")
+    ap.add_argument("--report", help="Results directory to report on (writes --docs).")
+    ap.add_argument("--docs", default="docs/llm_study/nvm")
+    ap.add_argument("--sim-seeds", type=int, default=8)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--budget", default="512")
     ap.add_argument("--bp", type=int, default=8)
     ap.add_argument("--jobs", type=int, default=1)
     a = ap.parse_args(argv)
+    if a.report:
+        print(report(a.report, a.docs, a.sim_seeds)["summary"])
+        return
+    if not a.out:
+        ap.error("give --out (run) or --report (report)")
     cfgs = study_configs(a.seeds, parse_count(a.budget), a.bp)
-    summary = run_sweep(cfgs, ResultStore(a.out), jobs=a.jobs, progress=True, desc="llm n-vs-m")
+    with ResultStore(a.out, study="n-vs-m") as store:
+        summary = run_sweep(cfgs, store, jobs=a.jobs, progress=True, desc="llm n-vs-m")
     print(summary)
 
 

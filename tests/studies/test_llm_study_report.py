@@ -1,0 +1,52 @@
+"""studies.llm_study: the real-model study's grid and its generated report (on simulator runs standing in
+for the LLM's, so the report's code runs in CI in seconds)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from studies import llm_study
+from studies.config import RunConfig
+from studies.executors import run_sweep
+from studies.store import ResultStore
+
+
+def test_grid_order_puts_a_whole_seed_first():
+    cfgs = llm_study.study_configs(seeds=3, budget=512)
+    first = cfgs[: len(llm_study.NS) + 2]
+    assert [c.n for c in first[: len(llm_study.NS)]] == list(llm_study.NS)
+    assert {c.seed for c in first} == {0}
+    assert [(c.n, c.lr) for c in first[len(llm_study.NS):]] == [
+        (llm_study.NS[0], llm_study.BASE_LR * 3), (llm_study.NS[-1], llm_study.BASE_LR * 3)]
+    assert len(cfgs) == 3 * len(first) and len({c.run_id for c in cfgs}) == len(cfgs)
+    assert all(c.backend == "llm" and c.bp == 8 and c.lr_rule == "sqrt" for c in cfgs)
+
+
+def test_report_is_generated_from_the_stored_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_study, "BASE_LR", 0.1)  # a simulator-sized lr for the stand-in runs
+    base = RunConfig(backend="sim", model="interference", bp=8, budget=512, lr=0.1, lr_rule="sqrt",
+                     n_evals=8, d=64, d_val=64)
+    cfgs = [base.replace(n=n, seed=s) for s in range(2) for n in llm_study.NS]
+    cfgs += [base.replace(n=n, lr=0.3, seed=s) for s in range(2) for n in (2, 16)]
+    with ResultStore(tmp_path / "res", study="n-vs-m") as store:
+        run_sweep(cfgs, store, jobs=1, progress=False)
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- llm-study:begin -->\nold\n<!-- llm-study:end -->\nrest\n")
+    out = llm_study.report(str(tmp_path / "res"), str(tmp_path / "docs"), sim_seeds=2, readme=str(readme))
+    docs = tmp_path / "docs"
+    for f in ("table.csv", "fit.json", "fit.txt", "frontier.png", "sim_fit.json", "README.md"):
+        assert (docs / f).stat().st_size > 0, f
+    table = pd.read_csv(docs / "table.csv")
+    assert table.run_id.nunique() == len(cfgs) and set(table.lr_base) == {0.1, 0.3}
+    fit = json.loads((docs / "fit.json").read_text())
+    assert fit["frontier"] and {c["n"] for c in fit["curves"]} <= set(llm_study.NS)
+    # the best n at the budget is the one with the highest mean final val_mean over seeds
+    last = table.sort_values("compute").groupby("run_id").tail(1)
+    means = last[last.lr_base == 0.1].groupby("n").val_mean.mean()
+    assert out["n_best"] == int(means.idxmax())
+    text = readme.read_text()
+    assert "old" not in text and out["summary"] in text and text.startswith("intro\n") and "rest" in text
+    md = (docs / "README.md").read_text()
+    assert out["verdict"] in md and "| 16 |" in md
