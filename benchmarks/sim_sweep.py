@@ -11,8 +11,14 @@ simulator at an older commit (its sandbox/ read from git into a temporary packag
 is set against a floor: the step's flops at this machine's measured BLAS rate plus its random draws at the
 measured cost of one draw (both measured here; a model of the floor, not a bound).
 
+--ref takes a comma list (e.g. bbdf947,5c37e9c: the pre-issue-15 simulator and the commit before the
+issue-15 evaluation / softmax / Adam-row work); each older simulator is compiled cold in its temporary
+package (minutes), outside the timings. --out writes the JSON object to a file; --readme-line FILE prints
+the README's speed line generated from such a file, and --update-readme README.md puts it between the
+`<!-- sim_sweep -->` markers there.
+
 Usage: python benchmarks/sim_sweep.py [--budget 2^26] [--seeds 8] [--threads 2] [--ref bbdf947] [--quick]
-       [--json]
+       [--json] [--out docs/sim_sweep.json] [--readme-line docs/sim_sweep.json] [--update-readme README.md]
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -108,16 +116,65 @@ def measured_floor(cfg: sandbox.SimConfig) -> dict:
             "floor_us": floor * 1e6}
 
 
+MARK = "<!-- sim_sweep -->"
+
+
+def readme_line(out: dict) -> str:
+    """The README's simulator-speed sentence, generated from the JSON object `main` writes."""
+    s, b = out["sweep"], out["subset"]
+    refs = "; ".join(f"{r['loop_s']:.1f} s at {ref} (x{r['ratio']:.2f} for ours)"
+                     for ref, r in (b.get("refs") or {}).items())
+    tab, inter = out["per_step"]["tabular"], out["per_step"]["interference"]
+    verdict = "met" if s["meets_target"] else "not met"
+    fig6 = "Fig-6-sized " if s["budget"] == 2**26 and s["seeds"] == 8 else ""
+    cmd = out.get("command") or "python benchmarks/sim_sweep.py"
+    text = (f"`{cmd}` ({out.get('machine') or 'this machine'}): the {fig6}sweep of {s['runs']} runs "
+            f"({', '.join(s['presets'])}; n = {s['n'][0]}..{s['n'][-1]}, bp = {s['bp']}, "
+            f"budget 2^{int(np.log2(s['budget']))}, {s['seeds']} seeds; {s['grpo_steps']:.3g} GRPO steps) "
+            "took "
+            f"{s['wall_s']:.0f} s wall on {s['threads']} threads into a result store (target <= "
+            f"{s['target_s']:.0f} s: {verdict}); on a {b['runs']}-run subset (n = 2, 8, 64, budget "
+            f"2^{int(np.log2(b['budget']))}) run_many took {b['run_many_s']:.1f} s, a loop of run() "
+            f"{b['run_loop_s']:.1f} s (x{b['ratio_vs_run_loop']:.2f})")
+    if refs:
+        text += f", older simulators {refs}"
+    return text + (f"; one step at n = 2 costs {tab['us_per_step_n2']:.1f} us (tabular) and "
+                   f"{inter['us_per_step_n2']:.1f} us (interference) on one thread against modelled floors "
+                   "of "
+                   f"{tab['floor_us']:.1f} and {inter['floor_us']:.1f} us.")
+
+
+def update_readme(path: Path, line: str) -> None:
+    """Replace the text between the two MARK lines of `path` with `line` (markers appended if absent)."""
+    text = path.read_text()
+    block = f"{MARK}\n{line}\n{MARK}"
+    if text.count(MARK) >= 2:
+        text = re.sub(re.escape(MARK) + r".*?" + re.escape(MARK), lambda _: block, text, count=1, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", default="2^26")
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--subset-budget", default="2^21", help="budget of the subset timed both ways")
-    ap.add_argument("--ref", default="bbdf947", help="older commit timed on the subset ('' to skip)")
+    ap.add_argument("--ref", default="bbdf947", help="older commits (comma list) for the subset")
     ap.add_argument("--quick", action="store_true", help="CI-sized: budget 2^16, 2 seeds, n <= 64")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--out", help="also write the JSON object to this file")
+    ap.add_argument("--readme-line", metavar="JSON", help="print the README line generated from JSON; no run")
+    ap.add_argument("--update-readme", metavar="README", help="with --readme-line: write it into README")
+    ap.add_argument("--machine", default="", help="words describing the machine and its load, for the README")
     args = ap.parse_args()
+    if args.readme_line:
+        line = readme_line(json.loads(Path(args.readme_line).read_text()))
+        if args.update_readme:
+            update_readme(Path(args.update_readme), line)
+        print(line)
+        return
     budget, seeds, sub_budget = _count(args.budget), args.seeds, _count(args.subset_budget)
     ns = [2**k for k in range(1, 10)]
     if args.quick:
@@ -149,17 +206,26 @@ def main() -> None:
     many = sandbox.run_many(sub, threads=threads)
     many_s = time.perf_counter() - t0
     assert all(np.array_equal(a.pass1["val"], b.pass1["val"]) for a, b in zip(singles, many, strict=True))
-    ref_s = None
-    if args.ref:
-        old = old_sandbox(args.ref)
-        if old is not None:
-            olds = [_old_config(old, c) for c in sub]
-            for p in PRESETS:
-                old.run(old.SimConfig(model=p, n=2, bp=4, d=8, d_val=8, budget=64, n_evals=2))
-            t0 = time.perf_counter()
-            for c in olds:
-                old.run(c)
-            ref_s = time.perf_counter() - t0
+    refs = {}
+    for ref in [r for r in args.ref.split(",") if r]:
+        old = old_sandbox(ref)
+        if old is None:
+            continue
+        olds = [_old_config(old, c) for c in sub]
+        for p in PRESETS:
+            old.run(old.SimConfig(model=p, n=2, bp=4, d=8, d_val=8, budget=4096, n_evals=2))
+        t0 = time.perf_counter()
+        for c in olds:
+            old.run(c)
+        refs[ref] = {"loop_s": time.perf_counter() - t0}
+    t0 = time.perf_counter()  # run_many again, right after the older simulators: same-load ratios
+    sandbox.run_many(sub, threads=threads)
+    many2_s = time.perf_counter() - t0
+    for r in refs.values():
+        r["run_many_s"] = many2_s
+        r["ratio"] = r["loop_s"] / min(many_s, many2_s)
+    first = next(iter(refs.values()), None)
+    ref_s = first["loop_s"] if first else None
 
     per_step = {}
     for p in PRESETS:
@@ -177,9 +243,13 @@ def main() -> None:
         "subset": {"runs": len(sub), "budget": sub_budget, "grpo_steps": sub_steps, "run_loop_s": loop_s,
                    "run_many_s": many_s, "ratio_vs_run_loop": loop_s / many_s,
                    "ref": args.ref or None, "ref_loop_s": ref_s,
-                   "ratio_vs_ref": (ref_s / many_s) if ref_s else None},
+                   "ratio_vs_ref": first["ratio"] if first else None, "refs": refs},
         "per_step": per_step,
+        "command": "python benchmarks/sim_sweep.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "machine": args.machine or None,
     }
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     if args.json:
         print(json.dumps(out))
         return

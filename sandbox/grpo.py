@@ -28,7 +28,10 @@ One step, for each of the bp problems of the batch (shapes in comments):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from sandbox import allocators as al
 from sandbox.config import ZERO_PASS1
@@ -103,6 +106,44 @@ def _softmax_pi(z, pi):
     inv = 1.0 / s
     for k in range(K):
         pi[k] *= inv
+
+
+@njit(cache=True, error_model="numpy")
+def _softmax_rows(Z, nb, pis, logp, need_logp, mx, mxe):
+    """`_softmax_fast` (need_logp) or `_softmax_pi` of rows 0..nb-1 of Z (rows, K) into pis / logp, all rows
+    at once: the K = 8 exponentials of one row are too few for LLVM's loop vectoriser (a K-long loop stays
+    scalar), so they run as one flat loop over nb * K entries, which vectorises. Per entry and per row the
+    same IEEE operations in the same order as the one-row functions (same max, exp_nonpos argument, serial
+    row sum, log, 1/s): bit-identical results (tests/sandbox/test_sim_speed.py). mx (rows,) and mxe
+    (rows * K,) are scratch."""
+    K = Z.shape[1]
+    E = nb * K
+    zf = Z.reshape(Z.shape[0] * K)
+    pf = pis.reshape(pis.shape[0] * K)
+    for b in range(nb):
+        m = Z[b, 0]
+        for k in range(1, K):
+            if Z[b, k] > m:
+                m = Z[b, k]
+        mx[b] = m
+        for k in range(K):
+            mxe[b * K + k] = m
+    for e in range(E):
+        y = zf[e] - mxe[e]
+        pf[e] = exp_nonpos(y if y > -708.0 else -708.0)
+    for b in range(nb):
+        s = 0.0
+        for k in range(K):
+            s += pis[b, k]
+        if need_logp:
+            lse = mx[b] + np.log(s)
+            for k in range(K):
+                logp[b, k] = Z[b, k] - lse
+        inv = 1.0 / s
+        for k in range(K):
+            mxe[b * K + k] = inv
+    for e in range(E):
+        pf[e] *= mxe[e]
 
 
 @njit(cache=True, error_model="numpy")
@@ -291,6 +332,8 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     gshared = np.zeros(S)
     pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
     touched = np.empty(bp, dtype=np.int64)
+    smx = np.empty(bp)
+    smxe = np.empty(bp * K)
 
     while st[ST_STEP] < m_end:
         step = st[ST_STEP]
@@ -305,12 +348,9 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
         if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, batch, Z, work):
             return BAD_LOGITS
         tot_c = 0.0
+        _softmax_rows(Z, bp, pis, logp_old, need_logp, smx, smxe)
         for b in range(bp):
             g = batch[b]
-            if need_logp:
-                _softmax_fast(Z[b], logp_old[b], pis[b])
-            else:
-                _softmax_pi(Z[b], pis[b])
             cg = correct[g]
             if categorical:
                 c = _categorical_counts(rs, pis[b], n, cg, n_est > 0 or has_len, counts[b])
@@ -465,10 +505,86 @@ def _any_nonzero(x, lo, hi):
     return False
 
 
+@intrinsic
+def _llvm_sqrt(typingctx, x):
+    """sqrt(x) as the llvm.sqrt.f64 intrinsic: one (v)sqrtsd instruction, vectorisable by LLVM. Numba lowers
+    np.sqrt of a scalar to a call of libm's sqrt through a pointer (no SIMD across such calls); both are the
+    correctly rounded IEEE square root, so the results are the same bit for bit (NaN for x < 0)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.DoubleType(), [ir.DoubleType()])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.sqrt.f64")
+        return builder.call(fn, args)
+    return types.float64(types.float64), codegen
+
+
+ROW8 = 8
+_U1 = np.uint64(1)
+"""Rows of this length (the default K) take `_opt_row8`, whose compile-time trip count unrolls into SIMD."""
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _adam4(theta, m1, m2, grad, j, i, lr, b1, b2, eps, bc1, bc2):
+    """Adam (no decay) on theta[j:j+4] with gradient grad[i:i+4]: one basic block, every load before any
+    store, unsigned indices, so that LLVM's SLP vectoriser packs the four lanes into one AVX2 vector (a loop
+    over 8 stays scalar). The IEEE operations per element are those of `_opt_update` (bit-identical)."""
+    i0, j0 = np.uint64(i), np.uint64(j)  # unsigned indices: no negative-index wraparound selects, so the
+    i1, j1 = i0 + _U1, j0 + _U1  # four addresses are provably adjacent
+    i2, j2 = i1 + _U1, j1 + _U1
+    i3, j3 = i2 + _U1, j2 + _U1
+    g0, g1, g2, g3 = grad[i0], grad[i1], grad[i2], grad[i3]
+    a0, a1, a2, a3 = m1[j0], m1[j1], m1[j2], m1[j3]
+    v0, v1, v2, v3 = m2[j0], m2[j1], m2[j2], m2[j3]
+    t0, t1, t2, t3 = theta[j0], theta[j1], theta[j2], theta[j3]
+    a0 = b1 * a0 + (1.0 - b1) * g0
+    a1 = b1 * a1 + (1.0 - b1) * g1
+    a2 = b1 * a2 + (1.0 - b1) * g2
+    a3 = b1 * a3 + (1.0 - b1) * g3
+    v0 = b2 * v0 + (1.0 - b2) * g0 * g0
+    v1 = b2 * v1 + (1.0 - b2) * g1 * g1
+    v2 = b2 * v2 + (1.0 - b2) * g2 * g2
+    v3 = b2 * v3 + (1.0 - b2) * g3 * g3
+    t0 = t0 - lr * (a0 / bc1) / (_llvm_sqrt(v0 / bc2) + eps)
+    t1 = t1 - lr * (a1 / bc1) / (_llvm_sqrt(v1 / bc2) + eps)
+    t2 = t2 - lr * (a2 / bc1) / (_llvm_sqrt(v2 / bc2) + eps)
+    t3 = t3 - lr * (a3 / bc1) / (_llvm_sqrt(v3 / bc2) + eps)
+    m1[j0], m1[j1], m1[j2], m1[j3] = a0, a1, a2, a3
+    m2[j0], m2[j1], m2[j2], m2[j3] = v0, v1, v2, v3
+    theta[j0], theta[j1], theta[j2], theta[j3] = t0, t1, t2, t3
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _opt_row8(theta, theta0, m1, m2, grad, off, opt, lr, b1, b2, eps, wd, bc1, bc2):
+    """`_opt_row` for a row of exactly ROW8 = 8 entries: Adam(W) as two `_adam4` blocks (SIMD), SGD as the
+    plain loop; the same IEEE operations per element (bit-identical, tests/sandbox/test_sim_speed.py)."""
+    if opt == SGD:
+        for i in range(ROW8):
+            j = off + i
+            if wd > 0.0:
+                theta[j] -= lr * wd * (theta[j] - theta0[j])
+            theta[j] -= lr * grad[i]
+    elif wd > 0.0:
+        for i in range(ROW8):
+            j = off + i
+            theta[j] -= lr * wd * (theta[j] - theta0[j])
+            gj = grad[i]
+            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
+            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+    else:
+        _adam4(theta, m1, m2, grad, off, 0, lr, b1, b2, eps, bc1, bc2)
+        _adam4(theta, m1, m2, grad, off + 4, 4, lr, b1, b2, eps, bc1, bc2)
+
+
 @njit(cache=True, inline="always", error_model="numpy")
 def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, bc1, bc2):
     """`_opt_update` on theta[off:off+size] with gradient grad[:size], one branch-free loop per case so the
-    K-long row vectorises; the same arithmetic per element (bit-identical)."""
+    K-long row vectorises; the same arithmetic per element (bit-identical). size == 8 goes to `_opt_row8`."""
+    if size == ROW8:
+        _opt_row8(theta, theta0, m1, m2, grad, off, opt, lr, b1, b2, eps, wd, bc1, bc2)
+        return
     if opt == SGD:
         for i in range(size):
             j = off + i
@@ -619,6 +735,112 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     return True
 
 
+# per-problem values kept by `_evaluate_cached` (cache[g, :]): pass@1, exact best@k, worst@k, entropy, KL,
+# expected length, expected zero-variance share
+C_P, C_BEST, C_WORST, C_H, C_KL, C_LEN, C_ZV = range(7)
+N_CACHE = 7
+
+
+@njit(cache=True, error_model="numpy")
+def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled,
+                     rs, pass1_train, pass1_val, out, cache, cstamp, row_t, use_cache):
+    """`_evaluate` that recomputes only the problems whose logits may have changed (issue 15), bit-identical.
+
+    With use_cache and no shared part in the logits (S == 0 or s_sh == 0: tabular, or share = 0), problem
+    g's logits are b_g + s_pr w_g, and w_g changes only on an optimiser update of row g, which advances
+    row_t[g]; so a training problem with row_t[g] == cstamp[g] has the pass@1, metrics, entropy, KL and
+    length it had at the last evaluation, and a validation problem (no private row) never changes. Those are
+    read from cache (G, N_CACHE); the others are computed as `_evaluate` computes them (same chunking of
+    batch_logits, same operations) and stored. The sums run over g in the same order as `_evaluate`, and
+    sampled metrics draw from rs for every problem as there, so `out` and the pass@1 vectors are equal bit
+    for bit (tests/sandbox/test_sim_speed.py). use_cache=False (or a shared part) recomputes every problem.
+    """
+    K = logp0.shape[1]
+    G = offset.shape[0]
+    reuse = use_cache and (S == 0 or s_sh == 0.0)
+    idx = np.empty(EVAL_CHUNK, dtype=np.int64)
+    Z = np.empty((EVAL_CHUNK, K))
+    PI = np.empty((EVAL_CHUNK, K))
+    LP = np.empty((EVAL_CHUNK, K))
+    smx = np.empty(EVAL_CHUNK)
+    smxe = np.empty(EVAL_CHUNK * K)
+    work = np.zeros(work_size(kind, data[3], K, EVAL_CHUNK))
+    for lo in range(0, G, EVAL_CHUNK):
+        hi = min(EVAL_CHUNK, G - lo) + lo
+        nb = 0
+        for g in range(lo, hi):
+            stamp = row_t[g] if g < d else 0
+            if reuse and cstamp[g] == stamp:
+                continue
+            idx[nb] = g
+            nb += 1
+            cstamp[g] = stamp
+        if nb == 0:
+            continue
+        if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[:nb], Z[:nb], work):
+            return False
+        _softmax_rows(Z, nb, PI, LP, True, smx, smxe)
+        for i in range(nb):
+            g = idx[i]
+            pi = PI[i]
+            logp = LP[i]
+            p = pi[correct[g]]
+            c = cache[g]
+            c[C_P] = p
+            c[C_BEST] = 1.0 - (1.0 - p) ** k_metric
+            c[C_WORST] = p**k_metric
+            if g < d:
+                h = 0.0
+                klv = 0.0
+                ln = 0.0
+                for k in range(K):
+                    h -= pi[k] * logp[k]
+                    klv += pi[k] * (logp[k] - logp0[g, k])
+                    ln += pi[k] * lens[g, k]
+                c[C_H] = h
+                c[C_KL] = klv
+                c[C_LEN] = ln
+                c[C_ZV] = p**n + (1.0 - p) ** n
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for g in range(G):
+        c = cache[g]
+        p = c[C_P]
+        if sampled:
+            cnt = binomial(rs, k_metric, p)
+            mean = cnt / k_metric
+            best = 1.0 if cnt > 0 else 0.0
+            worst = 1.0 if cnt == k_metric else 0.0
+            zero = 1.0 if cnt == 0 else 0.0
+        else:
+            mean = p
+            best = c[C_BEST]
+            worst = c[C_WORST]
+            zero = 1.0 if p < ZERO_PASS1 else 0.0
+        o = 0 if g < d else 4
+        out[o] += mean
+        out[o + 1] += best
+        out[o + 2] += worst
+        out[o + 3] += zero
+        if g < d:
+            pass1_train[g] = p
+            out[8] += c[C_H]
+            out[9] += c[C_KL]
+            out[10] += c[C_LEN]
+            out[11] += c[C_ZV]
+        else:
+            pass1_val[g - d] = p
+    for j in range(4):
+        out[j] /= d
+        out[4 + j] /= G - d
+    for j in range(8, 12):
+        out[j] /= d
+    for j in range(out.shape[0]):
+        if not np.isfinite(out[j]):
+            return False
+    return True
+
+
 @njit(cache=True, error_model="numpy")
 def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
     """Log-softmax (d, K) of the training problems under theta (the KL reference pi_init)."""
@@ -656,6 +878,10 @@ def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     row_p_train = np.empty(d)
     row_p_val = np.empty(offset.shape[0] - d)
     out = np.empty(12)
+    G = offset.shape[0]
+    cache = np.zeros((G, N_CACHE))
+    cstamp = np.full(G, -1, dtype=np.int64)
+    fixed = ip.shape[0] <= IP_ALLOC or ip[IP_ALLOC] == al.A_FIXED  # the allocator kernel is not relied on
     for e in range(e_lo, e_hi):
         if ev[e] > 0:
             code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0,
@@ -664,8 +890,9 @@ def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
                 res[1] = code
                 res[2] = st[ST_STEP]
                 return
-        if not _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric,
-                         sampled, rs_eval, row_p_train, row_p_val, out):
+        if not _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n,
+                                k_metric, sampled, rs_eval, row_p_train, row_p_val, out, cache, cstamp, row_t,
+                                fixed):
             res[1] = 3
             res[2] = st[ST_STEP]
             return

@@ -1,0 +1,387 @@
+"""Where a simulator step and an evaluation spend their time, phase by phase (issue 15).
+
+The GRPO step of the default options (plain PG, Adam, group advantages, no KL / entropy, no decoupled
+baseline, no length model: what the Fig-6 sweep runs) is re-run here as a copy of `grpo._train_kernel`'s
+loop calling the same helpers, with the CPU's cycle counter read between phases; `grpo._evaluate` likewise.
+The copy's final parameters are checked against the real kernel's bit for bit, so the split is that of the
+code the runs execute. Cycles are turned into CPU seconds by timing the whole loop with process_time (on a
+shared machine CPU time is disturbed less than wall time; all figures here are CPU microseconds).
+
+Phases of a step: batch (epoch shuffle, problem indices), logits (`batch_logits`), sample (softmax and the
+rollout counts), adv (baselines and advantages), grad (logit gradients of the groups with signal), backward
+(`batch_backward` and the private gradient rows), norm (gradient norm and divergence check), opt (Adam on
+the shared block and the touched private rows). Of an evaluation: logits, softmax, metrics.
+
+Usage: python benchmarks/sim_profile.py [--n 2,8,64] [--models tabular,interference] [--steps 20000]
+       [--json]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba import njit, types  # noqa: E402
+from numba.core import cgutils  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+from sandbox import SimConfig, grpo  # noqa: E402
+from sandbox.grpo import (  # noqa: E402
+    ADAM,
+    SGD,
+    SMALL_N,
+    _any_nonzero,
+    _categorical_counts,
+    _opt_dense,
+    _opt_row,
+    _softmax_fast,
+    _sumsq,
+    advantages,
+    logit_gradient,
+    reward_std,
+)
+
+try:  # the batched softmax of issue 15 (absent from older commits profiled with PYTHONPATH)
+    from sandbox.grpo import _softmax_rows  # noqa: E402
+    ROWS_SOFTMAX = True
+except ImportError:
+    _softmax_rows = _softmax_fast
+    ROWS_SOFTMAX = False
+from sandbox.grpo import _softmax_pi  # noqa: E402
+from sandbox.policies import batch_backward, batch_logits, work_size  # noqa: E402
+from sandbox.rng import multinomial, shuffle  # noqa: E402
+from sandbox.runner import prepare  # noqa: E402
+
+STEP_PHASES = ("batch", "logits", "sample", "adv", "grad", "backward", "norm", "opt")
+EVAL_PHASES = ("logits", "softmax", "metrics")
+
+
+@intrinsic
+def _cycles(typingctx):
+    """The CPU's cycle counter (llvm.readcyclecounter: rdtsc on x86)."""
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
+                                            "llvm.readcyclecounter")
+        return builder.call(fn, [])
+    return types.int64(), codegen
+
+
+@njit(error_model="numpy")
+def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0, m1, m2, pw, row_t, stamp,
+                    perm, st, hp, ip, rs, moved, K, m_end, cyc, rows_softmax):
+    """`grpo._train_kernel` for plain PG with Adam / SGD, no KL, entropy, n_est or length model; cycles per
+    phase added to cyc (8,)."""
+    n = ip[grpo.IP_N]
+    bp = ip[grpo.IP_BP]
+    opt = ip[grpo.IP_OPT]
+    scale = ip[grpo.IP_SCALE]
+    sample_std = ip[grpo.IP_SAMPLE_STD] != 0
+    categorical = ip[grpo.IP_SAMPLER] == grpo.SAMPLER_AUTO and n <= SMALL_N
+    lr = hp[grpo.HP_LR]
+    b1 = hp[grpo.HP_B1]
+    b2 = hp[grpo.HP_B2]
+    eps = hp[grpo.HP_EPS]
+    wd = hp[grpo.HP_WD] if opt != ADAM else 0.0
+    adv_eps = hp[grpo.HP_ADV_EPS]
+    has_priv = s_pr != 0.0
+    identity_if_zero = opt == SGD and wd == 0.0
+    batch = np.empty(bp, dtype=np.int64)
+    counts = np.empty((bp, K), dtype=np.int64)
+    Z = np.empty((bp, K))
+    logp_old = np.empty((bp, K))
+    pis = np.empty((bp, K))
+    DZ = np.empty((bp, K))
+    PG_ = np.empty((bp, K))
+    a_c = np.empty(bp)
+    a_w = np.empty(bp)
+    silent = np.empty(bp, dtype=np.bool_)
+    work = np.zeros(work_size(kind, data[3], K, bp))
+    gshared = np.zeros(S)
+    pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
+    touched = np.empty(bp, dtype=np.int64)
+    logp0 = np.zeros((1, K))
+    smx = np.empty(bp)
+    smxe = np.empty(bp * K)
+    while st[grpo.ST_STEP] < m_end:
+        step = st[grpo.ST_STEP]
+        t0 = _cycles()
+        for b in range(bp):
+            if st[grpo.ST_POS] >= d:
+                shuffle(rs, perm)
+                st[grpo.ST_POS] = 0
+            batch[b] = perm[st[grpo.ST_POS]]
+            st[grpo.ST_POS] += 1
+        t1 = _cycles()
+        cyc[0] += t1 - t0
+        if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, batch, Z, work):
+            return 1
+        t2 = _cycles()
+        cyc[1] += t2 - t1
+        tot_c = 0.0
+        if rows_softmax:
+            _softmax_rows(Z, bp, pis, logp_old, False, smx, smxe)
+        else:
+            for b in range(bp):
+                _softmax_pi(Z[b], pis[b])
+        for b in range(bp):
+            g = batch[b]
+            cg = correct[g]
+            if categorical:
+                c = _categorical_counts(rs, pis[b], n, cg, False, counts[b])
+            else:
+                multinomial(rs, pis[b], n, cg, counts[b])
+                c = counts[b, cg]
+            tot_c += c
+            a_c[b] = c / n
+        t3 = _cycles()
+        cyc[2] += t3 - t2
+        bmean = tot_c / (bp * n)
+        batch_std = reward_std(bmean, bp * n, sample_std)
+        for b in range(bp):
+            mean = a_c[b]
+            c = counts[b, correct[batch[b]]]
+            std = reward_std(mean, n, sample_std)
+            ac, aw = advantages(c, n, mean, std, scale, batch_std, adv_eps)
+            if c == 0 or c == n:
+                ac, aw = 0.0, 0.0
+            a_c[b] = ac
+            a_w[b] = aw
+            silent[b] = ac == 0.0 and aw == 0.0
+        t4 = _cycles()
+        cyc[3] += t4 - t3
+        n_loud = 0
+        inv = 1.0 / bp
+        for b in range(bp):
+            dz = DZ[b]
+            if silent[b]:
+                for k in range(K):
+                    dz[k] = 0.0
+                continue
+            n_loud += 1
+            g = batch[b]
+            logit_gradient(counts[b], n, correct[g], a_c[b], a_w[b], pis[b], logp_old[b], logp_old[b],
+                           logp0[0], grpo.PG, 0.0, 0.0, 0.0, dz)
+            for k in range(K):
+                dz[k] = -dz[k] * inv
+        t5 = _cycles()
+        cyc[4] += t5 - t4
+        for j in range(S):
+            gshared[j] = 0.0
+        if n_loud > 0:
+            batch_backward(kind, theta, data, S, s_sh, s_pr, d, batch, DZ, gshared, PG_, work)
+        n_touched = 0
+        if has_priv:
+            tag = step + 1
+            for b in range(bp):
+                g = batch[b]
+                if stamp[g] != tag:
+                    stamp[g] = tag
+                    touched[n_touched] = g
+                    n_touched += 1
+                    for k in range(K):
+                        pgrad[g, k] = 0.0
+                if not silent[b]:
+                    for k in range(K):
+                        pgrad[g, k] += PG_[b, k]
+        t6 = _cycles()
+        cyc[5] += t6 - t5
+        gn = _sumsq(gshared)
+        for t in range(n_touched):
+            g = touched[t]
+            for k in range(K):
+                gn += pgrad[g, k] * pgrad[g, k]
+        if not np.isfinite(gn):
+            return 2
+        t7 = _cycles()
+        cyc[6] += t7 - t6
+        if S > 0:
+            st[grpo.ST_T] += 1
+            pw[d, 0] *= b1
+            pw[d, 1] *= b2
+            nz = _any_nonzero(gshared, 0, S)
+            if nz:
+                moved[d] = True
+            if nz or not (identity_if_zero or not moved[d]):
+                _opt_dense(theta, theta0, m1, m2, gshared, S, opt, lr, b1, b2, eps, wd,
+                           1.0 - pw[d, 0], 1.0 - pw[d, 1])
+        for t_i in range(n_touched):
+            g = touched[t_i]
+            row_t[g] += 1
+            pw[g, 0] *= b1
+            pw[g, 1] *= b2
+            nz = _any_nonzero(pgrad[g], 0, K)
+            if nz:
+                moved[g] = True
+            if nz or not (identity_if_zero or not moved[g]):
+                _opt_row(theta, theta0, m1, m2, pgrad[g], S + g * K, K, opt, lr, b1, b2, eps, wd,
+                         1.0 - pw[g, 0], 1.0 - pw[g, 1])
+        cyc[7] += _cycles() - t7
+        st[grpo.ST_STEP] += 1
+    return 0
+
+
+@njit(error_model="numpy")
+def _profiled_eval(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, n, k_metric, reps, cyc):
+    """The exact-metric path of `grpo._evaluate`, reps times; cycles per phase into cyc (3,)."""
+    K = logp0.shape[1]
+    G = offset.shape[0]
+    C = grpo.EVAL_CHUNK
+    Z = np.empty((C, K))
+    logp = np.empty(K)
+    pi = np.empty(K)
+    idx = np.empty(C, dtype=np.int64)
+    work = np.zeros(work_size(kind, data[3], K, C))
+    total = 0.0
+    for _ in range(reps):
+        for lo in range(0, G, C):
+            nb = min(C, G - lo)
+            for i in range(nb):
+                idx[i] = lo + i
+            t0 = _cycles()
+            batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[:nb], Z[:nb], work)
+            t1 = _cycles()
+            cyc[0] += t1 - t0
+            for i in range(nb):
+                g = lo + i
+                _softmax_fast(Z[i], logp, pi)
+                Z[i, 0] = pi[correct[g]]
+                if g < d:
+                    h = 0.0
+                    klv = 0.0
+                    for k in range(K):
+                        h -= pi[k] * logp[k]
+                        klv += pi[k] * (logp[k] - logp0[g, k])
+                    Z[i, 1] = h + klv
+            t2 = _cycles()
+            cyc[1] += t2 - t1
+            for i in range(nb):
+                p = Z[i, 0]
+                total += p + 1.0 - (1.0 - p) ** k_metric + p**k_metric + (1.0 if p < 1e-3 else 0.0)
+                if lo + i < d:
+                    total += p**n + (1.0 - p) ** n + Z[i, 1]
+            cyc[2] += _cycles() - t2
+    return total
+
+
+def profile(model: str, n: int, steps: int, evals: int) -> dict:
+    """Phase split of `steps` GRPO steps (from the run's midpoint state) and of `evals` evaluations."""
+    cfg = SimConfig(model=model, n=n, bp=32, budget=max(2 * steps, 64) * 32 * n)
+    a, b = prepare(cfg), prepare(cfg)
+    mid = steps // 2
+    a.train_to(mid)
+    b.train_to(mid)
+    args = b.policy.args()
+    cyc = np.zeros(len(STEP_PHASES), dtype=np.int64)
+
+    def mirror(state, m_end, cyc):
+        return _profiled_steps(*args, state.theta, state.theta0, state.m1, state.m2, state.pw, state.row_t,
+                               state.stamp, state.perm, state.st, state.hp, state.ip, state.rs, state.moved,
+                               cfg.K, m_end, cyc, ROWS_SOFTMAX)
+
+    t0 = time.process_time()
+    a.train_to(mid + steps)
+    real_s = time.process_time() - t0
+    t0 = time.process_time()
+    assert mirror(b, mid + steps, cyc) == 0
+    hz = cyc.sum() / (time.process_time() - t0)  # cycles per CPU second, phases' share of the loop's CPU time
+    same = bool(np.array_equal(a.theta, b.theta))
+    ecyc = np.zeros(len(EVAL_PHASES), dtype=np.int64)
+    _profiled_eval(*args, b.logp0, b.theta, n, cfg.k, 1, ecyc)
+    ecyc[:] = 0
+    t0 = time.process_time()
+    _profiled_eval(*args, b.logp0, b.theta, n, cfg.k, evals, ecyc)
+    ehz = ecyc.sum() / (time.process_time() - t0)
+    pt, pv, out = np.empty(cfg.d), np.empty(cfg.d_val), np.empty(12)
+    t0 = time.process_time()
+    for _ in range(evals):
+        b.evaluate(b.theta, pt, pv, out)
+    real_eval = time.process_time() - t0
+    plain_s, cached_s, cached_same = _evals_along_run(cfg, steps, evals)
+    us = {p: float(c) / hz / steps * 1e6 for p, c in zip(STEP_PHASES, cyc, strict=True)}
+    eus = {p: float(c) / ehz / evals * 1e6 for p, c in zip(EVAL_PHASES, ecyc, strict=True)}
+    full_steps = cfg.steps
+    return {"model": model, "n": n, "bp": 32, "steps_timed": steps, "mirror_equals_kernel": same,
+            "us_per_step": real_s / steps * 1e6, "us_per_step_phases": us,
+            "us_per_eval": real_eval / evals * 1e6, "us_per_eval_phases": eus,
+            "run_evals": {"points": evals, "us_per_eval_plain": plain_s, "us_per_eval_cached": cached_s,
+                          "cached_equals_plain": cached_same},
+            "eval_share_at_2^26": _eval_share(model, n, real_s / steps,
+                                              (cached_s if cached_s is not None else plain_s) / 1e6),
+            "steps_at_budget_2^26": 2**26 // (32 * n), "steps_now": full_steps}
+
+
+def _evals_along_run(cfg: SimConfig, steps: int, evals: int):
+    """Mean CPU microseconds of an evaluation at `evals` log-spaced points of a `steps`-step run: the plain
+    `grpo._evaluate` (what runner.evaluate calls) and `grpo._evaluate_cached` as `_run_full` calls it (None
+    on commits without it), and whether both gave the same numbers bit for bit."""
+    from sandbox.runner import eval_steps
+
+    st = prepare(cfg)
+    args = st.policy.args()
+    G = cfg.d + cfg.d_val
+    cached = getattr(grpo, "_evaluate_cached", None)
+    cache, cstamp = np.zeros((G, getattr(grpo, "N_CACHE", 1))), np.full(G, -1, dtype=np.int64)
+    bufs = [(np.empty(cfg.d), np.empty(cfg.d_val), np.empty(12)) for _ in range(2)]
+    t_plain = t_cached = 0.0
+    same = True
+    pts = eval_steps(steps, evals)
+    for m in pts:
+        st.train_to(int(m))
+        rs_a, rs_b = st.rs_eval.copy(), st.rs_eval.copy()
+        t0 = time.process_time()
+        grpo._evaluate(*args, st.problems.lens, st.logp0, st.theta, cfg.n, cfg.k, False, rs_a, *bufs[0])
+        t_plain += time.process_time() - t0
+        if cached is not None:
+            t0 = time.process_time()
+            cached(*args, st.problems.lens, st.logp0, st.theta, cfg.n, cfg.k, False, rs_b, *bufs[1], cache,
+                   cstamp, st.row_t, True)
+            t_cached += time.process_time() - t0
+            same = same and all(np.array_equal(x, y) for x, y in zip(bufs[0], bufs[1], strict=True))
+    E = len(pts)
+    return t_plain / E * 1e6, (t_cached / E * 1e6 if cached is not None else None), same
+
+
+def _eval_share(model, n, step_s, eval_s):
+    steps = 2**26 // (32 * n)
+    return 32 * eval_s / (32 * eval_s + steps * step_s)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", default="2,8,64")
+    ap.add_argument("--models", default="tabular,interference")
+    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--evals", type=int, default=32)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for model in args.models.split(","):
+        for n in (int(x) for x in args.n.split(",")):
+            profile(model, n, 200, 2)  # compile
+            rows.append(profile(model, n, args.steps, args.evals))
+    if args.json:
+        print(json.dumps({"profile": rows}))
+        return
+    print(f"{'model':<13}{'n':>4} {'us/step':>8}  " + " ".join(f"{p:>8}" for p in STEP_PHASES)
+          + f"  {'us/eval':>8}  " + " ".join(f"{p:>8}" for p in EVAL_PHASES) + f"  {'cached':>8}"
+          + "  eval@2^26  same")
+    for r in rows:
+        print(f"{r['model']:<13}{r['n']:>4} {r['us_per_step']:8.2f}  "
+              + " ".join(f"{r['us_per_step_phases'][p]:8.2f}" for p in STEP_PHASES)
+              + f"  {r['run_evals']['us_per_eval_plain']:8.0f}  "
+              + " ".join(f"{r['us_per_eval_phases'][p]:8.0f}" for p in EVAL_PHASES)
+              + f"  {r['run_evals']['us_per_eval_cached'] or float('nan'):8.0f}"
+              + f"  {r['eval_share_at_2^26']:8.1%}  {r['mirror_equals_kernel']}"
+              + f" {r['run_evals']['cached_equals_plain']}")
+
+
+if __name__ == "__main__":
+    main()
