@@ -15,6 +15,7 @@ ADV_STDS = ("sample", "population")
 OBJECTIVES = ("pg", "ppo", "cispo")
 METRIC_MODES = ("exact", "sampled")
 SAMPLERS = ("auto", "chain")
+PRIORS = ("uniform", "zipf")
 
 ZERO_PASS1 = 1e-3
 """A problem with pass@1 below this counts as zero (`*_zero_frac` in exact metric mode): below the resolution
@@ -50,6 +51,16 @@ class SimConfig:
     """Number of held-out validation problems (move only through shared parameters)."""
     K: int = 8
     """Candidate answers per problem; exactly one is correct."""
+    prior: str = "uniform"
+    """Initial pool of the correct answer's pass@1 (sandbox/problems.py, issue 12 coverage): uniform (the
+    logit-uniform pool of POOL_LOGIT_RANGE) or zipf (a Zipf(zipf_a) base model over the K answers, the correct
+    answer at rank `correct_rank`, so p0 = rank^-a / H_K(a)). The wrong answers share the rest of the mass
+    equally in both (the policy kernel offsets the correct logit only)."""
+    zipf_a: float = 1.0
+    """Exponent a of the zipf prior (mass of rank r proportional to r^-a)."""
+    correct_rank: int = 0
+    """zipf only: rank of the correct answer (1 = the mode); 0 draws it log-uniformly from 1..K per candidate
+    (mostly the tail), then the dataset's measured-avg@16 filter applies; a fixed rank skips the filter."""
 
     # --- policy ---
     model: str = "tabular"
@@ -203,6 +214,9 @@ def validate(c: SimConfig) -> None:
     _choice("objective", c.objective, OBJECTIVES)
     _choice("metric_mode", c.metric_mode, METRIC_MODES)
     _choice("sampler", c.sampler, SAMPLERS)
+    _choice("prior", c.prior, PRIORS)
+    if c.zipf_a <= 0 or not 0 <= c.correct_rank <= c.K:
+        raise ConfigError(f"need zipf_a > 0 and 0 <= correct_rank <= K, got {c.zipf_a}, {c.correct_rank}")
     if c.n < 1:
         raise ConfigError(f"n must be >= 1, got {c.n}")
     if c.allocator != "fixed":
