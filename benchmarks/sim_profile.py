@@ -43,22 +43,27 @@ from sandbox.grpo import (  # noqa: E402
     _opt_dense,
     _opt_row,
     _softmax_fast,
+    _softmax_pi,
     _sumsq,
     advantages,
     logit_gradient,
     reward_std,
 )
+from sandbox.policies import batch_backward, batch_logits, work_size  # noqa: E402
+from sandbox.rng import multinomial, shuffle  # noqa: E402
+from sandbox.runner import prepare  # noqa: E402
 
 try:  # the batched softmax of issue 15 (absent from older commits profiled with PYTHONPATH)
     from sandbox.grpo import _softmax_rows  # noqa: E402
     ROWS_SOFTMAX = True
 except ImportError:
-    _softmax_rows = _softmax_fast
     ROWS_SOFTMAX = False
-from sandbox.grpo import _softmax_pi  # noqa: E402
-from sandbox.policies import batch_backward, batch_logits, work_size  # noqa: E402
-from sandbox.rng import multinomial, shuffle  # noqa: E402
-from sandbox.runner import prepare  # noqa: E402
+
+    @njit
+    def _softmax_rows(Z, nb, pis, logp, need_logp, mx, mxe):
+        for b in range(nb):
+            _softmax_pi(Z[b], pis[b])
+
 
 STEP_PHASES = ("batch", "logits", "sample", "adv", "grad", "backward", "norm", "opt")
 EVAL_PHASES = ("logits", "softmax", "metrics")

@@ -122,7 +122,7 @@ MARK = "<!-- sim_sweep -->"
 def readme_line(out: dict) -> str:
     """The README's simulator-speed sentence, generated from the JSON object `main` writes."""
     s, b = out["sweep"], out["subset"]
-    refs = "; ".join(f"{r['loop_s']:.1f} s at {ref} (x{r['ratio']:.2f} for ours)"
+    refs = "; ".join(f"{r['loop_s']:.1f} s for the run() loop at {ref} (x{r['ratio']:.2f} for run_many)"
                      for ref, r in (b.get("refs") or {}).items())
     tab, inter = out["per_step"]["tabular"], out["per_step"]["interference"]
     verdict = "met" if s["meets_target"] else "not met"
@@ -138,6 +138,11 @@ def readme_line(out: dict) -> str:
             f"{b['run_loop_s']:.1f} s (x{b['ratio_vs_run_loop']:.2f})")
     if refs:
         text += f", older simulators {refs}"
+    ab = out.get("ab")
+    if ab:
+        cases = ", ".join(f"{k} x{v['ratio']:.2f}" for k, v in ab["cases"].items())
+        text += (f"; run() alone against {ab['ref']} in the same process (median CPU time, budget "
+                 f"2^{int(np.log2(ab['budget']))}): {cases}")
     return text + (f"; one step at n = 2 costs {tab['us_per_step_n2']:.1f} us (tabular) and "
                    f"{inter['us_per_step_n2']:.1f} us (interference) on one thread against modelled floors "
                    "of "
@@ -257,7 +262,7 @@ def main() -> None:
     print(f"sweep: {s['runs']} runs, {s['grpo_steps']:.3g} GRPO steps, {s['wall_s']:.1f} s wall on {threads} "
           f"threads "
           f"({s['us_per_step_wall']:.2f} us/step; target <= {TARGET_S:.0f} s), compile {compile_s:.1f} s")
-    ref = f", {args.ref} loop {b['ref_loop_s']:.1f} s (x{b['ratio_vs_ref']:.2f})" if b["ref_loop_s"] else ""
+    ref = "".join(f", {k} loop {v['loop_s']:.1f} s (x{v['ratio']:.2f})" for k, v in b["refs"].items())
     print(f"subset ({b['runs']} runs, {b['grpo_steps']:.3g} steps): run() loop {b['run_loop_s']:.1f} s, "
           "run_many "
           f"{b['run_many_s']:.1f} s (x{b['ratio_vs_run_loop']:.2f}){ref}")
