@@ -14,6 +14,11 @@ Ingredients (knobs: RunConfig fields or SimConfig options, sandbox/config.py):
 - `sgd` (optimizer): SGD instead of Adam; under a per-n tuned lr the batch rule (sqrt for Adam, linear for
   SGD: Malladi et al. 2022) is absorbed by the tuning, so the optimiser is the contrast that remains;
 - `hidden=8` (option hidden): a smaller shared network, i.e. stronger interference between problems;
+- `cov-off` / `cov-on` (options K, prior, zipf_a): coverage on a hard set (finding 2): K = 1024 answers, the
+  correct answer's initial mass uniform-pool (off) or the Zipf(1) mass of a log-uniform rank (on: prior=zipf,
+  sandbox/problems.py), so most correct answers sit in the tail; on a x2 lr grid so that the paper's recipe
+  (lr = base * sqrt(bp n / 256)) lands on grid points for n 4x apart, and the same runs answer the recipe
+  question (its base lr tuned on the tuning seeds);
 (The tabular control, no shared parameters, is the claims report's theory section.)
 The gradient noise scale B_simple = tr(Sigma)/|G|^2 (McCandlish et al. 2018) is measured along the
 reference's n = 32 run at its tuned lr, to test whether bp * n*(C) tracks it.
@@ -21,7 +26,7 @@ reference's n = 32 run at its tuned lr, to test whether bp * n*(C) tracks it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -33,6 +38,15 @@ from studies.frontier import FrontierFit, run_rewards
 
 ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3)
 SGD_LRS = (1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)
+COV_LRS = (0.032, 0.064, 0.128, 0.256)
+"""x2 apart: for n 4x apart the sqrt rule doubles the lr, so recipe arms are grid points. The pilot (seed 0,
+K = 1024, hard, 2^14, lrs 1e-3..6.4e-2) peaked at 0.064, the top of its grid, for n = 4 and 16."""
+COV_NS = (4, 16, 64)
+COV_BUDGET = 2**15
+"""K = 1024 runs at n = 4 cost ~20-30 s wall each at 2^16 on the shared 2-core machine (load ~12): the
+coverage pair stops at 2^15 with n 4, 16, 64 and four lrs (80 runs per ingredient) to fit ~25 minutes."""
+RECIPE_REF_BATCH = 256
+"""SimConfig.lr_ref_batch: the recipe's base lr is the lr at batch bp * n = 256."""
 BIG_K_LRS = ADAM_LRS[:2]
 """K = 1024 runs cost ~25 s of CPU each at 2^16 (~100 s wall on the shared 2-core machine): two lrs only, so
 their optimum may sit on the grid's upper edge, which the section then flags."""
@@ -69,6 +83,14 @@ class Ingredient:
     over: tuple = ()
     lrs: tuple[float, ...] = ADAM_LRS
     metric: str = "val_mean"
+    ns: tuple[int, ...] | None = None
+    """n grid of this ingredient (None: the size's)."""
+    budget: int | None = None
+    """Top budget of this ingredient (None: the size's)."""
+    vs: str = "ref"
+    """Key of the ingredient its effect is taken against."""
+    recipe: bool = False
+    """Also read the paper's recipe (sqrt rule, tuned base lr) off its grid."""
 
 
 INGREDIENTS = (
@@ -79,6 +101,13 @@ INGREDIENTS = (
     Ingredient("sgd", "optimiser: SGD (linear rule absorbed by per-n tuning)", "optimizer=sgd",
                over=(("optimizer", "sgd"),), lrs=SGD_LRS),
     Ingredient("h8", "stronger interference (hidden = 8)", "hidden=8", over=(("hidden", 8),)),
+    Ingredient("cov-off", "coverage control: hard set, K = 1024 (quick 64), uniform pool",
+               "dataset=hard, K=1024", dataset="hard", over=(("K", 1024),), lrs=COV_LRS, ns=COV_NS,
+               budget=COV_BUDGET, recipe=True),
+    Ingredient("cov-on", "heavy-tailed prior: hard set, K = 1024 (quick 64), Zipf(1), log-uniform rank",
+               "dataset=hard, K=1024, prior=zipf", dataset="hard",
+               over=(("K", 1024), ("prior", "zipf"), ("zipf_a", 1.0)), lrs=COV_LRS, ns=COV_NS,
+               budget=COV_BUDGET, vs="cov-off", recipe=True),
 )
 
 
@@ -86,12 +115,19 @@ def size_of(p: Plan) -> Size:
     return SIZES["full" if p.name == "full" else "quick"]
 
 
+def ing_size(ing: Ingredient, s: Size) -> Size:
+    """The size an ingredient runs at: its own n grid and top budget where it has them (full mode only)."""
+    if s.lr_pick is not None:  # quick mode: the machinery only, at the quick size
+        return s
+    return replace(s, ns=ing.ns or s.ns, budget=ing.budget or s.budget)
+
+
 def _lrs(ing: Ingredient, s: Size) -> tuple[float, ...]:
     return ing.lrs if s.lr_pick is None else tuple(ing.lrs[i] for i in s.lr_pick if i < len(ing.lrs))
 
 
 def spec(p: Plan, ing: Ingredient) -> StudySpec:
-    s = size_of(p)
+    s = ing_size(ing, size_of(p))
     over = dict(ing.over)
     if "K" in over:
         over["K"] = s.big_k
@@ -121,7 +157,66 @@ def _lr_value(label: str) -> float:
     return float(label.split("=", 1)[1])
 
 
+def recipe_arms(grid: tuple[float, ...], ns: tuple[int, ...], bp: int) -> dict[float, dict[int, float]]:
+    """{base lr: {n: grid lr}} for every base lr whose sqrt-rule lr base * sqrt(bp n / RECIPE_REF_BATCH) is a
+    grid point (relative tolerance 1e-6) for every n; the base lrs are read off the smallest n's grid."""
+    out = {}
+    for lr0 in grid:
+        base = lr0 / np.sqrt(bp * ns[0] / RECIPE_REF_BATCH)
+        arm = {}
+        for n in ns:
+            want = base * np.sqrt(bp * n / RECIPE_REF_BATCH)
+            hit = [g for g in grid if abs(g / want - 1) < 1e-6]
+            if not hit:
+                break
+            arm[int(n)] = hit[0]
+        if len(arm) == len(ns):
+            out[float(base)] = arm
+    return out
+
+
+def measure_recipe(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict | None:
+    """The paper's recipe on this ingredient's grid: base lr tuned on the tuning seeds (best mean over n of
+    the top-budget record reward), then n*(C), the top contrast and the metric-dependence check (finding 2
+    rule on a hard set: n*(best@k) > n*(worst@k) at the top budget) on the reported seeds."""
+    grid = _lrs(ing, s)
+    arms = recipe_arms(grid, s.ns, bp)
+    if not arms:
+        return None
+    top = float(s.budget)
+    rr = run_rewards(table, ing.metric, keys=("variant", "n", "seed"), budget=top, stat="best")
+    tune = rr.loc[rr["seed"] < s.tune]
+    score = {}
+    for base, arm in arms.items():
+        sel = [tune.loc[(tune["n"] == n) & (tune["variant"] == f"lr={lr:g}"), "reward"].mean()
+               for n, lr in arm.items()]
+        score[base] = float(np.nanmean(sel))
+    base = max(score, key=score.get)
+    arm = arms[base]
+    rep = table.loc[table["seed"] >= s.tune]
+    keep = rep.loc[[arm.get(int(n)) is not None and v == f"lr={arm[int(n)]:g}"
+                    for n, v in zip(rep["n"], rep["variant"], strict=True)]]
+    bs = budgets(s)
+    out = {"base": base, "scores": score, "arm": arm, "on_edge": base in (min(arms), max(arms))}
+    for metric in (ing.metric, "val_best_k", "val_worst_k"):
+        ff = FrontierFit(metric=metric, by="n").fit(keep)
+        at = ff.n_star_at(bs)
+        out[metric] = [None if a is None else int(a) for a in at["n"]]
+    r = run_rewards(keep, ing.metric, keys=("n", "seed"), budget=top, stat="best")
+    piv = r.pivot_table(index="seed", columns="n", values="reward")
+    out["contrast"] = paired_contrast(piv, [n for n in s.ns if n <= SMALL_MAX],
+                                      [n for n in s.ns if n >= LARGE_MIN])
+    out["per_n"] = {int(n): ci(piv[n]) for n in piv.columns}
+    st = [v for v in out[ing.metric] if v is not None]
+    c = out["contrast"]
+    out["f1"] = bool(st and growth(st) >= 4 and np.isfinite(c.get("ci", np.nan)) and c["diff"] - c["ci"] > 0)
+    b, w = out["val_best_k"][-1], out["val_worst_k"][-1]
+    out["f2_hard"] = bool(b is not None and w is not None and b > w)
+    return out
+
+
 def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
+    s = ing_size(ing, s)
     grid = _lrs(ing, s)
     bs = budgets(s)
     # an n whose first step costs more than b has no reward at b: no lr to choose there
@@ -153,8 +248,9 @@ def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
     return {"key": ing.key, "label": ing.label, "knob": ing.knob, "metric": ing.metric, "stars": stars,
             "budgets": bs, "contrast": c, "per_n": per_n, "lr_top": {int(n): _lr_value(v) for n, v in
                                                                        pick.items()},
-            "edges": edges, "grid": list(grid), "zero_var": zv,
-            "reported_seeds": s.seeds - s.tune, "bp": bp}
+            "edges": edges, "grid": list(grid), "zero_var": zv, "ns": list(s.ns), "vs": ing.vs,
+            "reported_seeds": s.seeds - s.tune, "bp": bp,
+            "recipe": measure_recipe(table, ing, s, bp) if ing.recipe else None}
 
 
 def rises(x: dict) -> bool:
@@ -184,8 +280,9 @@ def measure(t: Tables, p: Plan) -> dict:
     for ing in INGREDIENTS:
         out["ingredients"].append(measure_one(t[spec(p, ing).name], ing, s, p.bp))
     ref = out["ingredients"][0]
+    by_key = {x["key"]: x for x in out["ingredients"]}
     for x in out["ingredients"]:
-        a, b = x["contrast"], ref["contrast"]
+        a, b = x["contrast"], by_key[x["vs"]]["contrast"]
         x["effect"] = (a["diff"] - b["diff"], float(np.hypot(a["ci"], b["ci"])))
         x["rises"] = rises(x)
     gns = t.extras(spec(p, INGREDIENTS[0]).name, "gns")
@@ -209,7 +306,7 @@ def verdict(x: dict) -> tuple[str, str]:
     edges = sum(len(i["edges"]) for i in x["ingredients"])
     return "measured", (f"n*(C) rises under the tuned lr for: {', '.join(up) or 'none'}; not for: "
                         f"{', '.join(flat) or 'none'}; lr optima on a grid edge: {edges} of "
-                        f"{sum(len(i['budgets']) * len(x['size']['ns']) for i in x['ingredients'])} "
+                        f"{sum(len(i['budgets']) * len(i['ns']) for i in x['ingredients'])} "
                         "(n, budget) choices (rule: growth >= 4x and top contrast CI above 0).")
 
 
@@ -229,19 +326,24 @@ def body(x: dict) -> list[str]:
         st = [v for v in i["stars"] if v is not None]
         ctext = (f"n={c.get('n_large')} − n={c.get('n_small')}: {c['diff']:+.4f} ± {c['ci']:.4f}, "
                  f"{c['wins']}/{c['seeds']} seeds") if "n_small" in c else "n/a"
-        eff = "-" if i["key"] == "ref" else f"{i['effect'][0]:+.4f} ± {i['effect'][1]:.4f}"
+        eff = "-" if i["key"] == "ref" else (f"{i['effect'][0]:+.4f} ± {i['effect'][1]:.4f}"
+                                             + ("" if i["vs"] == "ref" else f" (vs {i['vs']})"))
         lr = ", ".join(f"{n}: {v:g}" for n, v in sorted(i["lr_top"].items()))
         edge = ", ".join(f"n={n}@{b}: {v:g}" for n, b, v in i["edges"]) or "none"
         up = "yes" if i["rises"] else "no"
         lines.append(f"| {i['label']} | {i['knob']} | {', '.join(map(str, i['stars']))} | "
                      f"{growth(st):.0f}x | {ctext} | {eff} | {up} | {lr} | {edge} |")
+    all_ns = sorted({n for i in x["ingredients"] for n in i["ns"]})
     lines += ["", "Top-budget record reward per n at its tuned lr (reported seeds) and the zero-variance "
-              "share:",
-              "", "| ingredient | " + " | ".join(f"n={n}" for n in sz["ns"]) + " |",
-              "|---|" + "---|" * len(sz["ns"])]
+              "share (each ingredient at its own top budget, first column of the main table's budgets):",
+              "", "| ingredient | top budget | " + " | ".join(f"n={n}" for n in all_ns) + " |",
+              "|---|---|" + "---|" * len(all_ns)]
     for i in x["ingredients"]:
-        cells = []
-        for n in sz["ns"]:
+        cells = [budget_text(i["budgets"][-1])]
+        for n in all_ns:
+            if n not in i["ns"]:
+                cells.append("-")
+                continue
             r = i["per_n"].get(n)
             z = (i["zero_var"] or {}).get(n)
             cells.append(("n/a" if r is None else fmt(*r)) + ("" if z is None else f" (zv {z[0]:.2f})"))
@@ -257,6 +359,7 @@ def body(x: dict) -> list[str]:
                 continue
             lines.append(f"| {budget_text(r['compute'])} | {r['b_rollouts']:.3g} | {r['batch_star']} | "
                          f"{r['b_rollouts'] / r['batch_star']:.3g} |")
+    lines += recipe_lines(x)
     if not any(i["rises"] for i in x["ingredients"]):
         lines += ["", " ".join([
             '`llm-like` preset (issue 12 item 2): not built. Findings 1, 3, 4 and 7 need n*(C) to',
@@ -267,17 +370,48 @@ def body(x: dict) -> list[str]:
             'handicaps small n more than large n, the protocol artefact this study is meant to rule',
             'out. What blocks it: no knob of the simulator yet makes the tuned-lr contrast positive.',
         ])]
-    lines += ["", "Not built: a heavy-tailed initial distribution over the K answers (the policy kernel adds "
-              "a prior offset to the correct answer only; per-answer offsets would change `batch_logits` in "
-              "sandbox/policies.py), so `bigK` tests a large uniform response space only."]
+    lines += ["", " ".join([
+        "Heavy-tailed prior, what is and is not built: `prior=zipf` (sandbox/problems.py) places the correct",
+        "answer's initial mass at the Zipf mass of its rank, so the across-problem distribution of p0 is the",
+        "power law of a tail placement; the K - 1 wrong answers still share the rest equally, because the",
+        "policy kernel (`batch_logits`, sandbox/policies.py) adds a prior offset to the correct logit only.",
+        "A Zipf-shaped wrong-answer mass (a few popular wrong answers) needs per-answer offsets there",
+        "(`problems.zipf_logits` gives them); `cov-on` tests the placement, not that shape."])]
     return lines
+
+
+def recipe_lines(x: dict) -> list[str]:
+    """The paper's recipe (sqrt rule, tuned base lr) read off the ingredients that declare it."""
+    rows = [i for i in x["ingredients"] if i.get("recipe")]
+    if not rows:
+        return []
+    out = ["", f"The paper's recipe on the same runs: lr = base * sqrt(bp n / {RECIPE_REF_BATCH}), the "
+           "base lr chosen on the tuning seeds (best mean over n of the top-budget record reward), "
+           "everything "
+           "else on the reported seeds. F1 rule as above (growth >= 4x, top contrast CI above 0); F2 (hard "
+           "set) rule: n*(best@4) > n*(worst@4) at the top budget.", "",
+           "| ingredient | base lr (n: lr) | n* per budget (val_mean) | top contrast | n* best@4 / worst@4 "
+           "per budget | F1 | F2 (hard) |", "|---|---|---|---|---|---|---|"]
+    for i in rows:
+        r = i["recipe"]
+        c = r["contrast"]
+        ctext = (f"n={c.get('n_large')} − n={c.get('n_small')}: {c['diff']:+.4f} ± {c['ci']:.4f}, "
+                 f"{c['wins']}/{c['seeds']} seeds") if "n_small" in c else "n/a"
+        arm = ", ".join(f"{n}: {v:g}" for n, v in sorted(r["arm"].items()))
+        edge = " (edge of the bases)" if r["on_edge"] else ""
+        bw = " / ".join(", ".join(map(str, r[m])) for m in ("val_best_k", "val_worst_k"))
+        out.append(f"| {i['key']} | {r['base']:.3g}{edge} ({arm}) | {', '.join(map(str, r[i['metric']]))} | "
+                   f"{ctext} | {bw} | {'yes' if r['f1'] else 'no'} | {'yes' if r['f2_hard'] else 'no'} |")
+    return out
 
 
 def setup(p: Plan) -> str:
     s = size_of(p)
+    cov = ing_size(INGREDIENTS[-1], s)
     return (f"`StudySpec` per ingredient (studies/claims/mechanisms.py): n-vs-m, bp = {p.bp}, budget "
             f"{budget_text(s.budget)}, {s.seeds} seeds, Adam lrs {list(_lrs(INGREDIENTS[0], s))}, SGD lrs "
-            f"{list(_lrs(INGREDIENTS[3], s))}")
+            f"{list(_lrs(INGREDIENTS[3], s))}; coverage pair (cov-off, cov-on): n {list(cov.ns)}, budget "
+            f"{budget_text(cov.budget)}, lrs {list(_lrs(INGREDIENTS[-1], cov))}")
 
 
 MECHANISMS = Section(
