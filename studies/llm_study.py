@@ -55,16 +55,15 @@ def study_configs(seeds: int, budget: int, bp: int = 8) -> list[RunConfig]:
 
 
 def _runs_table(results: str) -> pd.DataFrame:
-    """Every finished run's rows, with its base lr (`lr_base`) from its stored config."""
-    parts = []
-    with ResultStore(results, study="n-vs-m") as store:
-        for rid in store.finished_runs():
-            df = store.read_run(rid)
-            df["lr_base"] = float(store.record(rid)["config"]["lr"])
-            parts.append(df)
-    if not parts:
-        raise SystemExit(f"no finished runs in {results}")
-    return pd.concat(parts, ignore_index=True)
+    """Every finished run's rows (the lock-free reader of `isocompute fit`, so a report can be made while
+    the study still runs), with its base lr (`lr_base`) from its stored record."""
+    from studies.io import load_table
+    from studies.store import finished_records
+
+    table = load_table(results)
+    lr = {r: float(rec["config"]["lr"]) for r, rec in finished_records(Path(results)).items()}
+    table["lr_base"] = table.run_id.map(lr)
+    return table
 
 
 def _final(table: pd.DataFrame, metric: str = "val_mean") -> pd.DataFrame:
@@ -92,9 +91,11 @@ def _sim_fit(budget: int, bp: int, seeds: int) -> dict:
     return fit_report(table, metric="val_mean", by="n", extrapolate=False)
 
 
-def _frontier_lines(rep: dict) -> list[str]:
+def _frontier_lines(rep: dict, every: int = 4) -> list[str]:
+    """Markdown rows of every `every`-th frontier grid point and the last."""
     out = []
-    for f in rep.get("frontier", []):
+    fr = rep.get("frontier", [])
+    for f in [x for i, x in enumerate(fr) if i % every == 0 or i == len(fr) - 1]:
         if f.get("n") is not None and f.get("reward") is not None:
             out.append(f"| {f['compute']:.0f} | {f['reward']:.3f} | {f['n']} |")
     return out
@@ -105,6 +106,7 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
     from studies.cli import print_fit_report
     from studies.frontier import FrontierFit, fit_report
     from studies.plots import plot_frontier
+    from studies.store import finished_records
 
     out = Path(docs)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,11 +139,31 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
     fr = [f for f in rep["frontier"] if f.get("n") is not None]
     lo, hi = (fr[0], fr[-1]) if fr else (None, None)
     sim_fr = [f for f in sim["frontier"] if f.get("n") is not None]
-    rises = lo is not None and hi["n"] > lo["n"]
-    verdict = (f"n*(C) rises here, from {lo['n']} at C = {lo['compute']:.0f} to {hi['n']} at C = "
-               f"{hi['compute']:.0f}" if rises else
-               f"n*(C) does not rise here (frontier n* {lo['n']} at C = {lo['compute']:.0f}, {hi['n']} at "
-               f"C = {hi['compute']:.0f})" if lo is not None else "no frontier could be fitted")
+    # Is the best n at the budget distinguishable from the smallest n? Paired SE over seeds when there are
+    # two or more; with one seed only the evaluation's own sampling SE (d_val problems x k samples each,
+    # binomial; it ignores seed-to-seed variation, so it understates the noise).
+    small = fin[(fin.lr_base == BASE_LR) & (fin.n == NS[0])].set_index("seed").val_mean
+    top = fin[(fin.lr_base == BASE_LR) & (fin.n == n_best)].set_index("seed").val_mean if n_best else small
+    both = small.index.intersection(top.index)
+    diff = float((top[both] - small[both]).mean()) if len(both) else float("nan")
+    if len(both) >= 2:
+        se = float((top[both] - small[both]).std(ddof=1) / np.sqrt(len(both)))
+        how = f"paired over {len(both)} seeds"
+    else:
+        rec = next(iter(finished_records(Path(results)).values()))["config"]
+        draws = int(rec["d_val"]) * int(rec["k"])
+        p1, p2 = float(top.mean()), float(small.mean())
+        se = float(np.sqrt(p1 * (1 - p1) / draws + p2 * (1 - p2) / draws))
+        how = f"1 seed: evaluation sampling SE only, {draws} draws per value"
+    clear = n_best is not None and n_best != NS[0] and diff > 2 * se
+    moved = lo is not None and hi["n"] > lo["n"]
+    verdict = (
+        f"the fitted frontier's n* goes from {lo['n']} at C = {lo['compute']:.0f} to {hi['n']} at C = "
+        f"{hi['compute']:.0f}, and at the budget n = {n_best} beats n = {NS[0]} by {diff:+.3f} +- {se:.3f} "
+        f"({how}): " + ("n*(C) rises here" if moved and clear else
+                        "not distinguishable from noise, so this study does not show n*(C) rising"
+                        if moved else "n*(C) does not rise here")
+        if lo is not None else "no frontier could be fitted")
     var_rows = []
     for n in (NS[0], NS[-1]):
         a = fin[(fin.lr_base == BASE_LR) & (fin.n == n)].set_index("seed").val_mean
@@ -168,6 +190,10 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
         "val_mean = avg@4 on every validation problem at 4 log-spaced evaluation points (plus C = 0).",
         "",
         f"**{verdict}.** Validation avg@4 at C = 0: {start:.3f}.",
+        "",
+        f"{sum(c.get('r2') is None for c in rep['curves'])} of {len(rep['curves'])} per-curve sigmoid fits "
+        "are degenerate (a constant: too few and too noisy evaluation points per run), so the frontier",
+        "below is a weak estimate (fit.txt).",
         "",
         f"## val_mean at the budget (C = {budget}), mean +- SE over seeds (runs)",
         "",
