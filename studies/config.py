@@ -63,8 +63,8 @@ class RunConfig:
         "Coefficient of the entropy bonus; 0 disables it (paired with KL in the paper).")
     zero_variance_filter: bool = _f(False, "Drop groups whose n rewards all agree from the update.")
     allocator: str = _f("fixed",
-        "Rollout allocator name[:args] (fixed, knapsack, dynamic-sampling, skip-zero-var, schedule:double@F);"
-        " sim only for now.")
+        "Rollout allocator name[:args] (fixed, knapsack, variance, gvm, ada, dynamic-sampling, skip-zero-var,"
+        " schedule:double@F, schedule:zv@T); sim only for now.")
     n_est: int = _f(0,
         "Rollouts for the decoupled baseline (PAPER.md finding 9); 0 uses the same n rollouts.")
     objective: str = _f("pg", "Surrogate objective: pg (plain policy gradient), ppo (clipped) or cispo.")
