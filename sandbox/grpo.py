@@ -522,7 +522,7 @@ def _llvm_sqrt(typingctx, x):
 
 ROW8 = 8
 _U1 = np.uint64(1)
-"""Rows of this length (the default K) take `_opt_row8`, whose compile-time trip count unrolls into SIMD."""
+"""Rows of this length (the default K) under Adam take two `_adam4` blocks (SIMD)."""
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -556,34 +556,12 @@ def _adam4(theta, m1, m2, grad, j, i, lr, b1, b2, eps, bc1, bc2):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _opt_row8(theta, theta0, m1, m2, grad, off, opt, lr, b1, b2, eps, wd, bc1, bc2):
-    """`_opt_row` for a row of exactly ROW8 = 8 entries: Adam(W) as two `_adam4` blocks (SIMD), SGD as the
-    plain loop; the same IEEE operations per element (bit-identical, tests/sandbox/test_sim_speed.py)."""
-    if opt == SGD:
-        for i in range(ROW8):
-            j = off + i
-            if wd > 0.0:
-                theta[j] -= lr * wd * (theta[j] - theta0[j])
-            theta[j] -= lr * grad[i]
-    elif wd > 0.0:
-        for i in range(ROW8):
-            j = off + i
-            theta[j] -= lr * wd * (theta[j] - theta0[j])
-            gj = grad[i]
-            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
-            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
-            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
-    else:
-        _adam4(theta, m1, m2, grad, off, 0, lr, b1, b2, eps, bc1, bc2)
-        _adam4(theta, m1, m2, grad, off + 4, 4, lr, b1, b2, eps, bc1, bc2)
-
-
-@njit(cache=True, inline="always", error_model="numpy")
 def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, bc1, bc2):
     """`_opt_update` on theta[off:off+size] with gradient grad[:size], one branch-free loop per case so the
-    K-long row vectorises; the same arithmetic per element (bit-identical). size == 8 goes to `_opt_row8`."""
-    if size == ROW8:
-        _opt_row8(theta, theta0, m1, m2, grad, off, opt, lr, b1, b2, eps, wd, bc1, bc2)
+    K-long row vectorises; the same arithmetic per element (bit-identical). Adam rows of 8 use `_adam4`."""
+    if size == ROW8 and opt != SGD and wd == 0.0:  # Adam on a row of 8: two SIMD blocks, same IEEE ops
+        _adam4(theta, m1, m2, grad, off, 0, lr, b1, b2, eps, bc1, bc2)
+        _adam4(theta, m1, m2, grad, off + 4, 4, lr, b1, b2, eps, bc1, bc2)
         return
     if opt == SGD:
         for i in range(size):
