@@ -1,8 +1,9 @@
 """The real-model n-vs-m study of issue 11, item 5: its grid, run through the studies pipeline.
 
 One in-process sweep (one vLLM engine for every run), ordered so that a study cut short still holds a
-complete grid: seed 0 over every n, then the lr variants, then the further seeds. Every run is a RunConfig
-of backend llm stored in one ResultStore, so `isocompute fit` / `plot` read it as any sweep.
+complete grid: every seed over every n at the base lr (seed-major), then the lr variants seed by seed.
+Every run is a RunConfig of backend llm stored in one ResultStore, so `isocompute fit` / `plot` read it
+as any sweep.
 
     python -m studies.llm_study --out results/llm-nvm [--seeds 3] [--budget 512] [--jobs 1]
     python -m studies.llm_study --report results/llm-nvm --docs docs/llm_study/nvm [--sim-seeds 8]
@@ -47,11 +48,8 @@ def study_configs(seeds: int, budget: int, bp: int = 8) -> list[RunConfig]:
         d_val=33, options={"max_new_tokens": 24, "train_eval": False, "data_dir": str(SPLITS)},
     )
     variants = [(n, BASE_LR * LR_FACTOR) for n in (NS[0], NS[-1])]
-    out = []
-    for s in range(seeds):
-        out += [base.replace(n=n, seed=s) for n in NS]
-        out += [base.replace(n=n, lr=lr, seed=s) for n, lr in variants]
-    return out
+    out = [base.replace(n=n, seed=s) for s in range(seeds) for n in NS]
+    return out + [base.replace(n=n, lr=lr, seed=s) for s in range(seeds) for n, lr in variants]
 
 
 def _runs_table(results: str) -> pd.DataFrame:
