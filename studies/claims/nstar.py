@@ -127,6 +127,7 @@ def f1_measure(t: Tables, p: Plan) -> dict:
         out["treatments"][ENVELOPE] = {"rows": rows, "final": cont["final"], "record": cont["best"]}
         out["best_lr"] = best_lr["best"]
         out["lr_grid"] = list(p.lrs)
+        out["lr_edges"] = lr_edges(env, lrs, budgets, p.bp)
     out["per_n"] = {f"{k[0]} ({'record' if k[1] == 'best' else 'final'})": v for k, v in per_n.items()}
     if p.backend == "sim":
         tab_rows = n_star_rows(t[_tabular(p).name], budgets, "train_mean")
@@ -139,6 +140,21 @@ def f1_measure(t: Tables, p: Plan) -> dict:
         out["tabular_rows"], out["tabular_ok"], out["tabular_per_lr"] = [], None, {}
     for v in out["treatments"].values():
         v["robust"] = robust(stars(v["rows"]), v["record"])
+    return out
+
+
+def lr_edges(env, lrs: dict[int, float], budgets: list[int], bp: int) -> list[tuple[int, int, float]]:
+    """(n, budget, lr) wherever the best constant lr of n at that budget (seed-mean record reward) is the
+    smallest or largest of the grid: the envelope is not resolved there. An n whose first step costs more
+    than the budget has no reward there and is skipped."""
+    lo, hi = min(lrs.values()), max(lrs.values())
+    out = []
+    for b in budgets:
+        rr = run_rewards(env, keys=("n", "arm_lr", "seed"), budget=b, stat="best")
+        rr = rr.loc[bp * rr["n"] <= b]
+        for (n, i) in rr.groupby(["n", "arm_lr"])["reward"].mean().groupby(level="n").idxmax():
+            if lrs[i] in (lo, hi):
+                out.append((int(n), int(b), lrs[i]))
     return out
 
 
@@ -211,6 +227,10 @@ def f1_body(x: dict) -> list[str]:
             "Best constant lr per n at the top budget (record metric): "
             + ", ".join(f"n={n}: {lr}" for n, lr in sorted(x["best_lr"].items()))
             + (" (some at the edge of the lr grid)" if edge else ""),
+            "",
+            f"lr grid {', '.join(f'{v:g}' for v in x['lr_grid'])}; best constant lr on a grid edge at any "
+            "budget (n@budget: lr): "
+            + (", ".join(f"n={n}@{budget_text(b)}: {lr:g}" for n, b, lr in x.get("lr_edges", [])) or "none"),
         ]
     if x["tabular_per_lr"]:
         lines += [
