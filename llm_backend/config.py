@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from llm_backend.allocators import AllocatorError
+from llm_backend.allocators import parse as parse_allocator
 from llm_backend.engines import DTYPES, ENGINES
 
 SCALE_REWARDS = ("group", "batch", "none")
@@ -34,6 +36,10 @@ class LLMConfig:
     """Compute cap in rollouts; the run takes m = budget // (bp * n) steps."""
     seed: int = 0
     """Seed of the training randomness (problem order, rollout sampling, evaluation sampling)."""
+    allocator: str = "fixed"
+    """Rollout allocator `name[:args]` (llm_backend/allocators.py: fixed, knapsack, dynamic-sampling,
+    skip-zero-var, schedule:double@F; the simulator's spec strings and defaults). Every drawn rollout counts
+    toward the budget; fixed is today's path."""
 
     # --- model and engine ---
     model: str | None = None
@@ -219,6 +225,10 @@ def validate(c: LLMConfig) -> None:
             f"ppo_epochs = {c.ppo_epochs} and minibatches = {c.minibatches} need objective ppo or cispo "
             "(plain pg makes exactly one update per batch)"
         )
+    try:
+        parse_allocator(c.allocator, c.n)
+    except AllocatorError as e:
+        raise ConfigError(str(e)) from None
     if c.d < 0 or c.d_val < 0 or c.checkpoint_every < 0:
         raise ConfigError("d, d_val and checkpoint_every must be >= 0")
     if c.checkpoint_every and not c.checkpoint_dir:

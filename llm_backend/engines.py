@@ -27,10 +27,55 @@ class Rollouts:
     n: int
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    sizes: list[int] | None = None
+    """Rollouts per prompt when they differ (generate_groups); None: every prompt has n."""
 
     @property
     def num_tokens(self) -> int:
         return sum(len(t) for t in self.token_ids)
+
+    @property
+    def group_sizes(self) -> list[int]:
+        """Rollouts of each prompt, in order (n each unless `sizes` says otherwise)."""
+        if self.sizes is not None:
+            return list(self.sizes)
+        return [self.n] * (len(self.token_ids) // self.n if self.n else 0)
+
+
+def generate_groups(engine, prompts: list[str], ns: list[int], max_new_tokens: int, temperature: float = 1.0,
+                    top_p: float = 1.0, seed: int = 0) -> Rollouts:
+    """Rollouts with n_i samples of prompt i (allocators, issue 13), prompt-major with `sizes` = ns.
+
+    Equal n_i: exactly engine.generate(prompts, n, ..., seed) (the uniform path). Otherwise one generate call
+    per distinct n_i (ascending), seeded from (seed, n_i), its outputs put back in prompt order; both engines
+    keep their one-n interface.
+    """
+    import numpy as np
+
+    if len(prompts) != len(ns):
+        raise ValueError(f"{len(prompts)} prompts but {len(ns)} group sizes")
+    if len(set(ns)) <= 1:
+        ro = engine.generate(prompts, ns[0] if ns else 1, max_new_tokens, temperature, top_p, seed=seed)
+        ro.sizes = list(ns)
+        return ro
+    t0 = time.perf_counter()
+    parts: dict[int, list] = {}
+    for k in sorted(set(ns)):
+        idx = [i for i, v in enumerate(ns) if v == k]
+        sub_seed = int(np.random.SeedSequence([int(seed), int(k)]).generate_state(1)[0])
+        ro = engine.generate([prompts[i] for i in idx], k, max_new_tokens, temperature, top_p, seed=sub_seed)
+        for j, i in enumerate(idx):
+            sl = slice(j * k, (j + 1) * k)
+            parts[i] = [ro.prompt_ids[sl], ro.token_ids[sl], ro.logprobs[sl], ro.texts[sl]]
+    out = Rollouts([], [], [], [], 0, sizes=list(ns))
+    for i in range(len(prompts)):
+        pid, tid, lps, txt = parts[i]
+        out.prompt_ids += pid
+        out.token_ids += tid
+        out.logprobs += lps
+        out.texts += txt
+    out.seconds = time.perf_counter() - t0
+    return out
 
 
 def _guard_llvmlite_against_vllm_module_scan() -> None:

@@ -62,6 +62,32 @@ def advantages(
         return np.where(agree, 0.0, centred / (std + adv_eps))
 
 
+def group_advantages(
+    groups, scale_rewards: str = "group", adv_std: str = "sample", adv_eps: float = 1e-4
+) -> np.ndarray:
+    """`advantages` for groups of unequal sizes (allocators, issue 13), concatenated in group order.
+
+    Each group is normalised by its own mean and (group) std with its own size in the sample-std
+    denominator; `batch` divides by the std of all rewards of the batch. Groups of one size give
+    advantages(np.stack(groups)).reshape(-1).
+    """
+    rs = [np.asarray(g, dtype=np.float64).reshape(1, -1) for g in groups]
+    if scale_rewards != "batch":
+        return np.concatenate([advantages(r, scale_rewards, adv_std, adv_eps).reshape(-1) for r in rs])
+    if adv_std not in ADV_STD:
+        raise ValueError(f"unknown adv_std {adv_std!r}; choose one of {', '.join(ADV_STD)}")
+    allr = np.concatenate([r.reshape(-1) for r in rs])
+    ddof = 1 if adv_std == "sample" else 0
+    std = allr.std(ddof=ddof) if allr.size > ddof else 0.0
+    out = []
+    for r in rs:
+        centred = advantages(r, "none", adv_std, adv_eps)
+        agree = bool((r == r[:, :1]).all())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append(np.zeros(r.size) if agree else (centred / (std + adv_eps)).reshape(-1))
+    return np.concatenate(out)
+
+
 def objective_weights(ratio: torch.Tensor, adv: torch.Tensor, objective: str = "pg", clip_eps: float = 0.2):
     """Coefficient c with grad(policy term) = -c * A * grad logp per token (TIS weight aside).
 
@@ -110,7 +136,8 @@ class Batch:
 
     input_ids, attention_mask: (S, L); comp_mask: (S, L-1) marks the positions whose *next* token is a
     completion token (what the loss sums over); engine_logp: (S, L-1), engine log-probs there (0 elsewhere);
-    adv: (S,) advantages.
+    adv: (S,) advantages. sizes: group sizes in order when they may differ (allocators); None = groups of
+    the config's n.
     """
 
     input_ids: torch.Tensor
@@ -118,10 +145,12 @@ class Batch:
     comp_mask: torch.Tensor
     engine_logp: torch.Tensor
     adv: torch.Tensor
+    sizes: tuple[int, ...] | None = None
 
 
-def make_batch(prompt_ids, token_ids, engine_logps, adv, pad_id: int, device="cpu") -> Batch:
-    """Pack lists of prompt ids, completion ids, engine log-probs and advantages into a Batch."""
+def make_batch(prompt_ids, token_ids, engine_logps, adv, pad_id: int, device="cpu", sizes=None) -> Batch:
+    """Pack lists of prompt ids, completion ids, engine log-probs and advantages into a Batch (`sizes`: the
+    group sizes when they may differ)."""
     seqs = [list(p) + list(t) for p, t in zip(prompt_ids, token_ids, strict=True)]
     L = max(len(s) for s in seqs)
     S = len(seqs)
@@ -143,6 +172,7 @@ def make_batch(prompt_ids, token_ids, engine_logps, adv, pad_id: int, device="cp
         cmask.to(device),
         elp.to(device),
         torch.as_tensor(np.asarray(adv), dtype=torch.float32).to(device),
+        None if sizes is None else tuple(int(k) for k in sizes),
     )
 
 
@@ -379,10 +409,15 @@ def packed_backward(model, pb, cfg, ref_model=None, rows: slice | None = None, o
     return agg
 
 
-def update_slices(bp: int, n: int, minibatches: int) -> list[slice]:
-    """Sequence rows of each minibatch: contiguous groups [mb*bp//M, (mb+1)*bp//M) as the simulator."""
+def update_slices(bp: int, n: int, minibatches: int, sizes=None) -> list[slice]:
+    """Sequence rows of each minibatch: contiguous groups [mb*bp//M, (mb+1)*bp//M) as the simulator.
+
+    `sizes`: group sizes in order when they may differ (then bp = len(sizes), n unused)."""
     bounds = [mb * bp // minibatches for mb in range(minibatches + 1)]
-    return [slice(a * n, b * n) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    if sizes is None:
+        return [slice(a * n, b * n) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    return [slice(int(off[a]), int(off[b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 class MasterWeights:
@@ -425,7 +460,11 @@ def train_step(model, opt, batch: Batch, cfg, ref_model=None, mixed: MasterWeigh
     n_mb = getattr(cfg, "minibatches", 1) if objective != "pg" else 1
     packed = not isinstance(batch, Batch)
     S = batch.num_sequences if packed else batch.input_ids.shape[0]
-    slices = update_slices(S // cfg.n, cfg.n, n_mb)
+    sizes = getattr(batch, "sizes", None)
+    if sizes is None:
+        slices = update_slices(S // cfg.n, cfg.n, n_mb)
+    else:  # groups of an allocator (sizes may differ; fewer groups than minibatches: one per group)
+        slices = update_slices(len(sizes), 0, min(n_mb, len(sizes)), sizes)
     backward = packed_backward if packed else grpo_backward
     # one update: the rollout-time policy is the current one (old = sg(logp), no extra forward)
     fwd = mixed.compute if mixed is not None else model

@@ -53,7 +53,9 @@ class PackedBatch:
     """A training batch in the packed layout; completion-aligned (S, T) tensors like grpo.Batch.
 
     comp_mask, engine_logp: (S, T); adv: (S,); n: group size (sequences i*n .. i*n+n-1 share a prompt).
-    plan(lo, hi) gives the microbatches of the sequences [lo, hi) (whole groups).
+    sizes: the group sizes when they may differ (allocators, issue 13; then n = sizes[0] if they agree,
+    else 0); None = uniform groups of n. plan(lo, hi) gives the microbatches of the sequences [lo, hi)
+    (whole groups).
     """
 
     prompt_ids: list[list[int]]
@@ -66,11 +68,27 @@ class PackedBatch:
     micro_tokens: int = 2048
     pad_id: int = 0
     device: str = "cpu"
+    sizes: tuple[int, ...] | None = None
     _plans: dict = field(default_factory=dict, repr=False)
 
     @property
     def num_sequences(self) -> int:
         return len(self.token_ids)
+
+    def group_starts(self, lo: int = 0, hi: int | None = None) -> list[int]:
+        """First sequence of each group starting in [lo, hi)."""
+        hi = self.num_sequences if hi is None else hi
+        if self.sizes is None:
+            return list(range(lo, hi, self.n))
+        starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(int)
+        return [int(g) for g in starts if lo <= g < hi]
+
+    def group_size(self, start: int) -> int:
+        """Size of the group whose first sequence is `start`."""
+        if self.sizes is None:
+            return self.n
+        starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(int)
+        return int(self.sizes[int(np.searchsorted(starts, start))])
 
     def plan(self, lo: int = 0, hi: int | None = None) -> list[Micro]:
         hi = self.num_sequences if hi is None else hi
@@ -80,16 +98,29 @@ class PackedBatch:
 
 
 def make_packed_batch(
-    prompt_ids, token_ids, engine_logps, adv, n: int, pad_id: int = 0, device="cpu",
+    prompt_ids, token_ids, engine_logps, adv, n, pad_id: int = 0, device="cpu",
     row_tokens: int = 512, micro_tokens: int = 2048,
 ) -> PackedBatch:
-    """Pack prompt-major rollouts (groups of n consecutive sequences sharing a prompt) into a PackedBatch."""
+    """Pack prompt-major rollouts (groups of n consecutive sequences sharing a prompt) into a PackedBatch.
+
+    n: the group size, or a sequence of group sizes in order when groups may differ (allocators)."""
     S = len(token_ids)
-    if S % n:
-        raise ValueError(f"{S} sequences are not whole groups of n = {n}")
-    for g in range(0, S, n):
-        if any(list(prompt_ids[g + j]) != list(prompt_ids[g]) for j in range(n)):
-            raise ValueError(f"sequences {g}..{g + n - 1} do not share one prompt")
+    sizes = None
+    if isinstance(n, int | np.integer):
+        n = int(n)
+        if S % n:
+            raise ValueError(f"{S} sequences are not whole groups of n = {n}")
+        bounds = [(g, n) for g in range(0, S, n)]
+    else:
+        sizes = tuple(int(k) for k in n)
+        if sum(sizes) != S or any(k < 1 for k in sizes):
+            raise ValueError(f"group sizes {list(sizes)} do not cover the {S} sequences")
+        n = sizes[0] if len(set(sizes)) == 1 else 0
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+        bounds = list(zip((int(g) for g in starts), sizes, strict=True))
+    for g, k in bounds:
+        if any(list(prompt_ids[g + j]) != list(prompt_ids[g]) for j in range(k)):
+            raise ValueError(f"sequences {g}..{g + k - 1} do not share one prompt")
     T = max(1, max(len(t) for t in token_ids))
     mask = torch.zeros((S, T), dtype=torch.float32)
     elp = torch.zeros((S, T), dtype=torch.float32)
@@ -100,17 +131,17 @@ def make_packed_batch(
     return PackedBatch(
         [list(p) for p in prompt_ids], [list(t) for t in token_ids], mask.to(device), elp.to(device),
         torch.as_tensor(np.asarray(adv), dtype=torch.float32).to(device), n, row_tokens, micro_tokens,
-        pad_id, device,
+        pad_id, device, sizes,
     )
 
 
 def _pieces(pb: PackedBatch, lo: int, hi: int) -> list[tuple[list[int], list[int]]]:
     """(prompt, [sequence indices]) pieces of at most row_tokens tokens (a long group is split)."""
     out = []
-    for g in range(lo, hi, pb.n):
+    for g in pb.group_starts(lo, hi):
         prompt = pb.prompt_ids[g]
         cur, size = [], len(prompt)
-        for i in range(g, min(g + pb.n, hi)):
+        for i in range(g, min(g + pb.group_size(g), hi)):
             need = max(len(pb.token_ids[i]) - 1, 0)
             if cur and size + need > pb.row_tokens:
                 out.append((prompt, cur))

@@ -9,6 +9,7 @@ resume).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llm_backend import tasks
+from llm_backend import allocators, tasks
 from llm_backend.config import ZERO_PASS1, ConfigError, LLMConfig
 from llm_backend.model import cache_root, default_model_dir, resolve_model
 
@@ -254,6 +255,8 @@ def _evaluate(engine, tok, val, cfg: LLMConfig, step: int, train_sample=()) -> t
 
 def _config_key(cfg: LLMConfig) -> dict:
     d = cfg.to_dict()
+    if d.get("allocator") == "fixed":  # checkpoints of runs from before the field still resume
+        del d["allocator"]
     for k in (
         "checkpoint_dir",
         "checkpoint_every",
@@ -280,8 +283,122 @@ def engine_options(cfg: LLMConfig) -> dict:
     return opts
 
 
+def _fixed_step(cfg: LLMConfig, step: int, train, tok, engine, grpo, make_packed_batch):
+    """Today's step (allocator fixed): bp problems of the epoch order x n rollouts in one generate call.
+    Returns (batch, rollouts drawn, tokens, mean reward, zero-variance share, allocator info, t0, t1)."""
+    idx = _problem_order(cfg, step, len(train))
+    probs = [train[i] for i in idx]
+    prompts = [tasks.build_prompt(tok, p.question) for p in probs]
+    t0 = time.perf_counter()
+    ro = engine.generate(
+        prompts,
+        cfg.n,
+        cfg.max_new_tokens,
+        cfg.temperature,
+        cfg.top_p,
+        seed=_seed(cfg.seed, step, "rollout"),
+    )
+    t1 = time.perf_counter()
+    rew = np.array([tasks.reward(t, probs[i // cfg.n].answer) for i, t in enumerate(ro.texts)])
+    rew = rew.reshape(cfg.bp, cfg.n)
+    adv = grpo.advantages(rew, cfg.scale_rewards, cfg.adv_std, cfg.adv_eps).reshape(-1)
+    if cfg.train_layout == "packed":
+        batch = make_packed_batch(
+            ro.prompt_ids, ro.token_ids, ro.logprobs, adv, cfg.n, tok.pad_token_id, cfg.device,
+            cfg.row_tokens, cfg.micro_tokens,
+        )
+    else:
+        batch = grpo.make_batch(
+            ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device
+        )
+    drawn = len(ro.token_ids)
+    info = {"rollouts": drawn, "groups_drawn": cfg.bp, "groups_kept": cfg.bp, "rounds": 1,
+            "n_min": cfg.n, "n_max": cfg.n}
+    zero_var = float((rew == rew[:, :1]).all(1).mean())
+    return batch, drawn, ro.num_tokens, float(rew.mean()), zero_var, info, t0, t1
+
+
+@dataclass
+class _AllocStep:
+    """One step planned by an allocator: the training batch of its kept groups (None: none kept, no update)
+    and what it drew."""
+
+    batch: object | None
+    drawn: int
+    tokens: int
+    reward: float
+    zero_var_frac: float
+    info: dict
+
+
+def _allocated_step(alloc, cfg: LLMConfig, step: int, spent: int, stream, history, engine, tok, train,
+                    device_batch) -> _AllocStep | None:
+    """Draws of one step as `alloc` plans them (llm_backend/allocators.py), graded, recorded in `history`,
+    the kept groups made into a training batch; None when the budget leaves no room for a step.
+
+    Draw r of the step is seeded by (seed, step, "rollout", r), draw 0 exactly as the fixed path's step.
+    """
+    from llm_backend import grpo
+    from llm_backend.engines import generate_groups
+
+    ctx = allocators.StepContext(step, spent, cfg.budget, cfg.n, cfg.bp, stream, history,
+                                 np.random.default_rng(_seed(cfg.seed, step, "allocator")))
+    kept: list[tuple] = []  # (prompt_ids, token_ids, logprobs, rewards) per kept group
+    drawn_rewards: list[np.ndarray] = []
+    n_tok, ns = 0, []
+    while (draw := alloc.propose(ctx)) is not None:
+        probs = [train[i] for i in draw.problems]
+        prompts = [tasks.build_prompt(tok, p.question) for p in probs]
+        seed = _seed(cfg.seed, step, "rollout") if ctx.rounds == 0 else _seed(cfg.seed, step, "rollout",
+                                                                             ctx.rounds)
+        ro = generate_groups(engine, prompts, draw.ns, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
+                             seed=seed)
+        groups, off = [], 0
+        for g, p, k in zip(draw.problems, probs, draw.ns, strict=True):
+            sl = slice(off, off + k)
+            off += k
+            r = np.array([tasks.reward(t, p.answer) for t in ro.texts[sl]])
+            history.record(g, r, alloc.ema)  # every drawn group, kept or not
+            groups.append((ro.prompt_ids[sl], ro.token_ids[sl], ro.logprobs[sl], r))
+        if off != len(ro.token_ids):
+            raise RuntimeError(f"engine returned {len(ro.token_ids)} rollouts for a draw of {off}")
+        keep = alloc.keep(ctx, draw, [gr[3] for gr in groups])
+        kept += [gr for gr, k in zip(groups, keep, strict=True) if k]
+        drawn_rewards += [gr[3] for gr in groups]
+        ns += list(draw.ns)
+        n_tok += ro.num_tokens
+        ctx.drawn += len(ro.token_ids)
+        ctx.kept += int(sum(keep))
+        ctx.rounds += 1
+        ctx.draws.append(draw)
+    if ctx.rounds == 0:
+        return None
+    zero_var = float(np.mean([not allocators.has_signal(r) for r in drawn_rewards]))
+    info = {"rollouts": ctx.drawn, "groups_drawn": len(drawn_rewards), "groups_kept": len(kept),
+            "rounds": ctx.rounds, "n_min": int(min(ns)), "n_max": int(max(ns))}
+    if not kept:
+        reward = float(np.concatenate(drawn_rewards).mean())
+        return _AllocStep(None, ctx.drawn, n_tok, reward, zero_var, info)
+    rews = [gr[3] for gr in kept]
+    sizes = [len(r) for r in rews]
+    if len(set(sizes)) == 1:  # the uniform path's advantages
+        adv = grpo.advantages(np.stack(rews), cfg.scale_rewards, cfg.adv_std, cfg.adv_eps).reshape(-1)
+    else:
+        adv = grpo.group_advantages(rews, cfg.scale_rewards, cfg.adv_std, cfg.adv_eps)
+    pids = [x for gr in kept for x in gr[0]]
+    tids = [x for gr in kept for x in gr[1]]
+    lps = [x for gr in kept for x in gr[2]]
+    batch = device_batch(pids, tids, lps, adv, sizes)
+    return _AllocStep(batch, ctx.drawn, n_tok, float(np.concatenate(rews).mean()), zero_var, info)
+
+
 def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, engine=None) -> LLMResult:
     """Run GRPO for m = budget // (bp * n) steps; evaluate at eval_steps(m, n_evals).
+
+    Under an allocator other than fixed (cfg.allocator) steps cost what the allocator drew: the run goes on
+    while the rollouts spent are below m * bp * n and the next step's first draw fits in the budget (a
+    refill only when it fits too), so it never exceeds the budget; it evaluates after the first step whose
+    cumulative rollouts reach each point bp * n * eval_steps(m, n_evals), and after its last step.
 
     `stop_after` ends the run after that many steps (as if killed right after a checkpoint; for tests).
     `engine` reuses a started engine of the same model: its weights are synced from this run's policy first
@@ -324,6 +441,10 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     snaps: list[list[float]] = []
     snaps_train: list[list[float]] = []
     start, tokens = 0, 0
+    alloc = None if cfg.allocator == "fixed" else allocators.make(cfg.allocator, cfg.n, cfg.bp)
+    spent = 0
+    stream = allocators.ProblemStream(cfg.seed, len(train))
+    history = allocators.History.empty(len(train))
     ckpt = _Checkpointer(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     if ckpt and (latest := ckpt.latest()) is not None:
         state = _Checkpointer.load(latest, model, opt, cfg.device)
@@ -339,6 +460,10 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             state["snaps"],
             state["snaps_train"],
         )
+        spent = start * cfg.batch
+        if alloc is not None:
+            spent, stream.pos = state["alloc"]["spent"], state["alloc"]["pos"]
+            history = allocators.History.from_state(state["alloc"]["history"])
 
     if mixed is not None:
         mixed.refresh()
@@ -377,7 +502,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             {
                 **base,
                 "m": step,
-                "compute": step * cfg.batch,
+                "compute": spent,
                 "tokens": tokens,
                 "epoch": step * cfg.bp / len(train),
                 **metrics,
@@ -392,36 +517,39 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
         snaps.append([float(x) for x in p1])
         snaps_train.append([float(x) for x in p1_train])
 
+    def device_batch(pids, tids, lps, adv, sizes):
+        if cfg.train_layout == "packed":
+            return make_packed_batch(pids, tids, lps, adv, sizes, tok.pad_token_id, cfg.device,
+                                     cfg.row_tokens,
+                                     cfg.micro_tokens)
+        return grpo.make_batch(pids, tids, lps, adv, tok.pad_token_id, cfg.device, sizes=sizes)
+
+    target = M * cfg.batch  # the fixed path's compute at its last step
+    pending = [s * cfg.batch for s in evals if s * cfg.batch > spent]  # allocators: compute points to reach
+    last = None
     try:
         if start == 0:
             record(0, None)
-        for step in range(start + 1, M + 1):
-            idx = _problem_order(cfg, step, len(train))
-            probs = [train[i] for i in idx]
-            prompts = [tasks.build_prompt(tok, p.question) for p in probs]
-            t0 = time.perf_counter()
-            ro = engine.generate(
-                prompts,
-                cfg.n,
-                cfg.max_new_tokens,
-                cfg.temperature,
-                cfg.top_p,
-                seed=_seed(cfg.seed, step, "rollout"),
-            )
-            t1 = time.perf_counter()
-            rew = np.array([tasks.reward(t, probs[i // cfg.n].answer) for i, t in enumerate(ro.texts)])
-            rew = rew.reshape(cfg.bp, cfg.n)
-            adv = grpo.advantages(rew, cfg.scale_rewards, cfg.adv_std, cfg.adv_eps).reshape(-1)
-            if cfg.train_layout == "packed":
-                batch = make_packed_batch(
-                    ro.prompt_ids, ro.token_ids, ro.logprobs, adv, cfg.n, tok.pad_token_id, cfg.device,
-                    cfg.row_tokens, cfg.micro_tokens,
-                )
+        for step in range(start + 1, M + 1) if alloc is None else itertools.count(start + 1):
+            if alloc is not None:
+                if spent >= target:
+                    break
+                t0 = time.perf_counter()
+                planned = _allocated_step(alloc, cfg, step, spent, stream, history, engine, tok, train,
+                                          device_batch)
+                if planned is None:  # the budget has no room for another step
+                    break
+                t1 = time.perf_counter()
+                batch, drawn, n_tok = planned.batch, planned.drawn, planned.tokens
+                step_reward, zero_var, alloc_info = planned.reward, planned.zero_var_frac, planned.info
             else:
-                batch = grpo.make_batch(
-                    ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id, cfg.device
-                )
-            agg = grpo.train_step(model, opt, batch, cfg, ref, mixed)
+                batch, drawn, n_tok, step_reward, zero_var, alloc_info, t0, t1 = _fixed_step(
+                    cfg, step, train, tok, engine, grpo, make_packed_batch)
+            if batch is not None:
+                agg = grpo.train_step(model, opt, batch, cfg, ref, mixed)
+            else:  # every group discarded (dynamic-sampling): no update, the rollouts still count
+                agg = {"loss": math.nan, "tokens": 0.0, "grad_norm": math.nan, "updates": 0, "finite": True,
+                       **{k: math.nan for k in grpo.STAT_KEYS}}
             gn = agg["grad_norm"]
             if not agg["finite"]:
                 status, div_step, reason = (
@@ -433,20 +561,20 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             t2 = time.perf_counter()
             # a bf16 engine takes the bf16 compute copy as it is (no cast)
             bf16_copy = mixed is not None and cfg.engine == "vllm" and cfg.engine_dtype == "bfloat16"
-            sync_s = engine.sync_weights(mixed.compute if bf16_copy else model)
+            sync_s = engine.sync_weights(mixed.compute if bf16_copy else model) if batch is not None else 0.0
             t3 = time.perf_counter()
-            n_tok = ro.num_tokens
+            spent = step * cfg.batch if alloc is None else spent + drawn
             tokens += n_tok
             per_tok = max(agg["tokens"], 1)
             last = {
                 "step": step,
-                "compute": step * cfg.batch,
+                "compute": spent,
                 "tokens": tokens,
-                "reward": float(rew.mean()),
+                "reward": step_reward,
                 "entropy": agg["entropy_sum"] / per_tok,
                 "kl": agg["kl_sum"] / per_tok if ref is not None else math.nan,
                 "grad_norm": gn,
-                "response_len": n_tok / len(ro.token_ids),
+                "response_len": n_tok / drawn,
                 "loss": agg["loss"],
                 "updates": agg["updates"],
                 "clip_frac": agg["clip_sum"] / per_tok,
@@ -454,35 +582,41 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                 "tis_mean": agg["tis_sum"] / per_tok,
                 "tis_clip_frac": agg["tis_clipped"] / per_tok,
                 "logp_mismatch": agg["mismatch_abs_sum"] / per_tok,
-                "zero_var_frac": float((rew == rew[:, :1]).all(1).mean()),
+                "zero_var_frac": zero_var,
+                **alloc_info,
                 "t_rollout": t1 - t0,
                 "t_train": t2 - t1,
                 "t_sync": sync_s,
                 "t_step": t3 - t0,
             }
             steps_log.append(last)
-            if step in evals:
+            if alloc is None:
+                if step in evals:
+                    record(step, last)
+            elif pending and spent >= pending[0]:
                 record(step, last)
+                pending = [c for c in pending if c > spent]
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{last['reward']:.2f}")
             if ckpt and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-                ckpt.save(
-                    step,
-                    model,
-                    opt,
-                    {
-                        "step": step,
-                        "tokens": tokens,
-                        "rows": rows,
-                        "steps": steps_log,
-                        "snaps": snaps,
-                        "snaps_train": snaps_train,
-                        "config": _config_key(cfg),
-                    },
-                )
+                state = {
+                    "step": step,
+                    "tokens": tokens,
+                    "rows": rows,
+                    "steps": steps_log,
+                    "snaps": snaps,
+                    "snaps_train": snaps_train,
+                    "config": _config_key(cfg),
+                }
+                if alloc is not None:
+                    state["alloc"] = {"spent": spent, "pos": stream.pos, "history": history.state()}
+                ckpt.save(step, model, opt, state)
             if stop_after is not None and step >= stop_after:
                 break
+        if alloc is not None and status == "ok" and last is not None and rows[-1]["m"] != last["step"] \
+                and (stop_after is None or last["step"] < stop_after):
+            record(last["step"], last)  # the budget ended the run between evaluation points
     finally:
         if bar is not None:
             bar.close()

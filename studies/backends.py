@@ -124,6 +124,13 @@ class SimAdapter:
         return RunOutput(table=table, pass1=pass1, status=status, info=info)
 
 
+def allocator_label(spec: str, n: int) -> str:
+    """The table's `allocator` value (issue 13): `fixed-n8` for fixed runs, else the spec string itself (the
+    rule of sandbox.allocators.label and SimAdapter, kept here so the llm adapter needs no sandbox)."""
+    spec = str(spec).strip()
+    return f"fixed-n{n}" if spec == "fixed" else spec
+
+
 def _coerce(key: str, value: Any, kind: type) -> Any:
     """Cast an option parsed from the command line to the type of the engine's field."""
     if kind is bool:
@@ -213,10 +220,12 @@ class LLMAdapter:
         run_id = cfg.run_id
         table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
         table.insert(0, "run_id", run_id)
+        table["allocator"] = allocator_label(cfg.allocator, cfg.n)  # as the sim table (fit --by allocator)
         pass1 = tidy_pass1(run_id, res.pass1["compute"], {s: res.pass1.get(s) for s in ("train", "val")})
         status = "diverged" if res.status == "diverged" else "done"
         info = {"diverged_step": res.diverged_step, "reason": res.reason, "steps": len(res.steps),
-                "wall_s": float(sum(s["t_step"] for s in res.steps))}
+                "wall_s": float(sum(s["t_step"] for s in res.steps)),
+                "rollouts": int(res.steps[-1]["compute"]) if res.steps else 0}
         return RunOutput(table=table, pass1=pass1, status=status, info=info)
 
 

@@ -70,7 +70,10 @@ def allocators(base: RunConfig, n: Sequence[int], specs: Sequence[str], seeds: i
     """Rollout allocators at iso-compute (issue 13): the fixed-n runs of the grid `n` (allocator `fixed`,
     table label `fixed-n8`...) plus each allocator spec of `specs` at group size `base_n` (default: 8 when
     the grid has it, else the grid's middle value), all at the same bp and budget. `fixed` in `specs` adds
-    nothing (the grid's runs are it). Specs are checked by the backend (sandbox/allocators.py)."""
+    nothing (the grid's runs are it). Specs are checked by the backend (sandbox/allocators.py,
+    llm_backend/allocators.py). On the llm backend problem_seed stays the base's (None unless given): the
+    problems are the split and the LM, so it pairs nothing there, and the fixed-n runs keep the run ids of
+    studies.llm_study's grid (the same results directory reuses them)."""
     ns = _distinct(n, "n")
     names = [s.strip() for s in specs if s.strip()]
     if not names:
@@ -80,6 +83,11 @@ def allocators(base: RunConfig, n: Sequence[int], specs: Sequence[str], seeds: i
     if base_n is None:
         base_n = 8 if 8 in ns else sorted(ns)[len(ns) // 2]
     budget = base.budget if budget is None else budget
+    if base.backend == "llm":
+        if seeds < 1:
+            raise StudiesError(f"seeds must be >= 1, got {seeds}")
+        runs = [("fixed", v) for v in ns] + [(spec, base_n) for spec in names if spec != "fixed"]
+        return [base.replace(allocator=a, n=v, budget=budget, seed=s) for a, v in runs for s in range(seeds)]
     out = n_vs_m(base.replace(allocator="fixed"), ns, seeds, budget=budget)
     for spec in names:
         if spec != "fixed":

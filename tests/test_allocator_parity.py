@@ -1,0 +1,85 @@
+"""The llm backend's allocator rules are the simulator's (issue 13): llm_backend/allocators.py re-implements
+sandbox/allocators.py in pure Python (llm_backend may not import sandbox); this test holds them together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llm_backend import allocators as la
+from sandbox import allocators as sa
+
+
+def test_knapsack_rule_equals_the_simulators_on_random_p_and_budgets():
+    rng = np.random.default_rng(13)
+    for trial in range(300):
+        m = int(rng.integers(1, 12))
+        n = int(rng.integers(2, 9))
+        nmin = int(rng.integers(1, n + 1))
+        nmax = int(rng.integers(n, 4 * n + 1))
+        p = rng.random(m)
+        if trial % 3 == 0:  # observed rates c / n_i: zeros, ones and exact ties
+            p = rng.integers(0, n + 1, m) / n
+        if trial % 7 == 0:
+            p[:] = 0.5  # the prior for every unseen problem
+        budget = m * n
+        want = np.zeros(m, dtype=np.int64)
+        sa.knapsack_alloc(p, budget, nmin, nmax, want)
+        got = la.knapsack_alloc(p, budget, nmin, nmax)
+        assert got == want.tolist(), (p, budget, nmin, nmax)
+        for k in range(0, 6):
+            assert la.knapsack_value(k, p[0]) == pytest.approx(float(sa.knapsack_value(k, p[0])), abs=1e-15)
+
+
+def test_dynamic_sampling_keep_rule_equals_has_signal():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        k = int(rng.integers(1, 10))
+        r = (rng.random(k) < rng.random()).astype(float)
+        assert la.has_signal(r) == bool(sa.has_signal(int(r.sum()), k))
+
+
+def test_schedule_n_equals_the_simulators():
+    for fracs in ([0.25], [0.25, 0.5], [0.1, 0.3, 0.6, 0.9]):
+        params = np.zeros(1 + sa.MAX_FRACTIONS)
+        params[0] = len(fracs)
+        params[1: 1 + len(fracs)] = fracs
+        for spent in np.linspace(0, 1, 41):
+            assert la.schedule_n(8, spent, fracs) == sa.schedule_n(8, spent, params)
+
+
+def test_skip_probability_equals_the_simulators():
+    for streak in range(4):
+        for min_streak in (1.0, 2.0):
+            want = sa.skip_probability(streak, min_streak, 0.5)
+            assert la.skip_probability(streak, min_streak, 0.5) == want
+
+
+@pytest.mark.parametrize("spec", ["fixed", "knapsack", "knapsack:nmin=1,nmax=16,prior=0.3,ema=0.5",
+                                  "dynamic-sampling", "dynamic-sampling:rounds=2", "skip-zero-var",
+                                  "skip-zero-var:p=0.8,streak=2", "schedule:double@0.25",
+                                  "schedule:double@0.5,0.25"])
+def test_spec_strings_and_defaults_agree(spec):
+    """The same spec parses on both backends with the same parameter values."""
+    code, par = sa.parse(spec, 8)
+    name, kv = la.parse(spec, 8)
+    assert sa.NAMES[name] == code
+    if name == "knapsack":
+        assert [kv[k] for k in ("nmin", "nmax", "prior", "oracle", "ema")] == par[:5].tolist()
+    elif name == "dynamic-sampling":
+        assert kv["rounds"] == par[0]
+    elif name == "skip-zero-var":
+        assert [kv["p"], kv["streak"]] == par[:2].tolist()
+    elif name == "schedule":
+        assert [kv[k] for k in sorted(kv)] == par[1: 1 + int(par[0])].tolist()
+    assert la.label(spec, 8) == sa.label(spec, 8)
+
+
+def test_bad_specs_fail_on_both_backends():
+    for spec in ("knapsack:nmin=9", "dynamic-sampling:rounds=0", "skip-zero-var:p=2", "schedule:double@1.5",
+                 "schedule:triple@0.5", "nope", "fixed:x=1"):
+        with pytest.raises(sa.AllocatorError):
+            sa.parse(spec, 8)
+        with pytest.raises(la.AllocatorError):
+            la.parse(spec, 8)
+    assert set(la.NAMES) == set(sa.NAMES)  # every simulator name is known (run or refused by name)
