@@ -403,3 +403,61 @@ def test_recorded_compute_and_tokens_are_what_the_engine_generated(spec, tiny_lm
         assert all(s["rollouts"] == 8 for s in res.steps)
     if spec == "schedule:double@0.25":  # n 4 -> 8 once 8 of 32 rollouts are spent; the last step cut to fit
         assert [s["n_max"] for s in res.steps] == [4, 8, 4] and compute.tolist() == [0, 8, 32]
+
+
+# ------------------------------------------------------------------------- through the studies pipeline
+
+
+def _sweep_args(out, lm, allocators, extra=()):
+    return ["sweep", "allocators", "--backend", "llm", "--lm", lm, "--allocators", allocators, "--n", "2",
+            "--bp", "2", "--budget", "16", "--seeds", "1", "--k", "1", "--n-evals", "2", "--d", "2",
+            "--d-val", "1", "--option", "engine=hf", "--option", "max_new_tokens=6", "--option",
+            "train_eval=false", "--option", f"data_dir={SPLITS}", "--jobs", "1", "--no-progress", "--out",
+            str(out), *extra]
+
+
+def test_sweep_allocators_llm_cli_records_the_allocator_and_the_drawn_compute(tmp_path, tiny_lm, coin_reward,
+                                                                              counted):
+    from click.testing import CliRunner
+
+    from isocompute.cli import main
+    from studies.io import load_table
+
+    out = tmp_path / "res"
+    r = CliRunner().invoke(main, _sweep_args(out, tiny_lm, "dynamic-sampling"))
+    assert r.exit_code == 0, r.output
+    t = load_table(out)
+    assert set(t["allocator"]) == {"fixed-n2", "dynamic-sampling"}
+    final = t.sort_values("compute").groupby("allocator")["compute"].last()
+    assert final["fixed-n2"] == 16 and final["dynamic-sampling"] <= 16
+    assert final.sum() == counted["rollouts"]  # both runs together: every generated rollout, no more
+    assert t.groupby("allocator")["tokens"].max().sum() == counted["tokens"]
+    fixed_ids = set(t[t.allocator == "fixed-n2"].run_id)
+    assert all(i.startswith("llm-") and "-bp2-n2-s0-" in i for i in fixed_ids)
+
+
+def test_sweep_allocators_llm_cli_refuses_a_simulator_only_allocator(tmp_path, tiny_lm):
+    from click.testing import CliRunner
+
+    from isocompute.cli import main
+
+    r = CliRunner().invoke(main, _sweep_args(tmp_path / "res", tiny_lm, "knapsack,variance"))
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "variance is not implemented on the llm backend" in lines[0], r.output
+
+
+def test_llm_allocators_sweep_keeps_the_llm_study_run_ids():
+    """The fixed-n runs of an llm allocators sweep are the runs of studies.llm_study at the same settings
+    (problem_seed stays None on the llm backend), so a shared results directory reuses them."""
+    from studies.config import RunConfig
+    from studies.llm_study import study_configs
+    from studies.sweeps import build_sweep
+
+    study = {c.run_id for c in study_configs(3, 512) if c.n == 8 and c.lr == 3e-5}
+    base = RunConfig(backend="llm", dataset="easy", bp=8, budget=512, lr=3e-5, lr_rule="sqrt", k=4, n_evals=4,
+                     d_val=33, options={"max_new_tokens": 24, "train_eval": False,
+                                        "data_dir": "docs/llm_study/nvm/splits"})
+    cfgs = build_sweep("allocators", base, n=[8], allocators=["knapsack", "dynamic-sampling"], seeds=3)
+    assert {c.run_id for c in cfgs if c.allocator == "fixed"} == study
+    assert {c.allocator for c in cfgs} == {"fixed", "knapsack", "dynamic-sampling"} and len(cfgs) == 9
