@@ -405,6 +405,21 @@ def test_recorded_compute_and_tokens_are_what_the_engine_generated(spec, tiny_lm
         assert [s["n_max"] for s in res.steps] == [4, 8, 4] and compute.tolist() == [0, 8, 32]
 
 
+def test_allocator_run_resumes_from_a_checkpoint_to_the_same_end(tiny_lm, coin_reward, tmp_path):
+    """The allocator's state (rollouts spent, stream position, history) is checkpointed: stopped after step
+    1 and resumed, a dynamic-sampling run ends where the uninterrupted one does."""
+    from llm_backend.runner import run
+
+    kw = dict(allocator="dynamic-sampling", d=2, checkpoint_every=1)
+    full = run(tiny(tiny_lm, checkpoint_dir=str(tmp_path / "a"), **kw))
+    run(tiny(tiny_lm, checkpoint_dir=str(tmp_path / "b"), **kw), stop_after=1)
+    resumed = run(tiny(tiny_lm, checkpoint_dir=str(tmp_path / "b"), **kw))
+    assert len(full.steps) > 1 and full.steps[0]["rounds"] > 1  # a refill before the checkpoint
+    _same_tables(full.table, resumed.table)
+    pa, pb = _params(full), _params(resumed)
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+
+
 # ------------------------------------------------------------------------- through the studies pipeline
 
 
