@@ -240,7 +240,9 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
 @click.option("--bmax", type=COUNT, default=None, help="joint: keep only bp * n <= BMAX (paper: 16384 Hard).")
 @click.option("--allocators", "allocator_list", default=None,
               help="allocators: comma list of allocator specs run at --base-n beside the fixed-n grid, e.g. "
-                   "knapsack,dynamic-sampling,skip-zero-var,schedule:double@0.25 (sandbox/allocators.py).")
+                   "knapsack,dynamic-sampling,skip-zero-var,schedule:double@0.25 (sandbox/allocators.py; "
+                   "the llm backend runs fixed, knapsack, dynamic-sampling, skip-zero-var, schedule:double: "
+                   "llm_backend/allocators.py).")
 @click.option("--base-n", type=COUNT, default=None,
               help="allocators: group size of the allocator runs (default 8 if in --n, else its middle).")
 @click.option("--budget", type=COUNT, default=2**20, show_default="2^20",
