@@ -15,12 +15,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from sandbox import grpo
+from sandbox.blas import one_blas_thread
 from sandbox.config import SimConfig
 from sandbox.runner import prepare
 
 _SCALE_CODES = {"group": grpo.SCALE_GROUP, "batch": grpo.SCALE_BATCH, "none": grpo.SCALE_NONE}
 
 
+@one_blas_thread
 def train_snapshots(config: SimConfig, stops: Sequence[int]) -> list[np.ndarray]:
     """Flat parameters (P,) after each step count in `stops` (ascending, 0 <= m <= config.steps) of the run
     `sandbox.run(config)` makes; RuntimeError if the run diverges before a stop."""
@@ -49,6 +51,7 @@ def _evaluate(config: SimConfig, theta: np.ndarray):
     return ok, p_train, p_val, out
 
 
+@one_blas_thread
 def pass1_of(config: SimConfig, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Exact pass@1 (float64) of the training (d,) and validation (d_val,) problems under flat parameters
     theta (the runner's evaluation kernel: its float32 snapshots are these values rounded)."""
@@ -56,6 +59,7 @@ def pass1_of(config: SimConfig, theta: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return p_train, p_val
 
 
+@one_blas_thread
 def metrics_of(config: SimConfig, theta: np.ndarray) -> dict[str, float]:
     """The table's metric columns at flat parameters theta, computed as the runner computes a row
     (train/val mean, best_k, worst_k, zero_frac, entropy, kl); sampled metrics use the run's eval stream."""
@@ -67,6 +71,7 @@ def metrics_of(config: SimConfig, theta: np.ndarray) -> dict[str, float]:
     return {k: float(v) for k, v in zip(names, out[: len(names)], strict=True)}
 
 
+@one_blas_thread
 def gradient_pieces(config: SimConfig, theta: np.ndarray, n: int | None = None, problems: int = 512,
                     seed: int = 0) -> np.ndarray:
     """Per-problem GRPO policy-gradient pieces g_i (N, P) at flat parameters theta.

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sandbox import allocators, grpo
+from sandbox.blas import one_blas_thread
 from sandbox.config import SimConfig
 from sandbox.policies import Policy, build_policy
 from sandbox.problems import ProblemSet, make_problems
@@ -174,6 +175,7 @@ def _kernel_args(rs: RunState) -> tuple:
             c.metric_mode == "sampled")
 
 
+@one_blas_thread
 def run(config: SimConfig, progress: bool = False) -> SimResult:
     """Train one simulated GRPO run (sandbox/grpo.py) and return its learning-curve table."""
     if not isinstance(config, SimConfig):
@@ -280,6 +282,7 @@ def _split(costs: list[float], threads: int) -> tuple[np.ndarray, np.ndarray]:
     return order, starts
 
 
+@one_blas_thread
 def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimResult]:
     """Run many configs in this process on `threads` numba threads (default and most: numba's thread count,
     NUMBA_NUM_THREADS).

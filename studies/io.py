@@ -249,7 +249,12 @@ def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
     frames = [pd.read_parquet(root / "runs" / f"{r}{suffix}") for r in keep]
     if not frames:
         raise StudiesError(f"{root} holds no finished runs")
-    return pd.concat(frames, ignore_index=True)
+    table = pd.concat(frames, ignore_index=True)
+    if kind == "table" and "n" in table.columns:
+        # runs stored before issue 13 have no allocator column; all of them were fixed-n runs
+        fixed = "fixed-n" + table["n"].astype("int64").astype(str)
+        table["allocator"] = table["allocator"].fillna(fixed) if "allocator" in table.columns else fixed
+    return table
 
 
 def require_columns(table: pd.DataFrame, columns: Iterable[str], where: str = "the table") -> None:

@@ -13,14 +13,17 @@ from studies.executors import run_sweep
 from studies.store import ResultStore
 
 
-def test_grid_order_puts_a_whole_seed_first():
+def test_grid_order_puts_every_seed_of_the_main_grid_first():
     cfgs = llm_study.study_configs(seeds=3, budget=512)
-    first = cfgs[: len(llm_study.NS) + 2]
-    assert [c.n for c in first[: len(llm_study.NS)]] == list(llm_study.NS)
-    assert {c.seed for c in first} == {0}
-    assert [(c.n, c.lr) for c in first[len(llm_study.NS):]] == [
-        (llm_study.NS[0], llm_study.BASE_LR * 3), (llm_study.NS[-1], llm_study.BASE_LR * 3)]
-    assert len(cfgs) == 3 * len(first) and len({c.run_id for c in cfgs}) == len(cfgs)
+    k = len(llm_study.NS)
+    assert [(c.seed, c.n) for c in cfgs[: 3 * k]] == [(s, n) for s in range(3) for n in llm_study.NS]
+    assert all(c.lr == llm_study.BASE_LR for c in cfgs[: 3 * k])
+    lo, hi, lr = llm_study.NS[0], llm_study.NS[-1], llm_study.BASE_LR
+    # then the lr bracket of seed 0 (x3, then /3), then x3 on the other seeds
+    assert [(c.seed, c.n, c.lr) for c in cfgs[3 * k:]] == [
+        (0, lo, lr * 3), (0, hi, lr * 3), (0, lo, lr / 3), (0, hi, lr / 3),
+        (1, lo, lr * 3), (1, hi, lr * 3), (2, lo, lr * 3), (2, hi, lr * 3)]
+    assert len({c.run_id for c in cfgs}) == len(cfgs)
     assert all(c.backend == "llm" and c.bp == 8 and c.lr_rule == "sqrt" for c in cfgs)
 
 
