@@ -36,17 +36,17 @@ from studies.claims.common import Plan, Section, budget_text, ci, fmt, growth, p
 from studies.declared import StudySpec, Tables
 from studies.frontier import FrontierFit, run_rewards
 
-ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
+ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)
 """Half-decade steps; 1.0 was added after the 2^10 and 2^12 optima of ref, hard and h8 sat on 0.3, and 3.0
-after those of hard sat on 1.0."""
+after those of hard sat on 1.0 (10 after its 2^10 and 2^12 optima sat on 3)."""
 SGD_LRS = (1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 """30 was added after the 2^10 and 2^12 optima of n = 32 and 128 sat on 10."""
-COV_LRS = (0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048)
+COV_LRS = (0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096)
 """x2 apart: for n 4x apart the sqrt rule doubles the lr, so recipe arms are grid points. The pilot (seed 0,
 K = 1024, hard, 2^14, lrs 1e-3..6.4e-2) peaked at 0.064, the top of its grid, for n = 4 and 16; a first pass
 on 0.032..0.256 put the 2^15 optimum of n = 4 and 16 on 0.032 and small budgets' on 0.256, hence both ends;
 1.024 was added after the 2^9 and 2^11 optima of n = 4, 16 and 64 sat on 0.512, and 2.048 after those of
-cov-on sat on 1.024."""
+cov-on sat on 1.024 (4.096 after its 2^11 and 2^13 optima sat on 2.048)."""
 COV_NS = (4, 16, 64)
 COV_BUDGET = 2**15
 """K = 1024 runs at n = 4 cost ~20-30 s wall each at 2^16 on the shared 2-core machine (load ~12): the
