@@ -64,7 +64,8 @@ class RunConfig:
     zero_variance_filter: bool = _f(False, "Drop groups whose n rewards all agree from the update.")
     allocator: str = _f("fixed",
         "Rollout allocator name[:args] (fixed, knapsack, variance, gvm, ada, dynamic-sampling, skip-zero-var,"
-        " schedule:double@F, schedule:zv@T); sim only for now.")
+        " schedule:double@F, schedule:zv@T); the llm backend has fixed, knapsack, dynamic-sampling,"
+        " skip-zero-var and schedule:double@F.")
     n_est: int = _f(0,
         "Rollouts for the decoupled baseline (PAPER.md finding 9); 0 uses the same n rollouts.")
     objective: str = _f("pg", "Surrogate objective: pg (plain policy gradient), ppo (clipped) or cispo.")
