@@ -27,11 +27,12 @@ from studies.sweeps import build_sweep
 
 PRESETS = (("tabular", "easy", "train_mean"), ("tabular", "hard", "train_mean"),
            ("interference", "easy", "val_mean"), ("interference", "hard", "val_mean"),
-           ("interference", "dual", "val_mean"))
+           ("tabular", "dual", "train_mean"), ("interference", "dual", "val_mean"),
+           ("interference", "tri", "val_mean"))
 """(model, dataset, metric): tabular's validation problems never move (no shared parameters), so its metric
-is the training pass@1; interference generalises, so held-out pass@1. `dual` is the mix preset (half hard,
-half easy problems; sandbox/problems.py MIXES). Not run for docs/ALLOCATORS.md (session time): tabular/dual
-and the tri mix; `--presets` takes any model/dataset of sandbox/config.py, e.g. interference/tri."""
+is the training pass@1; interference generalises, so held-out pass@1. `dual` and `tri` are the mix presets
+(half hard and half easy problems; half hard, a quarter easy, a quarter very easy: sandbox/problems.py MIXES);
+`--presets` takes any model/dataset of sandbox/config.py."""
 N_GRID = (2, 4, 8, 16, 32, 64, 128, 256)
 ALLOCATORS = ("knapsack", "knapsack:oracle=1", "variance", "variance:oracle=1", "gvm", "ada",
               "dynamic-sampling", "skip-zero-var", "schedule:double@0.25,0.5", "schedule:zv@0.5")
@@ -192,7 +193,7 @@ def _cell(diff: float, se: float) -> str:
 
 
 def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget: int,
-           fig: str | None = None) -> str:
+           fig: str | None = None, llm: list[str] | None = None) -> str:
     Cs = budgets(budget)
     lines = [
         "# Rollout allocators at iso-compute (issue 13; generated)",
@@ -280,7 +281,76 @@ def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget
     lines += _verdict(summary, Cs)
     lines += _why(summary, own, Cs)
     lines += _reading(summary, own, Cs)
+    lines += [""] + (llm or [])
     return "\n".join(lines) + "\n"
+
+
+LLM_CODE = (
+    "`isocompute sweep allocators --backend llm` runs `fixed`, `knapsack`, `dynamic-sampling`, `skip-"
+    "zero-var` and `schedule:double@F...` (llm_backend/allocators.py: the simulator's spec strings, "
+    "defaults and rules in pure Python, held equal to sandbox/allocators.py by "
+    "tests/test_allocator_parity.py); `variance`, `gvm`, `ada`, `schedule:zv@T` and "
+    "`knapsack:oracle=1` are refused in one line (exit code 2). p_i is each problem's last observed "
+    "group success rate, as in the simulator. Every generated rollout and token counts (`compute`, "
+    "`tokens`), DAPO's discarded groups too; a step runs only if its first draw fits in the budget "
+    "(refills likewise), so a run never exceeds it; evaluations follow the first step whose compute "
+    "reaches each point of the fixed run's schedule, plus the last step. Unequal groups (knapsack) "
+    "keep the TRL / verl loss normalisation: token_mean over all completion tokens of the batch, "
+    "seq_mean over all sequences; each group's advantage uses its own mean and std. `fixed` is the "
+    "previous code path, bit for bit (tests/llm_backend/test_llm_allocators.py).")
+
+
+def llm_section(results: Path, metric: str = "val_mean") -> list[str]:
+    """The LLM comparison: the allocator runs of `results` (a real-LLM study store, e.g. results/llm-nvm)
+    against its fixed-n runs at the study's base lr (studies/llm_study.py BASE_LR; its lr-bracket runs are
+    left out), paired by seed, at each evaluation budget of the fixed runs."""
+    from studies.llm_study import BASE_LR, runs_table
+
+    table = runs_table(str(results))
+    table = table.loc[np.isclose(table["lr_base"], BASE_LR)]
+    fixed = table.loc[table["allocator"].str.startswith("fixed-n")]
+    allocs = sorted(set(table["allocator"]) - set(fixed["allocator"]))
+    lines = ["## On the LLM backend", "", LLM_CODE, ""]
+    if not allocs:
+        return lines + [f"No allocator runs in {results} yet.", ""]
+    first = table.iloc[0]
+    top = int(fixed.groupby("run_id")["compute"].max().min())
+    Cs = sorted(c for c in set(fixed["compute"]) if c > 0 and top / 4 <= c <= top)
+    seeds = sorted(set(table.loc[table["allocator"].isin(allocs), "seed"]))
+    base = int(table.loc[table["allocator"].isin(allocs), "n"].iloc[0])
+    lines += [
+        f"Runs: `{results}` (the real-LLM n-vs-m study's store, docs/llm_study/nvm; {first['model']}, "
+        f"dataset {first['dataset']}, bp = {int(first['bp'])}, base lr {BASE_LR:g} with the sqrt rule, "
+        f"seeds {', '.join(map(str, seeds))}); allocators at base n = {base}, fixed n = "
+        f"{', '.join(str(n) for n in sorted(set(fixed['n'])))} (the study's base-lr runs); metric {metric} "
+        "(held-out avg@k). Cells: allocator minus the fixed-n envelope at C, paired by seed, +- paired SE; "
+        "** = more than 2 SE above.", "",
+        "| allocator | " + " | ".join(f"C = {int(C)}" for C in Cs) + " | vs fixed n = "
+        f"{base} at C = {top} | steps | zero_var_frac | literature's claim |",
+        "|---|" + "---|" * len(Cs) + "---|---|---|---|"]
+    comps = {C: compare(table, metric, int(C)) for C in Cs}
+    pts = at_budget(table, metric, top)
+    ref = pts.loc[pts["allocator"] == f"fixed-n{base}"].set_index("seed")["value"]
+    for a in list(comps[Cs[-1]][1]["allocator"]):
+        cells = [_cell(*comps[C][1].set_index("allocator").loc[a, ["diff", "se"]]) for C in Cs]
+        v = pts.loc[pts["allocator"] == a].set_index("seed")["value"]
+        common = v.index.intersection(ref.index)
+        dd = (v.loc[common] - ref.loc[common]).to_numpy()
+        se = float(dd.std(ddof=1) / math.sqrt(dd.size)) if dd.size > 1 else float("nan")
+        runs = table.loc[table["allocator"] == a]
+        steps = runs.groupby("run_id")["m"].max().mean()
+        zv = runs.loc[runs["compute"] > 0, "zero_var_frac"].mean()
+        lines.append(f"| {a} | " + " | ".join(cells) + f" | {_cell(float(dd.mean()), se)} | {steps:.1f} | "
+                     f"{zv:.2f} | {CLAIMS.get(a, '')} |")
+    means = {a: float(r["mean"]) for a, r in comps[Cs[-1]][1].set_index("allocator").iterrows()}
+    star = comps[Cs[-1]][0]
+    lines += ["", "Envelope n* by budget: " + " / ".join(f"{int(C)}: {comps[C][0].removeprefix('fixed-')}"
+                                                        for C in Cs)
+              + f". Seed means at C = {top}: " + ", ".join(f"{a} {m:.3f}" for a, m in means.items())
+              + f". With {len(seeds)} seeds a paired SE is of the order of the seed noise of one run "
+              f"(fixed-n{base}'s own spread), so only a difference above 2 SE is read as one; the envelope "
+              f"({star}) is picked on the same seed means (winner's curse against every allocator).", ""]
+    return lines
 
 
 def _reading(summary: dict, own: dict, Cs: list[int]) -> list[str]:
@@ -440,6 +510,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fig", type=Path, default=Path("docs/figs/allocators.png"))
     ap.add_argument("--presets", default=None, help="comma list of model/dataset (default: all of PRESETS)")
     ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--llm", type=Path, default=Path("results/llm-nvm"),
+                    help="real-LLM store with allocator runs for the LLM section (skipped if absent)")
     a = ap.parse_args(argv)
     presets = PRESETS
     if a.presets:
@@ -452,7 +524,8 @@ def main(argv: list[str] | None = None) -> None:
     seconds = time.perf_counter() - t0
     figure(results, a.fig, a.budget, a.seeds)
     rel = Path("figs") / a.fig.name if a.doc.parent.name == "docs" else a.fig
-    text = report(results, a.seeds, a.budget, fig=str(rel))
+    llm = llm_section(a.llm) if (a.llm / "runs").is_dir() else None
+    text = report(results, a.seeds, a.budget, fig=str(rel), llm=llm)
     a.doc.write_text(text)
     print(text)
     print(f"runs + report in {seconds:.0f} s -> {a.doc}, {a.fig}")

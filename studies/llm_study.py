@@ -56,7 +56,7 @@ def study_configs(seeds: int, budget: int, bp: int = 8) -> list[RunConfig]:
     return out + up[:2] + down + up[2:]
 
 
-def _runs_table(results: str) -> pd.DataFrame:
+def runs_table(results: str) -> pd.DataFrame:
     """Every finished run's rows (the lock-free reader of `isocompute fit`, so a report can be made while
     the study still runs), with its base lr (`lr_base`) from its stored record."""
     from studies.io import load_table
@@ -112,7 +112,7 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
 
     out = Path(docs)
     out.mkdir(parents=True, exist_ok=True)
-    table = _runs_table(results)
+    table = runs_table(results)
     keep = ["run_id", "n", "bp", "seed", "lr_base", "lr", "m", "compute", "tokens", "batch_reward",
             "val_mean", "val_best_k", "val_worst_k"]
     table[[c for c in keep if c in table]].sort_values(["lr_base", "n", "seed", "compute"]).to_csv(

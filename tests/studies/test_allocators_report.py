@@ -36,3 +36,26 @@ def test_compare_envelope_and_paired_se():
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
     assert k["diff"] == pytest.approx(mean) and k["se"] == pytest.approx(sd / math.sqrt(3))
     assert k["seeds"] == 3
+
+
+def test_llm_section_pairs_base_lr_runs_only(monkeypatch, tmp_path):
+    """The LLM section compares allocators with the study's base-lr fixed runs; the lr-bracket runs (here a
+    fixed-n2 at 3x the lr, far better) must not become the envelope."""
+    import studies.llm_study as llm_study
+    from studies.allocators_report import llm_section
+
+    t = _table()
+    t["lr_base"] = llm_study.BASE_LR
+    extra = t.loc[t["allocator"] == "fixed-n2"].copy()
+    extra["lr_base"] = 3 * llm_study.BASE_LR
+    extra["val_mean"] += 100.0
+    extra["run_id"] += "-x3"
+    t = pd.concat([t, extra], ignore_index=True)
+    t = t.assign(model="smollm2", dataset="easy", bp=8, zero_var_frac=0.25)
+    monkeypatch.setattr(llm_study, "runs_table", lambda results: t)
+    lines = llm_section(tmp_path)
+    row = next(x for x in lines if x.startswith("| knapsack |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    mean = sum(0.1 * (s + 1) * math.log(4) for s in range(3)) / 3
+    assert cells[-5].startswith(f"{mean:+.4f}")  # the C = 400 cell: vs the envelope fixed-n8
+    assert " / 400: n8. " in "\n".join(lines)
