@@ -91,16 +91,18 @@ def build_report(
             raise RuntimeError(f"section {s.key} gave verdict {verdict!r}, not one of {VERDICTS}")
         outcomes.append(Outcome(s, s.setup(plan), nums, verdict, reason))
         echo(f"{s.key}: {verdict}")
-    return render(plan, outcomes, time.perf_counter() - t0), outcomes
+    return render(plan, outcomes, time.perf_counter() - t0, results), outcomes
 
 
-def render(plan: Plan, outcomes: list[Outcome], seconds: float) -> str:
+def render(plan: Plan, outcomes: list[Outcome], seconds: float, results: Path | None = None) -> str:
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     quick = plan.name != "full"
     cmd = (
         "isocompute claims"
         + (f" --backend {plan.backend}" if plan.backend != "sim" else "")
         + (" --quick" if quick else "")
+        + (f" --results {results}" if results is not None
+           and Path(results) != Path(f"results/claims/{plan.backend}") else "")
     )
     sizes = f"d = d_val = {plan.d}" if plan.d else "the backend's d and d_val"
     lines = [
