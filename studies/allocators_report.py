@@ -192,6 +192,20 @@ def _cell(diff: float, se: float) -> str:
     return f"{_fmt(diff, 4)} +- {se:.4f}{mark}" if np.isfinite(se) else _fmt(diff, 4)
 
 
+def _own_gain(table: pd.DataFrame, pts: pd.DataFrame, ref: pd.Series, a: str
+              ) -> tuple[float, float, float, float]:
+    """Allocator a against its base fixed n (ref: value by seed), paired: (mean diff, paired SE, mean steps
+    per run, mean zero_var_frac over its evaluation rows)."""
+    v = pts.loc[pts["allocator"] == a].set_index("seed")["value"]
+    common = v.index.intersection(ref.index)
+    dd = (v.loc[common] - ref.loc[common]).to_numpy()
+    se = float(dd.std(ddof=1) / math.sqrt(dd.size)) if dd.size > 1 else float("nan")
+    runs = table.loc[table["allocator"] == a]
+    steps = float(runs.groupby("run_id")["m"].max().mean())
+    zv = float(runs.loc[runs["compute"] > 0, "zero_var_frac"].mean())
+    return float(dd.mean()), se, steps, zv
+
+
 def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget: int,
            fig: str | None = None, llm: list[str] | None = None) -> str:
     Cs = budgets(budget)
@@ -262,15 +276,9 @@ def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget
         for a in names:
             if a.startswith("fixed-n"):
                 continue
-            v = pts.loc[pts["allocator"] == a].set_index("seed")["value"]
-            common = v.index.intersection(ref.index)
-            dd = (v.loc[common] - ref.loc[common]).to_numpy()
-            se = float(dd.std(ddof=1) / math.sqrt(dd.size)) if dd.size > 1 else float("nan")
-            runs = table.loc[table["allocator"] == a]
-            steps = runs.groupby("run_id")["m"].max().mean()
-            zv = runs.loc[runs["compute"] > 0, "zero_var_frac"].mean()
-            own.setdefault(f"{model}/{dataset}", {})[a] = (float(dd.mean()), se)
-            lines.append(f"| {a} | {_cell(float(dd.mean()), se)} | "
+            d, se, steps, zv = _own_gain(table, pts, ref, a)
+            own.setdefault(f"{model}/{dataset}", {})[a] = (d, se)
+            lines.append(f"| {a} | {_cell(d, se)} | "
                          f"{_cell(top.loc[a, 'diff'], top.loc[a, 'se'])}"
                          f" | {steps:.0f} | {zv:.2f} |")
         fx = table.loc[table["allocator"] == base]
@@ -333,14 +341,8 @@ def llm_section(results: Path, metric: str = "val_mean") -> list[str]:
     ref = pts.loc[pts["allocator"] == f"fixed-n{base}"].set_index("seed")["value"]
     for a in list(comps[Cs[-1]][1]["allocator"]):
         cells = [_cell(*comps[C][1].set_index("allocator").loc[a, ["diff", "se"]]) for C in Cs]
-        v = pts.loc[pts["allocator"] == a].set_index("seed")["value"]
-        common = v.index.intersection(ref.index)
-        dd = (v.loc[common] - ref.loc[common]).to_numpy()
-        se = float(dd.std(ddof=1) / math.sqrt(dd.size)) if dd.size > 1 else float("nan")
-        runs = table.loc[table["allocator"] == a]
-        steps = runs.groupby("run_id")["m"].max().mean()
-        zv = runs.loc[runs["compute"] > 0, "zero_var_frac"].mean()
-        lines.append(f"| {a} | " + " | ".join(cells) + f" | {_cell(float(dd.mean()), se)} | {steps:.1f} | "
+        d, se, steps, zv = _own_gain(table, pts, ref, a)
+        lines.append(f"| {a} | " + " | ".join(cells) + f" | {_cell(d, se)} | {steps:.1f} | "
                      f"{zv:.2f} | {CLAIMS.get(a, '')} |")
     means = {a: float(r["mean"]) for a, r in comps[Cs[-1]][1].set_index("allocator").iterrows()}
     star = comps[Cs[-1]][0]
