@@ -75,15 +75,22 @@ class LLMResult:
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(self.table).to_csv(out / "table.csv", index=False)
-        pd.DataFrame(self.steps).to_csv(out / "steps.csv", index=False)
+
+        def write(path: Path, text: str) -> None:  # atomic: a crash leaves the old file or the new one
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
+
+        write(out / "table.csv", pd.DataFrame(self.table).to_csv(index=False))
+        write(out / "steps.csv", pd.DataFrame(self.steps).to_csv(index=False))
         rows = [
             {"compute": int(c), "split": "val", "problem": j, "pass1": float(p)}
             for c, vec in zip(self.pass1["compute"], self.pass1["val"], strict=True)
             for j, p in enumerate(vec)
         ]
-        pd.DataFrame(rows).to_csv(out / "pass1.csv", index=False)
-        (out / "config.json").write_text(
+        write(out / "pass1.csv", pd.DataFrame(rows).to_csv(index=False))
+        write(
+            out / "config.json",
             json.dumps(
                 {
                     "config": self.config.to_dict(),
@@ -92,7 +99,7 @@ class LLMResult:
                     "reason": self.reason,
                 },
                 indent=1,
-            )
+            ),
         )
         return out
 
