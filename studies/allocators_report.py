@@ -308,6 +308,39 @@ LLM_CODE = (
     "previous code path, bit for bit (tests/llm_backend/test_llm_allocators.py).")
 
 
+def _same_as_base(table: pd.DataFrame, results: Path, allocs: list[str], base: int, metric: str) -> list[str]:
+    """Allocators whose every evaluation equals the base fixed n's on every seed, and why that can happen:
+    a history-based rule (knapsack, skip-zero-var) with no problem seen twice in a run allocates uniformly."""
+    from studies.store import finished_records
+
+    ref = table.loc[table["allocator"] == f"fixed-n{base}"].set_index(["seed", "compute"])[metric]
+    same = []
+    for a in allocs:
+        v = table.loc[table["allocator"] == a].set_index(["seed", "compute"])[metric]
+        common = v.index.intersection(ref.index)
+        if len(common) == len(v) and len(v) and bool((v.loc[common] == ref.loc[common]).all()):
+            same.append(a)
+    if not same:
+        return []
+    recs = finished_records(Path(results))
+    cfg = next(r["config"] for r in recs.values() if r["config"].get("allocator") == same[0])
+    steps = int(table.loc[table["allocator"] == same[0]].groupby("run_id")["m"].max().max())
+    split = Path((cfg.get("options") or {}).get("data_dir") or "") / f"{cfg['dataset']}.train.jsonl"
+    size = sum(1 for _ in split.open()) if split.is_file() else None
+    draws = steps * int(cfg["bp"])
+    out = f"{', '.join(same)}: every evaluation equals fixed-n{base}'s on every seed, bit for bit. A run " \
+          f"takes {steps} steps x bp {int(cfg['bp'])} = {draws} problem draws from a training split of " \
+          f"{size if size is not None else '?'} problems ({split})"
+    if size is not None and draws <= size:
+        out += (", drawn without repeats within an epoch, so no problem has a history when it is drawn: "
+                "every p_i is the prior and the rule allocates n uniformly. At this size the LLM comparison "
+                "says nothing about these allocators; it needs runs long enough to revisit problems (an "
+                "epoch or more) or a p_i prior from the base model's calibration.")
+    else:
+        out += "."
+    return ["", out]
+
+
 def llm_section(results: Path, metric: str = "val_mean") -> list[str]:
     """The LLM comparison: the allocator runs of `results` (a real-LLM study store, e.g. results/llm-nvm)
     against its fixed-n runs at the study's base lr (studies/llm_study.py BASE_LR; its lr-bracket runs are
@@ -323,9 +356,10 @@ def llm_section(results: Path, metric: str = "val_mean") -> list[str]:
         return lines + [f"No allocator runs in {results} yet.", ""]
     first = table.iloc[0]
     top = int(fixed.groupby("run_id")["compute"].max().min())
-    Cs = sorted(c for c in set(fixed["compute"]) if c > 0 and top / 4 <= c <= top)
     seeds = sorted(set(table.loc[table["allocator"].isin(allocs), "seed"]))
     base = int(table.loc[table["allocator"].isin(allocs), "n"].iloc[0])
+    own_evals = fixed.loc[fixed["allocator"] == f"fixed-n{base}", "compute"]
+    Cs = sorted(c for c in set(own_evals) if c > 0 and top / 4 <= c <= top)
     lines += [
         f"Runs: `{results}` (the real-LLM n-vs-m study's store, docs/llm_study/nvm; {first['model']}, "
         f"dataset {first['dataset']}, bp = {int(first['bp'])}, base lr {BASE_LR:g} with the sqrt rule, "
@@ -344,6 +378,7 @@ def llm_section(results: Path, metric: str = "val_mean") -> list[str]:
         d, se, steps, zv = _own_gain(table, pts, ref, a)
         lines.append(f"| {a} | " + " | ".join(cells) + f" | {_cell(d, se)} | {steps:.1f} | "
                      f"{zv:.2f} | {CLAIMS.get(a, '')} |")
+    lines += _same_as_base(table, results, allocs, base, metric)
     means = {a: float(r["mean"]) for a, r in comps[Cs[-1]][1].set_index("allocator").iterrows()}
     star = comps[Cs[-1]][0]
     lines += ["", "Envelope n* by budget: " + " / ".join(f"{int(C)}: {comps[C][0].removeprefix('fixed-')}"

@@ -50,10 +50,22 @@ def test_llm_section_pairs_base_lr_runs_only(monkeypatch, tmp_path):
     extra["lr_base"] = 3 * llm_study.BASE_LR
     extra["val_mean"] += 100.0
     extra["run_id"] += "-x3"
-    t = pd.concat([t, extra], ignore_index=True)
+    same = t.loc[t["allocator"] == "fixed-n8"].copy()  # a history rule that never had a history
+    same["allocator"] = "skip-zero-var"
+    same["run_id"] += "-szv"
+    t = pd.concat([t, extra, same], ignore_index=True)
     t = t.assign(model="smollm2", dataset="easy", bp=8, zero_var_frac=0.25)
     monkeypatch.setattr(llm_study, "runs_table", lambda results: t)
+    (tmp_path / "easy.train.jsonl").write_text("{}\n" * 5)
+    rec = {"config": {"allocator": "skip-zero-var", "dataset": "easy", "bp": 8,
+                      "options": {"data_dir": str(tmp_path)}}}
+    monkeypatch.setattr("studies.store.finished_records", lambda results: {"x": rec})
     lines = llm_section(tmp_path)
+    text = "\n".join(lines)
+    assert "skip-zero-var: every evaluation equals fixed-n8's on every seed" in text
+    assert "40 steps x bp 8 = 320 problem draws from a training split of 5 problems" in text
+    assert "no problem has a history" not in text  # 320 draws from 5 problems revisit them
+    assert "knapsack: every" not in text
     row = next(x for x in lines if x.startswith("| knapsack |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     mean = sum(0.1 * (s + 1) * math.log(4) for s in range(3)) / 3
