@@ -54,6 +54,13 @@ CLAIMS = {
 }
 
 
+def claim_of(a: str) -> str:
+    """The literature's claim for an allocator spec; a schedule with other fractions is still BroRL's."""
+    if a in CLAIMS:
+        return CLAIMS[a]
+    return CLAIMS["schedule:double@0.25,0.5"] if a.startswith("schedule:double@") else ""
+
+
 def at_budget(table: pd.DataFrame, metric: str, C: int) -> pd.DataFrame:
     """One row per run: allocator, seed, compute drawn by C (<= C) and the metric at C, linear in log compute
     between the evaluations around C (the last one when the run ends below C)."""
@@ -261,7 +268,7 @@ def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget
             for C in Cs:
                 r = comps[C][1].set_index("allocator").loc[a]
                 cells.append(_cell(r["diff"], r["se"]))
-            lines.append(f"| {a} | " + " | ".join(cells) + f" | {CLAIMS.get(a, '')} |")
+            lines.append(f"| {a} | " + " | ".join(cells) + f" | {claim_of(a)} |")
         lines.append("")
         # decomposition at the top budget: the allocator's own gain over its base n, and the base n's gap
         top = comps[Cs[-1]][1].set_index("allocator")
@@ -377,7 +384,10 @@ def llm_section(results: Path, metric: str = "val_mean") -> list[str]:
         cells = [_cell(*comps[C][1].set_index("allocator").loc[a, ["diff", "se"]]) for C in Cs]
         d, se, steps, zv = _own_gain(table, pts, ref, a)
         lines.append(f"| {a} | " + " | ".join(cells) + f" | {_cell(d, se)} | {steps:.1f} | "
-                     f"{zv:.2f} | {CLAIMS.get(a, '')} |")
+                     f"{zv:.2f} | {claim_of(a)} |")
+    above = [f"{a} at C = {int(C)}" for C in Cs for a, r in comps[C][1].set_index("allocator").iterrows()
+             if a in allocs and np.isfinite(r["se"]) and r["se"] > 0 and r["diff"] > 2 * r["se"]]
+    lines += ["", "Cells more than 2 SE above the envelope: " + (", ".join(above) or "none") + "."]
     lines += _same_as_base(table, results, allocs, base, metric)
     means = {a: float(r["mean"]) for a, r in comps[Cs[-1]][1].set_index("allocator").iterrows()}
     star = comps[Cs[-1]][0]

@@ -41,12 +41,13 @@ ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)
 after those of hard sat on 1.0 (10 after its 2^10 and 2^12 optima sat on 3)."""
 SGD_LRS = (1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 """30 was added after the 2^10 and 2^12 optima of n = 32 and 128 sat on 10."""
-COV_LRS = (0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096)
+COV_LRS = (0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384)
 """x2 apart: for n 4x apart the sqrt rule doubles the lr, so recipe arms are grid points. The pilot (seed 0,
 K = 1024, hard, 2^14, lrs 1e-3..6.4e-2) peaked at 0.064, the top of its grid, for n = 4 and 16; a first pass
 on 0.032..0.256 put the 2^15 optimum of n = 4 and 16 on 0.032 and small budgets' on 0.256, hence both ends;
 1.024 was added after the 2^9 and 2^11 optima of n = 4, 16 and 64 sat on 0.512, and 2.048 after those of
-cov-on sat on 1.024 (4.096 after its 2^11 and 2^13 optima sat on 2.048)."""
+cov-on sat on 1.024 (4.096 after its 2^11 and 2^13 optima sat on 2.048; 8.192 and 16.384 after its 2^11
+optimum of n = 16 sat on 4.096, on a plateau: 0.0338 at 2.048, 0.0347 at 4.096)."""
 COV_NS = (4, 16, 64)
 COV_BUDGET = 2**15
 """K = 1024 runs at n = 4 cost ~20-30 s wall each at 2^16 on the shared 2-core machine (load ~12): the
@@ -54,6 +55,12 @@ coverage pair stops at 2^15 with n 4, 16, 64 (210 runs per ingredient; the batch
 minutes)."""
 RECIPE_REF_BATCH = 256
 """SimConfig.lr_ref_batch: the recipe's base lr is the lr at batch bp * n = 256."""
+HARD_LRS = ADAM_LRS + (30.0, 100.0, 300.0, 1000.0)
+"""The hard set's few-step budgets (1-4 steps: n = 8 at 2^10, n = 32 at 2^10-2^12, n = 128 at 2^12-2^14) kept
+their optimum on 10, in a regime where the record reward is set by the first steps of a run that then falls
+(0.20-0.25 at lr 3 and 10 at every budget); 30 and 100 were added to test whether it keeps rising, and 300
+and 1000 after n = 32 at 2^10 and n = 128 at 2^12 and 2^14 still gained 0.001-0.004 from 30 to 100 (one
+Adam step moves each weight by ~lr, so over 1-4 steps the reward tends to a limit as lr grows)."""
 BIG_K_LRS = ADAM_LRS
 """The whole Adam grid: with one BLAS thread (sandbox/blas.py) a K = 1024 run costs ~3 s of CPU at 2^16, not
 ~25 s; passes on the lowest two and then four lrs put the optima on their upper edges (1e-3, then 1e-2)."""
@@ -102,7 +109,8 @@ class Ingredient:
 
 INGREDIENTS = (
     Ingredient("ref", "reference: interference, easy, Adam", "-"),
-    Ingredient("hard", "absorbing zero-signal states (hard set)", "dataset=hard", dataset="hard"),
+    Ingredient("hard", "absorbing zero-signal states (hard set)", "dataset=hard", dataset="hard",
+               lrs=HARD_LRS),
     Ingredient("bigK", "large response space (K = 1024; quick mode 64; uniform wrong answers)", "K=1024",
                over=(("K", 1024),), lrs=BIG_K_LRS),
     Ingredient("sgd", "optimiser: SGD (linear rule absorbed by per-n tuning)", "optimizer=sgd",
@@ -222,6 +230,24 @@ def measure_recipe(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> di
     return out
 
 
+def edge_cell(table: pd.DataFrame, metric: str, budget: float, tune: int, n: int, lr: float,
+              grid: tuple[float, ...], chosen: pd.Series, d_val: int) -> dict:
+    """An lr optimum on a grid edge, with what it takes to judge it (tuning seeds' mean record reward): the
+    reward at the edge and at the next grid lr inward, and the best (n, tuned lr) arm at that budget.
+    `saturated`: the two differ by less than half of one validation problem (0.5 / d_val): the reward has
+    reached its limit along the lr axis, a plateau, not an optimum beyond the grid. (Seen on the hard set's
+    1-4-step runs: at lr 300 and 1000 each seed's pass@1 is a multiple of 1 / 256, a greedy policy.)"""
+    rr = run_rewards(table, metric, keys=("variant", "n", "seed"), budget=budget, stat="best")
+    means = rr.loc[rr["seed"] < tune].groupby(["n", "variant"])["reward"].mean()
+    inner = grid[-2] if lr == max(grid) else grid[1]
+    arms = {int(k): float(means.loc[(k, lab)]) for k, lab in chosen.items()}
+    best = max(arms, key=arms.get)
+    inner_r = float(means.loc[(n, f"lr={inner:g}")])
+    return {"n": n, "budget": budget_text(budget), "lr": lr, "reward": arms[n], "inner_lr": inner,
+            "inner": inner_r, "best_n": best, "best": arms[best], "best_lr": _lr_value(chosen[best]),
+            "saturated": bool(abs(arms[n] - inner_r) < 0.5 / d_val)}
+
+
 def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
     s = ing_size(ing, s)
     grid = _lrs(ing, s)
@@ -231,6 +257,9 @@ def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
               for b in bs for ser in [tuned_lr(table, ing.metric, b, s.tune)]}
     edges = [(int(n), budget_text(b), _lr_value(lab)) for b, ser in chosen.items() for n, lab in ser.items()
              if _lr_value(lab) in (min(grid), max(grid))]
+    edge_detail = [edge_cell(table, ing.metric, b, s.tune, int(n), _lr_value(lab), grid, chosen[b], s.d)
+                   for b, ser in chosen.items() for n, lab in ser.items()
+                   if _lr_value(lab) in (min(grid), max(grid))]
     rep = table.loc[table["seed"] >= s.tune]
     arms = {(int(n), lab) for ser in chosen.values() for n, lab in ser.items()}
     keep = rep.loc[[(int(n), v) in arms for n, v in zip(rep["n"], rep["variant"], strict=True)]].copy()
@@ -255,7 +284,8 @@ def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
     return {"key": ing.key, "label": ing.label, "knob": ing.knob, "metric": ing.metric, "stars": stars,
             "budgets": bs, "contrast": c, "per_n": per_n, "lr_top": {int(n): _lr_value(v) for n, v in
                                                                        pick.items()},
-            "edges": edges, "grid": list(grid), "zero_var": zv, "ns": list(s.ns), "vs": ing.vs,
+            "edges": edges, "edge_detail": edge_detail, "grid": list(grid), "zero_var": zv, "ns": list(s.ns),
+            "vs": ing.vs,
             "reported_seeds": s.seeds - s.tune, "bp": bp,
             "recipe": measure_recipe(table, ing, s, bp) if ing.recipe else None}
 
@@ -310,11 +340,14 @@ def measure(t: Tables, p: Plan) -> dict:
 def verdict(x: dict) -> tuple[str, str]:
     up = [i["key"] for i in x["ingredients"] if i["rises"]]
     flat = [i["key"] for i in x["ingredients"] if not i["rises"]]
-    edges = sum(len(i["edges"]) for i in x["ingredients"])
+    det = [e for i in x["ingredients"] for e in i.get("edge_detail", [])]
+    sat = sum(e["saturated"] for e in det)
     return "measured", (f"n*(C) rises under the tuned lr for: {', '.join(up) or 'none'}; not for: "
-                        f"{', '.join(flat) or 'none'}; lr optima on a grid edge: {edges} of "
+                        f"{', '.join(flat) or 'none'}; lr optima on a grid edge: {len(det) - sat} of "
                         f"{sum(len(i['budgets']) * len(i['ns']) for i in x['ingredients'])} "
-                        "(n, budget) choices (rule: growth >= 4x and top contrast CI above 0).")
+                        f"(n, budget) choices, and {sat} more on a saturated edge (reward within half a "
+                        "validation problem of the next lr inward) (rule: growth >= 4x and top contrast CI "
+                        "above 0).")
 
 
 def body(x: dict) -> list[str]:
@@ -338,10 +371,20 @@ def body(x: dict) -> list[str]:
         eff = "-" if i["key"] == "ref" else (f"{i['effect'][0]:+.4f} ± {i['effect'][1]:.4f}"
                                              + ("" if i["vs"] == "ref" else f" (vs {i['vs']})"))
         lr = ", ".join(f"{n}: {v:g}" for n, v in sorted(i["lr_top"].items()))
-        edge = ", ".join(f"n={n}@{b}: {v:g}" for n, b, v in i["edges"]) or "none"
+        edge = ", ".join(f"n={e['n']}@{e['budget']}: {e['lr']:g}" + (" (saturated)" if e["saturated"] else "")
+                         for e in i["edge_detail"]) or "none"
         up = "yes" if i["rises"] else "no"
         lines.append(f"| {i['label']} | {i['knob']} | {', '.join(map(str, i['stars']))} | "
                      f"{growth(st):.0f}x | {ctext} | {eff} | {up} | {lr} | {edge} |")
+    det = [(i["key"], e) for i in x["ingredients"] for e in i.get("edge_detail", [])]
+    if det:
+        lines += ["", "lr optima on a grid edge, with the tuning seeds' mean record reward at the edge, at "
+                  "the next grid lr inward, and the best arm at that budget: " + "; ".join(
+                      f"{k} n={e['n']}@{e['budget']}: {e['reward']:.4f} at {e['lr']:g} vs {e['inner']:.4f} "
+                      f"at {e['inner_lr']:g}, best n={e['best_n']} {e['best']:.4f} (lr {e['best_lr']:g})"
+                      + (", saturated" if e["saturated"] else "") for k, e in det) + ". A saturated edge is "
+                  "a plateau of the reward along lr (it differs from the next lr inward by less than half "
+                  "of one validation problem), not an optimum beyond the grid."]
     all_ns = sorted({n for i in x["ingredients"] for n in i["ns"]})
     lines += ["", "Top-budget record reward per n at its tuned lr (reported seeds) and the zero-variance "
               "share (each ingredient at its own top budget):",
@@ -428,8 +471,9 @@ def setup(p: Plan) -> str:
     s = size_of(p)
     cov = ing_size(INGREDIENTS[-1], s)
     return (f"`StudySpec` per ingredient (studies/claims/mechanisms.py): n-vs-m, bp = {p.bp}, budget "
-            f"{budget_text(s.budget)}, {s.seeds} seeds, Adam lrs {list(_lrs(INGREDIENTS[0], s))}, SGD lrs "
-            f"{list(_lrs(INGREDIENTS[3], s))}; coverage pair (cov-off, cov-on): n {list(cov.ns)}, budget "
+            f"{budget_text(s.budget)}, {s.seeds} seeds, Adam lrs {list(_lrs(INGREDIENTS[0], s))} (hard: "
+            f"{list(_lrs(INGREDIENTS[1], s))}), SGD lrs {list(_lrs(INGREDIENTS[3], s))}; coverage pair "
+            f"(cov-off, cov-on): n {list(cov.ns)}, budget "
             f"{budget_text(cov.budget)}, lrs {list(_lrs(INGREDIENTS[-1], cov))}")
 
 

@@ -69,3 +69,20 @@ def test_declared_studies():
             assert st.name.startswith(f"{plan.name}/mech12-") and st.variants
             assert dict(st.base)["d"] == SIZES["full" if plan is FULL else "quick"].d
     assert SIZES["full"].seeds - SIZES["full"].tune >= 8
+
+
+def test_an_edge_whose_reward_has_stopped_moving_is_saturated():
+    """Edge = optimum on the grid's top lr; saturated when the next lr inward is within half a validation
+    problem (0.5 / d); an edge still rising is not."""
+    t = _table(best_lr=1e-1)  # optimum on the top edge, 0.05 per decade of penalty below it: rising
+    x = measure_one(t, ING, SIZE, 32)
+    assert x["edge_detail"] and not any(e["saturated"] for e in x["edge_detail"])
+    flat = t.copy()
+    top = flat["variant"] == "lr=0.1"
+    inner = flat.loc[flat["variant"] == "lr=0.01"]  # same (n, seed, compute) order as the lr=0.1 rows
+    # make lr=0.1 equal lr=0.01 plus less than 0.5 / d (d = 64 here): a plateau at the edge
+    flat.loc[top, "val_mean"] = (inner["val_mean"].to_numpy() + 0.2 / SIZE.d)
+    y = measure_one(flat, ING, SIZE, 32)
+    assert y["edge_detail"] and all(e["saturated"] for e in y["edge_detail"])
+    e = y["edge_detail"][0]
+    assert e["lr"] == 1e-1 and e["inner_lr"] == 1e-2 and abs(e["reward"] - e["inner"]) < 0.5 / SIZE.d
