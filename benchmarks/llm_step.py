@@ -10,6 +10,8 @@ over steps.
 
     .venv/bin/python benchmarks/llm_step.py --json [--steps 4] [--out docs/llm_study/llm_step.json]
     .venv/bin/python benchmarks/llm_step.py --ours-only --bp 8 --n 2,32   # study sizing (no TRL)
+    .venv/bin/python benchmarks/llm_step.py --readme-line docs/llm_study/llm_step.json \
+        --update-readme README.md   # the README's speed sentence, generated from that file
 """
 
 from __future__ import annotations
@@ -182,6 +184,34 @@ def trl_step(args, questions, answers, n: int, bp: int, path) -> dict:
     return {"n": n, "bp": bp, "step_s": meas, "median_step_s": med, "completions_per_s": n * bp / med}
 
 
+MARK = "<!-- llm_step -->"
+TARGETS = {"ratio_vs_trl": 4.0, "train_vs_matmul_floor": 2.0}
+"""Issue 11's targets: >= 4x TRL's completions/s; the train phase within 2x of the matmul-peak floor."""
+
+
+def readme_line(out: dict) -> str:
+    """The README's real-LLM speed sentence, generated from the JSON object `main` writes (first run)."""
+    c, mach, e = out["config"], out["machine"], out["runs"][0]
+    m = e["ours"]["median"]
+    cmd = (f"benchmarks/llm_step.py --json --steps {c['steps']} --n {c['n']} --bp {c['bp']}"
+           + (f" --dtype {c['dtype']}" if c["dtype"] != "float32" else "")
+           + (f" --out {c['out']}" if c.get("out") else ""))
+    load = f"1-min load {mach['load_avg'][0]:.1f} at start, {mach['load_avg_end'][0]:.1f} at end"
+    text = (f"`{cmd}` ({mach['cpu'] or 'this CPU'}, {'/'.join(mach['isa']) or 'no avx2'}, {c['dtype']}, "
+            f"{mach['threads']} threads; {load}): our full GRPO step (n = {e['n']}, bp = {e['bp']}, <= "
+            f"{c['max_new_tokens']} new tokens) took {m['step_s']:.1f} s (rollout {m['rollout_s']:.1f}, "
+            f"train {m['train_s']:.1f}, sync {m['sync_s']:.1f}; medians of {c['steps']} steps)")
+    if "trl" in e:
+        ok = "met" if e["ratio_vs_trl"] >= TARGETS["ratio_vs_trl"] else "not met"
+        text += (f", {e['ratio_vs_trl']:.2f}x the completions/s of TRL's GRPOTrainer on the same prompts "
+                 f"({e['trl']['median_step_s']:.1f} s per step; target {TARGETS['ratio_vs_trl']:g}x: {ok})")
+    if "train_speedup_vs_padded" in e:
+        text += f"; the packed shared-prompt trainer {e['train_speedup_vs_padded']:.2f}x the padded one"
+    ok = "met" if e["train_vs_matmul_floor"] <= TARGETS["train_vs_matmul_floor"] else "not met"
+    return text + (f"; the train phase {e['train_vs_matmul_floor']:.1f}x above the {c['dtype']} matmul floor "
+                   f"measured in the same run (target {TARGETS['train_vs_matmul_floor']:g}x: {ok}).")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", default="8")
@@ -196,7 +226,18 @@ def main() -> None:
     ap.add_argument("--padded", action="store_true")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", default=None, help="also write the JSON object here")
+    ap.add_argument("--readme-line", metavar="JSON", help="print the README line generated from JSON; no run")
+    ap.add_argument("--update-readme", metavar="README", help="with --readme-line: write it into README")
     args = ap.parse_args()
+    if args.readme_line:
+        sys.path.insert(0, str(ROOT))
+        from studies.store import write_marked_block
+
+        line = readme_line(json.loads(Path(args.readme_line).read_text()))
+        if args.update_readme:
+            write_marked_block(Path(args.update_readme), MARK, MARK, line)
+        print(line)
+        return
 
     import torch
 

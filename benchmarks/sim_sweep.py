@@ -31,7 +31,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
-import re  # noqa: E402
 import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -45,7 +44,7 @@ import sandbox  # noqa: E402
 from studies.backends import SimAdapter  # noqa: E402
 from studies.config import RunConfig  # noqa: E402
 from studies.executors import run_sweep  # noqa: E402
-from studies.store import ResultStore  # noqa: E402
+from studies.store import ResultStore, write_marked_block  # noqa: E402
 from studies.sweeps import n_vs_m  # noqa: E402
 
 PRESETS = ("tabular", "interference")
@@ -151,13 +150,7 @@ def readme_line(out: dict) -> str:
 
 def update_readme(path: Path, line: str) -> None:
     """Replace the text between the two MARK lines of `path` with `line` (markers appended if absent)."""
-    text = path.read_text()
-    block = f"{MARK}\n{line}\n{MARK}"
-    if text.count(MARK) >= 2:
-        text = re.sub(re.escape(MARK) + r".*?" + re.escape(MARK), lambda _: block, text, count=1, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    write_marked_block(path, MARK, MARK, line)
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ import pandas as pd
 
 from studies.config import RunConfig, parse_count
 from studies.executors import run_sweep
-from studies.store import ResultStore
+from studies.store import ResultStore, write_marked_block
 
 NS = (2, 4, 8, 16)
 BASE_LR = 3e-5
@@ -250,17 +250,8 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
                f"the simulator's n* at the same bp and budget: "
                f"{sim_fr[-1]['n'] if sim_fr else '-'}.")
     if readme:
-        _replace_between(Path(readme), "<!-- llm-study:begin -->", "<!-- llm-study:end -->", summary)
+        write_marked_block(Path(readme), "<!-- llm-study:begin -->", "<!-- llm-study:end -->", summary)
     return {"verdict": verdict, "n_best": n_best, "summary": summary}
-
-
-def _replace_between(path: Path, begin: str, end: str, text: str) -> None:
-    s = path.read_text()
-    if begin not in s or end not in s:
-        return
-    head, rest = s.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    path.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -69,6 +69,18 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def write_marked_block(path: Path, begin: str, end: str, text: str) -> None:
+    """Replace what lies between the first `begin` and the next `end` marker of the file with `text` (the
+    markers appended at the end if absent), atomically: generated paragraphs of README.md and docs."""
+    s = path.read_text()
+    if begin in s and end in s.split(begin, 1)[1]:
+        head, rest = s.split(begin, 1)
+        tail = rest.split(end, 1)[1]
+        atomic_write_text(path, f"{head}{begin}\n{text}\n{end}{tail}")
+    else:
+        atomic_write_text(path, s.rstrip("\n") + f"\n\n{begin}\n{text}\n{end}\n")
+
+
 def atomic_write_parquet(path: Path, df: pd.DataFrame) -> dict[str, Any]:
     """Write `df` atomically; returns the file's digest ({"bytes", "sha256"}) for the run's record."""
     buf = io.BytesIO()

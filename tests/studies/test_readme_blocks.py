@@ -1,0 +1,53 @@
+"""Generated README paragraphs: studies.store.write_marked_block, and the llm_step speed sentence generated
+from a benchmark JSON (benchmarks/llm_step.py readme_line) with its targets judged from the numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from studies.store import write_marked_block
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_block_is_replaced_between_markers_and_appended_when_absent(tmp_path):
+    p = tmp_path / "README.md"
+    p.write_text("head\n<!-- x -->\nold\n<!-- x -->\ntail\n")
+    write_marked_block(p, "<!-- x -->", "<!-- x -->", "new")
+    assert p.read_text() == "head\n<!-- x -->\nnew\n<!-- x -->\ntail\n"
+    write_marked_block(p, "<!-- a -->", "<!-- b -->", "added")
+    assert p.read_text().endswith("tail\n\n<!-- a -->\nadded\n<!-- b -->\n")
+    write_marked_block(p, "<!-- a -->", "<!-- b -->", "again")
+    text = p.read_text()
+    assert text.count("<!-- a -->") == 1 and "again" in text and "added" not in text
+
+
+def _llm_step():
+    spec = importlib.util.spec_from_file_location("llm_step", ROOT / "benchmarks" / "llm_step.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_llm_step_line_comes_from_the_json_and_judges_its_targets():
+    mod = _llm_step()
+    out = json.loads((ROOT / "docs" / "llm_study" / "llm_step.json").read_text())
+    line = mod.readme_line(out)
+    e = out["runs"][0]
+    assert f"{e['ratio_vs_trl']:.2f}x the completions/s of TRL" in line
+    assert f"{e['train_vs_matmul_floor']:.1f}x above the" in line
+    fast = json.loads(json.dumps(out))
+    fast["runs"][0]["ratio_vs_trl"], fast["runs"][0]["train_vs_matmul_floor"] = 4.5, 1.5
+    fast_line = mod.readme_line(fast)
+    assert "target 4x: met" in fast_line and "target 2x: met" in fast_line
+    slow = json.loads(json.dumps(out))
+    slow["runs"][0]["ratio_vs_trl"], slow["runs"][0]["train_vs_matmul_floor"] = 1.5, 3.0
+    assert "target 4x: not met" in mod.readme_line(slow) and "target 2x: not met" in mod.readme_line(slow)
+
+
+def test_readme_carries_the_generated_llm_step_line():
+    mod = _llm_step()
+    line = mod.readme_line(json.loads((ROOT / "docs" / "llm_study" / "llm_step.json").read_text()))
+    assert f"{mod.MARK}\n{line}\n{mod.MARK}" in (ROOT / "README.md").read_text()
