@@ -429,16 +429,23 @@ def _reading(summary: dict, own: dict, Cs: list[int]) -> list[str]:
                "between problems, so they cannot change the n-vs-m trade-off the envelope optimises. The "
                f"base n's own gap to the envelope at {top} ({gaps}) is the part of their shortfall that no "
                "within-step rule can close.")
-    if "tabular/hard" in keys:
-        k = keys["tabular/hard"]
-        worst = min(Cs, key=lambda C: diff(k, "knapsack", C)[0])
-        out.append(f"- Knapsack on tabular/hard is the one large win: {_cell(*diff(k, 'knapsack'))} above "
+    wins = [w for w in keys if w.startswith("tabular/") and diff(keys[w], "knapsack")[0]
+            > 2 * diff(keys[w], "knapsack")[1] > 0]
+    for w in wins:
+        k = keys[w]
+        worst = min(Cs, key=lambda C, k=k: diff(k, "knapsack", C)[0])
+        lead = (f"- Knapsack on {w}" + (" is the one large win" if len(wins) == 1 else
+                                         f" (one of its {len(wins)} large wins, all on tabular presets)"))
+        out.append(f"{lead}: {_cell(*diff(k, 'knapsack'))} above "
                    f"the envelope at {top}, yet {_cell(*diff(k, 'knapsack', worst))} at {log2(worst)}. "
                    "Rollouts with no value elsewhere go to the lowest-p problems (up to 4n each), and for "
                    "independent hard problems a large group on an unsolved problem is what finds its first "
                    "success. Its oracle variant "
-                   f"({_cell(*diff(k, 'knapsack:oracle=1'))}) does no better: the estimator's p = 0 after a "
-                   "failed group and its prior 0.5 for unseen problems steer rollouts to unexplored ones.")
+                   + (f"({_cell(*diff(k, 'knapsack:oracle=1'))}) does no better: the estimator's p = 0 "
+                      "after a failed group and its prior 0.5 for unseen problems steer rollouts to "
+                      "unexplored ones."
+                      if diff(k, "knapsack:oracle=1")[0] <= diff(k, "knapsack")[0] else
+                      f"({_cell(*diff(k, 'knapsack:oracle=1'))}) does better: the true p helps here."))
     inter = [key for key in keys if key.startswith("interference/")]
     if inter:
         parts = [f"{key}: knapsack {_fmt(og(key, 'knapsack')[0], 3)} vs oracle "
