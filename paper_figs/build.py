@@ -12,8 +12,9 @@ import math
 import os
 import re
 import time
+import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,56 @@ def heading(spec: FigureSpec) -> str:
     return f"{spec.title} (paper Fig. {spec.paper})" if spec.paper else f"{spec.title} (ours)"
 
 
+def _draw(spec: FigureSpec, tables: Tables, out: Path) -> tuple[dict, dict, str | None, float, list]:
+    """Draw and save one figure: (summary, gallery entry, text or None, seconds, warnings caught)."""
+    import matplotlib.pyplot as plt
+
+    t1 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = spec.make(tables)
+        save(fig, out, spec.id)
+        plt.close(fig)
+        summ = _clean(spec.summary(tables))
+        text = spec.text(tables) if spec.text is not None else None
+    entry = {"id": spec.id, "heading": heading(spec), "paper_finding": spec.paper_finding,
+             "ours": spec.ours(summ)}
+    return summ, entry, text, time.perf_counter() - t1, [_Caught(w.message, w.category) for w in caught]
+
+
+@dataclass(frozen=True)
+class _Caught:
+    message: Warning | str
+    category: type[Warning]
+
+
+def _draw_registered(fid: str, results: Path, plan: dict, out: Path):
+    """Worker: the registry's figure `fid` drawn from its own lazy tables (a fresh process: spawn)."""
+    from paper_figs.registry import figures
+
+    return _draw(figures()[fid], Tables(results, plan), out)
+
+
+def _draw_all(specs: list[FigureSpec], results: Path, plan: dict, out: Path, jobs: int | None) -> list:
+    """Every figure's _draw result in the order of `specs`. Drawing is serial matplotlib work (~85 s for the
+    catalog on this machine), so with jobs > 1 the registry's figures are drawn in a pool of spawned
+    processes (each reads the tables it needs; nothing is recomputed); any other spec, or jobs = 1, serially
+    in this process."""
+    from paper_figs.registry import figures
+
+    reg = figures()
+    workers = min(jobs or 1, len(specs))
+    if workers <= 1 or any(reg.get(s.id) is not s for s in specs):
+        tables = Tables(results, plan)
+        return [_draw(s, tables, out) for s in specs]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        futs = [pool.submit(_draw_registered, s.id, results, plan, out) for s in specs]
+        return [f.result() for f in futs]
+
+
 def build(
     specs: list[FigureSpec],
     out: Path,
@@ -176,8 +227,6 @@ def build(
     reuse: Iterable[Path] = (),
 ) -> dict[str, dict]:
     """Run/reuse studies, draw every figure, save PNG + PDF to `out`, optionally write the gallery."""
-    import matplotlib.pyplot as plt
-
     refused = [s for s in specs if backend not in s.backends]
     for spec in refused:
         why = f"figure {spec.id} needs the {' or '.join(spec.backends)} backend, not {backend}"
@@ -192,27 +241,17 @@ def build(
         f"studies ready in {time.perf_counter() - t0:.1f} s ({sum(len(v) for v in plan.values())} runs, "
         f"results in {results})"
     )
-    tables = Tables(results, plan)
     done: dict[str, dict] = {}
     entries = []
-    for spec in specs:
-        t1 = time.perf_counter()
-        fig = spec.make(tables)
-        save(fig, out, spec.id)
-        plt.close(fig)
-        summ = _clean(spec.summary(tables))
+    for spec, (summ, entry, text, seconds, caught) in zip(specs, _draw_all(specs, results, plan, out, jobs),
+                                                           strict=True):
+        for w in caught:  # a worker's warnings (left-out runs), re-issued here in figure order
+            warnings.warn(w.message, w.category, stacklevel=2)
         done[spec.id] = summ
-        entries.append(
-            {
-                "id": spec.id,
-                "heading": heading(spec),
-                "paper_finding": spec.paper_finding,
-                "ours": spec.ours(summ),
-            }
-        )
-        log(f"{spec.id}: {out / spec.id}.png/.pdf ({time.perf_counter() - t1:.1f} s)")
-        if spec.text is not None:
-            log(spec.text(tables))
+        entries.append(entry)
+        log(f"{spec.id}: {out / spec.id}.png/.pdf ({seconds:.1f} s)")
+        if text is not None:
+            log(text)
     if gallery_path is not None:
         gallery(entries, gallery_path, out)
         log(f"gallery: {gallery_path}")

@@ -151,3 +151,31 @@ def test_a_table_with_the_wrong_run_id_is_a_failed_run_not_a_crash(tmp_path, mon
         s = run_sweep([cfg], st, jobs=1, progress=False)
     assert s.done == 0 and "RuntimeError" in s.failed[cfg.run_id] and "run_id" in s.failed[cfg.run_id]
     assert not (tmp_path / "runs" / f"{cfg.run_id}.json").exists()
+
+
+def test_finished_runs_rewrite_the_manifest_at_most_every_few_seconds_and_always_on_close(tmp_path,
+                                                                                           monkeypatch):
+    """A 5,000-run manifest costs ~0.36 s to rewrite, once per finished run it starved the workers; the
+    records are the truth, so write_run rewrites it at most every MANIFEST_EVERY_S (failures at once) and
+    close() writes the last state."""
+    import studies.store as store_mod
+
+    cfgs = n_vs_m(BASE, [2, 4, 8, 16], seeds=3)
+    writes = []
+    real = store_mod.atomic_write_json
+    monkeypatch.setattr(store_mod, "atomic_write_json",
+                        lambda p, obj: (writes.append(p.name) if p.name == "manifest.json" else None,
+                                        real(p, obj))[1])
+    monkeypatch.setattr(store_mod, "MANIFEST_EVERY_S", 3600.0)
+    with ResultStore(tmp_path) as st:
+        run_sweep(cfgs, st, jobs=1, progress=False)
+        during = writes.count("manifest.json")
+    assert during <= 3  # open + register (+ the first finished run), not one per run
+    assert writes.count("manifest.json") == during + 1  # close wrote the final state
+    m = json.loads((tmp_path / "manifest.json").read_text())["runs"]
+    assert {r: e["status"] for r, e in m.items()} == {c.run_id: "done" for c in cfgs}
+    writes.clear()
+    monkeypatch.setattr(store_mod, "MANIFEST_EVERY_S", 0.0)  # the old behaviour: once per run
+    with ResultStore(tmp_path / "b") as st:
+        run_sweep(cfgs, st, jobs=1, progress=False)
+    assert writes.count("manifest.json") >= len(cfgs)
