@@ -15,6 +15,7 @@ import importlib.util
 import os
 import signal
 import sys
+import textwrap
 import threading
 import warnings
 from collections.abc import Iterator
@@ -39,8 +40,9 @@ READS_LOGS = frozenset({"fit", "plot", "plan", "predict"})
 register into studies.io before they run (imported here, not at start-up: it loads pandas)."""
 
 QUIET_ENV = {
-    # third-party chatter off by default (`-v` keeps it); it goes to stderr either way
-    "VLLM_LOGGING_LEVEL": "WARNING",
+    # third-party chatter off by default (`-v` keeps it); it goes to stderr either way. vLLM logs its
+    # start-up notes as WARNING (19 lines per engine start, issue 28), so only its errors pass.
+    "VLLM_LOGGING_LEVEL": "ERROR",
     "TRANSFORMERS_VERBOSITY": "error",
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
     "TOKENIZERS_PARALLELISM": "false",
@@ -49,6 +51,15 @@ QUIET_ENV = {
 
 
 INTERRUPTED = "interrupted (finished runs are kept; rerun to resume)"
+INTERRUPTED_ONE = "interrupted (nothing was saved: `run` trains one configuration and does not resume; " \
+                  "`sweep` keeps finished runs)"
+"""`run` writes nothing until its run ends, so the resumable stores' message would be untrue for it."""
+
+
+def interrupted_message(argv: list[str]) -> str:
+    """What an interrupt leaves behind, for the command in `argv`."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    return INTERRUPTED_ONE if command == "run" else INTERRUPTED
 
 
 class Terminated(BaseException):
@@ -62,10 +73,10 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
                   line: str | None = None) -> None:
-    """Warnings (left-out runs, damaged files, dropped rows) as one `warning: ...` line on stderr."""
-    if issubclass(category, DeprecationWarning | PendingDeprecationWarning):
-        return
-    click.echo(f"warning: {one_line(str(message))}", err=True)
+    """Warnings (left-out runs, damaged files, dropped rows) as one `warning: ...` line on stderr; those of
+    third-party code only with -v (studies.cli.shown_warning)."""
+    if studies_cli.shown_warning(category, filename):
+        click.echo(f"warning: {one_line(str(message))}", err=True)
 
 
 @contextlib.contextmanager
@@ -107,6 +118,8 @@ class _Main(click.Group):
             cmd = getattr(importlib.import_module(mod_name), attr)
         except ImportError as e:
             raise StudiesError(f"the {name} commands cannot load: {e}") from None
+        if name == "llm" and isinstance(cmd, click.Group) and "options" not in cmd.commands:
+            cmd.add_command(llm_options)
         self.add_command(cmd, name)
         return cmd
 
@@ -115,7 +128,9 @@ class _Main(click.Group):
         argv = list(sys.argv[1:] if args is None else args)
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
-        if not any(a in ("-v", "--verbose") for a in argv):
+        verbose = any(a in ("-v", "--verbose") for a in argv)
+        studies_cli.VERBOSE[:] = [verbose]
+        if not verbose:
             for key, value in QUIET_ENV.items():
                 os.environ.setdefault(key, value)
         code = 0
@@ -123,14 +138,18 @@ class _Main(click.Group):
             with _signals_and_warnings(), _json_stdout(enabled="--json" in argv):
                 rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
+            sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         except click.exceptions.Exit as e:
             code = e.exit_code
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo(INTERRUPTED, err=True)
+            click.echo(interrupted_message(argv), err=True)
             code = 130
         except Terminated:
-            click.echo(INTERRUPTED, err=True)
+            click.echo(interrupted_message(argv), err=True)
             code = 143
+        except BrokenPipeError:
+            _quiet_stdout()  # `isocompute fit DIR | head -1`: the reader has what it wanted
+            code = 0
         except click.ClickException as e:
             click.echo(f"error: {one_line(e.format_message())}", err=True)
             code = 2 if isinstance(e, click.UsageError) else e.exit_code
@@ -178,6 +197,16 @@ def _json_stdout(enabled: bool) -> Iterator[None]:
             os.close(saved_fd)
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise BrokenPipeError again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # in-memory streams (CliRunner)
+        pass
+
+
 def _module_exists(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
@@ -187,6 +216,25 @@ def _module_exists(name: str) -> bool:
 
 def one_line(msg: str) -> str:
     return " ".join(str(msg).split())
+
+
+@click.command("options")
+@click.option("--json", "as_json", is_flag=True, help="Print the keys as one JSON object.")
+def llm_options(as_json: bool) -> None:
+    """List the llm backend's --option KEY=VALUE keys (generated from llm_backend.config.LLMConfig: every
+    field that no run flag sets), with defaults and documentation."""
+    from studies.backends import backend_options
+
+    opts = backend_options("llm")
+    if as_json:
+        studies_cli.emit_json({"backend": "llm", "options": opts})
+        return
+    click.echo("--option KEY=VALUE keys of the llm backend (run, sweep, predict; repeatable):")
+    for o in opts:
+        click.echo(f"  {o['key']} = {o['default']!r} ({o['type']})")
+        if o["doc"]:
+            for line in textwrap.wrap(o["doc"], 100):
+                click.echo(f"      {line}")
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

@@ -19,6 +19,22 @@ ZERO_PASS1 = 1e-3
 DATASETS = ("easy", "hard", "xhard", "veasy", "arith")
 
 
+def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The default precision on this CPU: bfloat16 where it has AMX tiles (amx_tile) or AVX-512 BF16
+    (avx512_bf16), float32 elsewhere. bf16 is ~2.5x the float32 tokens/s with AMX and ~20x slower than
+    float32 on an AVX2-only CPU (measured on the project's machines; docs/LLM_NOTES.md)."""
+    try:
+        with open(cpuinfo) as f:
+            flags = set(next((line for line in f if line.startswith("flags")), "").split())
+    except OSError:
+        return "float32"
+    return "bfloat16" if flags & {"amx_tile", "avx512_bf16"} else "float32"
+
+
+CPU_DTYPE = cpu_dtype()
+"""cpu_dtype() of this machine: the default of LLMConfig.engine_dtype and train_dtype."""
+
+
 class ConfigError(ValueError):
     """An impossible or inconsistent configuration; the message is one line meant for the user."""
 
@@ -50,12 +66,14 @@ class LLMConfig:
     """Rollout engine: vllm (in-process, weights synced after every step) or hf (transformers generate)."""
     device: str = "cpu"
     """Trainer device: cpu or cuda[:i]. vLLM runs on whatever its install targets."""
-    engine_dtype: str = "float32"
+    engine_dtype: str = CPU_DTYPE
     """Rollout precision: float32 or bfloat16 (vLLM weights in bf16, or bf16 autocast for hf). bf16 is
-    ~2.5x faster on an AMX CPU; the trainer's log-probs stay float32 and TIS corrects the mismatch."""
-    train_dtype: str = "float32"
-    """Trainer precision: float32 or bfloat16. packed layout: bf16 weights for forward/backward with float32
-    master weights and AdamW state (grpo.MasterWeights); padded layout: bf16 autocast."""
+    ~2.5x faster on an AMX CPU; the trainer's log-probs stay float32 and TIS corrects the mismatch.
+    Default: chosen by the CPU (cpu_dtype: bfloat16 with AMX / AVX-512 BF16, else float32)."""
+    train_dtype: str = CPU_DTYPE
+    """Trainer precision: float32 or bfloat16 (default: as engine_dtype, by the CPU). packed layout: bf16
+    weights for forward/backward with float32 master weights and AdamW state (grpo.MasterWeights); padded
+    layout: bf16 autocast."""
     train_layout: str = "packed"
     """packed (each group's prompt once, completion-only logits, no padding: llm_backend/packed.py) or
     padded (the straightforward n padded sequences per group; same loss and gradient; tests, benchmarks)."""

@@ -71,7 +71,8 @@ def engine_kwargs(cfg: RunConfig, engine_fields: dict[str, Any], backend: str,
     for key, value in cfg.options:
         if key in reserved or key not in engine_fields:
             allowed = ", ".join(sorted(set(engine_fields) - reserved))
-            raise StudiesError(f"unknown {backend} option {key!r}; choose from {allowed}")
+            listing = "; `isocompute llm options` documents them" if backend == "llm" else ""
+            raise StudiesError(f"unknown {backend} option {key!r}; choose from {allowed}{listing}")
         default = engine_fields[key].default
         out[key] = value if default is None else _coerce(key, value, type(default))
     return out
@@ -227,6 +228,62 @@ class LLMAdapter:
                 "wall_s": float(sum(s["t_step"] for s in res.steps)),
                 "rollouts": int(res.steps[-1]["compute"]) if res.steps else 0}
         return RunOutput(table=table, pass1=pass1, status=status, info=info)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """{field: its attribute docstring} of a dataclass, read from its source (the string literal that
+    follows each annotated field), joined to one line."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, [*body[1:], None], strict=True):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(
+                    nxt.value.value, str):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
+            else:
+                docs[node.target.id] = ""
+    return docs
+
+
+def backend_options(backend: str) -> list[dict[str, Any]]:
+    """The `--option KEY=VALUE` keys of a backend: every field of its engine config that no RunConfig field
+    (a run flag) sets, with default, type and documentation; generated from the config dataclass, so the
+    list cannot drift from what `engine_kwargs` accepts."""
+    if backend == "llm":
+        from llm_backend.config import LLMConfig as engine_cls
+
+        reserved = {"model"}
+    elif backend == "sim":
+        from sandbox.config import SimConfig as engine_cls
+
+        reserved = set()
+    else:
+        raise StudiesError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    reserved |= {f.name for f in fields(RunConfig)}
+    docs = field_docs(engine_cls)
+    out = []
+    for f in fields(engine_cls):
+        if f.name in reserved:
+            continue
+        default = f.default if not callable(getattr(f, "default_factory", None)) else f.default_factory()
+        out.append({"key": f.name, "default": default, "type": type(default).__name__ if default is not None
+                    else str(f.type), "doc": docs.get(f.name, "")})
+    return out
+
+
+def llm_cpu_dtype() -> str:
+    """The llm backend's default precision on this CPU (llm_backend.config.cpu_dtype; float32 when the
+    backend cannot load)."""
+    try:
+        from llm_backend.config import CPU_DTYPE
+    except ImportError:
+        return "float32"
+    return CPU_DTYPE
 
 
 BACKENDS: dict[str, Adapter] = {"sim": SimAdapter(), "llm": LLMAdapter()}

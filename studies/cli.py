@@ -275,6 +275,7 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
                           base_n=alloc_n)
     if executor == "local":
         check_device(base)
+    check_configs(configs)
     check_output_dir(out_dir)
     with echo_warnings(), ResultStore(out_dir, study=study) as store:
         s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,
@@ -306,6 +307,16 @@ def split_allocators(text: str) -> list[str]:
         elif part:
             out.append(part)
     return out
+
+
+def check_configs(configs: list[RunConfig]) -> None:
+    """Every config validated by its backend before anything is created on disk (issue 28: a bad --model,
+    --dataset or --option used to leave an empty results directory behind). run_sweep validates again once
+    the store is open; a simulator config validates in microseconds."""
+    from studies.backends import get_backend
+
+    for cfg in {c.run_id: c for c in configs}.values():
+        get_backend(cfg.backend).validate(cfg)
 
 
 def check_jobs(jobs: int | None) -> int | None:
@@ -349,8 +360,25 @@ def check_device(cfg: RunConfig) -> None:
         raise StudiesError(f"--device {cfg.device}: this machine has {count} CUDA device(s) visible to torch")
 
 
-def _print_warning(message: Any, category: type[Warning], *args: Any, **kw: Any) -> None:
-    if not issubclass(category, DeprecationWarning | PendingDeprecationWarning):
+VERBOSE: list[bool] = [False]
+"""Set by the root command's -v: third-party warnings are shown only then."""
+OUR_PACKAGES = ("isocompute", "studies", "sandbox", "llm_backend", "paper_figs", "benchmarks", "tests")
+
+
+def shown_warning(category: type[Warning], filename: str | None) -> bool:
+    """Whether a warning reaches the user: never a DeprecationWarning; one raised in third-party code
+    (torch, transformers, vLLM: its file is outside our packages) only with -v."""
+    if issubclass(category, DeprecationWarning | PendingDeprecationWarning):
+        return False
+    if VERBOSE[0] or not filename:
+        return True
+    parts = Path(filename).parts
+    return any(p in OUR_PACKAGES for p in parts) and "site-packages" not in parts
+
+
+def _print_warning(message: Any, category: type[Warning], filename: str | None = None, *args: Any,
+                   **kw: Any) -> None:
+    if shown_warning(category, filename):
         click.echo(f"warning: {' '.join(str(message).split())}", err=True)
 
 
@@ -383,6 +411,22 @@ def _load(path: Path, columns: list[str], fmt: str = "auto", n: int | None = Non
     return table
 
 
+def resolve_metric(paths: tuple[Path, ...] | list[Path], metric: str | None, by: str = "n") -> str:
+    """--metric, or when it is not given the default of the runs' preset (studies.io.default_metric: the
+    tabular preset reads train_mean), said on stderr when it is not val_mean. --by must be a configuration
+    column, not the compute axis or the metric."""
+    from studies.io import default_metric
+
+    if metric is None:
+        metric, why = default_metric(paths)
+        if why:
+            click.echo(f"note: {why}", err=True)
+    if by in ("compute", "tokens", "m", metric):
+        raise StudiesError(f"--by {by} is an axis or the metric, not a configuration column; use --by n, bp, "
+                           "batch or another column that labels the runs")
+    return metric
+
+
 def _per_path(values: list[int] | None, paths: tuple[Path, ...], flag: str) -> list[int | None]:
     if not values:
         return [None] * len(paths)
@@ -394,22 +438,37 @@ def _per_path(values: list[int] | None, paths: tuple[Path, ...], flag: str) -> l
 
 
 def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n: list[int] | None = None,
-               bp: list[int] | None = None, metric: str | None = None):
-    """One table from several results directories / logs (per-path --n / --bp); run_ids made distinct."""
+               bp: list[int] | None = None, metric: str | None = None, by: str = "n", pool: bool = False):
+    """One table from several results directories / logs (per-path --n / --bp); run_ids made distinct.
+    Runs whose configurations differ in more than the swept fields and `by` are refused unless `pool`
+    (studies.io.check_poolable)."""
     import pandas as pd
+
+    from studies.io import check_poolable
 
     if not paths:
         raise StudiesError("give at least one PATH")
-    tables, seen = [], set()
+    tables, seen, configs = [], set(), {}
     for p, ni, bi in zip(paths, _per_path(n, paths, "n"), _per_path(bp, paths, "bp"), strict=True):
         t = _load(p, columns, fmt=fmt, n=ni, bp=bi, metric=metric)
+        own = dict(t.attrs.get("configs") or {})
         clash = set(t["run_id"].astype(str)) & seen
         if clash:
-            t = t.assign(run_id=t["run_id"].astype(str).map(lambda r, c=clash, i=len(tables): f"{r}#{i + 1}"
-                                                            if r in c else r))
+            rename = {r: f"{r}#{len(tables) + 1}" for r in clash}
+            t = t.assign(run_id=t["run_id"].astype(str).map(lambda r, m=rename: m.get(r, r)))
+            own = {rename.get(r, r): c for r, c in own.items()}
         seen |= set(t["run_id"].astype(str))
+        configs.update(own)
         tables.append(t)
-    return tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
+    table = tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
+    table.attrs["configs"] = configs if len(configs) == table["run_id"].nunique() else {}
+    where = f"the runs of {paths[0]}" if len(paths) == 1 else f"the runs of {', '.join(map(str, paths))}"
+    check_poolable(table, by=by, pool=pool, where=where)
+    models = {c.get("model") or "tabular" for c in configs.values() if c.get("backend", "sim") == "sim"}
+    if len(models) == 1 and len(configs) == table["run_id"].nunique():
+        table.attrs["model"] = next(iter(models))
+    table.attrs.pop("configs", None)  # pandas deep-copies attrs on every operation: drop them once read
+    return table
 
 
 _LOG_OPTIONS = [
@@ -420,6 +479,9 @@ _LOG_OPTIONS = [
                  help="Rollouts per prompt of logs that do not record it: one value or one per PATH."),
     click.option("--bp", "bp_flag", type=COUNT_LIST, default=None,
                  help="Prompts per optimiser step of logs that do not record it: one value or one per PATH."),
+    click.option("--pool", is_flag=True,
+                 help="Pool runs whose configurations differ in more than the swept fields (n, bp, seed, "
+                      "allocator, budget) and --by; refused by default (exit 2, naming the fields)."),
 ]
 
 
@@ -442,11 +504,16 @@ def _fmt_c(c: float) -> str:
 def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo,
                      every: int = 1) -> None:
     """Readable n*(C): one line per frontier grid point (every `every`-th and the last), then the fits."""
+    import numpy as np
+
     from studies.frontier import EARLY_GAIN, undetermined
 
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
     tie = undetermined([math.nan if f["reward"] is None else f["reward"] for f in frontier])
+    if frontier and all("tie" in f for f in frontier):  # studies.certainty.annotate_report's flags
+        tie = np.asarray([bool(f["tie"]) for f in frontier], dtype=bool)
+    cert = report.get("certainty") or {}
     keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
     echo(f"compute-optimal {by}*(C) for {metric} ({len(report.get('curves', []))} curves, "
          f"{len(keep)} grid points)")
@@ -456,9 +523,12 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
         shown = "-" if v is None else v
         mark = "  (tie)" if tie[i] else ""
         echo(f"{_fmt_c(float(row['compute'])):>12}  {float(row['reward']):>10.4f}  {shown:>8}{mark}")
-    if tie[keep].any():
+    if cert.get("none_improved"):
+        echo(f"(tie): every row; {cert['notes'][0]}")
+    elif tie[keep].any():
         echo(f"(tie): the frontier has gained < {EARLY_GAIN:.0%} of its total there; all {by} still tie and "
              f"the {by}* shown is arbitrary")
+    print_certainty(cert, by, metric, echo)
     curves = report.get("curves", [])
     if curves:
         echo("per-curve fits R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b):")
@@ -482,21 +552,39 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
             echo(f"extrapolation from C <= {cut}: {ex.get('status')}")
 
 
+def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo
+                    ) -> None:
+    """The lines of studies.certainty.assess_table: the answer at the largest compute and how sure it is."""
+    if not cert or cert.get("n_star") is None or cert.get("none_improved"):
+        return
+    lo, hi = cert.get("reward_interval") or (None, None)
+    level = f"{cert.get('level', 0.9):.0%}"
+    members = ", ".join(map(str, cert.get("flat_set") or []))
+    regret = cert.get("expected_regret")
+    echo(f"at C = {_fmt_c(float(cert['budget']))}: best measured {by} = {cert['n_star']} ({metric} seed-mean "
+         f"record, {level} interval [{_num(lo)}, {_num(hi)}]); within it: {by} = {members}; expected regret "
+         f"of {by} = {cert['n_star']}: {_num(regret)}")
+    for note in cert.get("notes") or []:
+        echo(f"note: {note}")
+
+
 def _num(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--metric", default="val_mean", show_default=True,
-              help="Reward column, e.g. val_best_k, batch_reward (train rollouts), or a log's own key.")
+@click.option("--metric", default=None,
+              help="Reward column, e.g. val_best_k, batch_reward (train rollouts), or a log's own key "
+                   "(default: val_mean; train_mean for runs of the tabular preset, whose validation problems "
+                   "never move).")
 @click.option("--by", default="n", show_default=True, help="Column labelling the curves: n, bp, batch...")
 @click.option("--bin-width", type=float, default=0.005, show_default=True,
               help="Reward bin of the record-breaking points (PAPER.md Section 4).")
 @_apply(_LOG_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as one JSON object (DESIGN.md).")
-def fit(paths: tuple[Path, ...], metric: str, by: str, bin_width: float, fmt: str, n_flag: list[int] | None,
-        bp_flag: list[int] | None, as_json: bool) -> None:
+def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, fmt: str,
+        n_flag: list[int] | None, bp_flag: list[int] | None, pool: bool, as_json: bool) -> None:
     """Fit sigmoids per configuration, the frontier and n*(C) of results directories or logs.
 
     PATHS: results directories, CSV / Parquet / JSONL tables with at least run_id, compute, the --by column
@@ -505,13 +593,17 @@ def fit(paths: tuple[Path, ...], metric: str, by: str, bin_width: float, fmt: st
     """
     if not bin_width > 0:
         raise StudiesError(f"--bin-width must be positive, got {bin_width}")
-    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric)
+    metric = resolve_metric(paths, metric, by)
+    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     fit_report = _import("studies.frontier", "fit_report")
     try:
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width)
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
+    from studies.certainty import annotate_report
+
+    annotate_report(report, table, model=table.attrs.get("model"))
     if as_json:
         emit_json(report)
     else:
@@ -522,13 +614,13 @@ def fit(paths: tuple[Path, ...], metric: str, by: str, bin_width: float, fmt: st
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--metric", default="val_mean", show_default=True, help="Reward column to plot.")
+@click.option("--metric", default=None, help="Reward column to plot (default: as for fit).")
 @click.option("--by", default="n", show_default=True, help="Column that labels the curves.")
 @_apply(_LOG_OPTIONS)
 @click.option("--out", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Figure file (.png, .pdf, .svg); default: frontier.png in the results dir or beside PATH.")
-def plot(paths: tuple[Path, ...], metric: str, by: str, fmt: str, n_flag: list[int] | None,
-         bp_flag: list[int] | None, out: Path | None) -> None:
+def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag: list[int] | None,
+         bp_flag: list[int] | None, pool: bool, out: Path | None) -> None:
     """Quick figure of a sweep or of logs (as for fit): fitted curves with the frontier, and n*(C)."""
     from studies.store import check_output_file
 
@@ -536,7 +628,8 @@ def plot(paths: tuple[Path, ...], metric: str, by: str, fmt: str, n_flag: list[i
     if out is None:
         out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
     check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")
-    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric)
+    metric = resolve_metric(paths, metric, by)
+    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     os.environ.setdefault("MPLBACKEND", "Agg")
     plot_frontier = _import("studies.plots", "plot_frontier")
     frontier_fit = _import("studies.frontier", "FrontierFit")
@@ -544,10 +637,19 @@ def plot(paths: tuple[Path, ...], metric: str, by: str, fmt: str, n_flag: list[i
         ff = frontier_fit(metric=metric, by=by).fit(table)
         for w in ff.warnings_:  # the same warnings as `fit`
             click.echo(f"warning: {w}", err=True)
-        plot_frontier(table, metric, by, out, fit=ff)
+        title = plot_title(paths, metric, by, table)
+        plot_frontier(table, metric, by, out, fit=ff, title=title, model=table.attrs.get("model"))
     except ValueError as e:
         raise StudiesError(f"cannot plot {path}: {e}") from None
     click.echo(f"wrote {out}")
+
+
+def plot_title(paths: tuple[Path, ...], metric: str, by: str, table: Any) -> str:
+    """`plot`'s figure title: what was read, how many runs, which metric."""
+    what = str(paths[0]) if len(paths) == 1 else f"{len(paths)} paths"
+    model = table.attrs.get("model")
+    return (f"{what}: {metric} by {by}" + (f", {model} preset" if model else "")
+            + f" ({table['run_id'].nunique()} runs)")
 
 
 # ----------------------------------------------------------------------------------------------------- demo
@@ -598,7 +700,8 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         except StudiesError:
             continue
         os.environ.setdefault("MPLBACKEND", "Agg")
-        plot_frontier(table, metric, "n", where / "frontier.png")
+        plot_frontier(table, metric, "n", where / "frontier.png", model=model,
+                      title=f"demo: {model} preset, {metric} ({len(configs)} runs)")
         click.echo(f"figure: {where / 'frontier.png'}")
 
 

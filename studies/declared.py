@@ -34,15 +34,23 @@ POW2 = tuple(2**k for k in range(1, 9))
 GRID_KEYS = ("n", "bp", "batch", "bmax", "budget")
 """Override keys that change a study's grid rather than the RunConfig."""
 
+def _cpu_dtype() -> str:
+    from studies.backends import llm_cpu_dtype
+
+    return llm_cpu_dtype()
+
+
 CPU_LLM: dict[str, Any] = {
     "engine": "vllm",
-    "engine_dtype": "bfloat16",
-    "train_dtype": "bfloat16",
+    "engine_dtype": _cpu_dtype(),
+    "train_dtype": _cpu_dtype(),
     "max_new_tokens": 16,
     "d_val": 16,
 }
 """RunConfig fields / llm options of the CPU-sized real-model preset (SmolLM2-135M, minutes per study on
-2 cores): bf16 rollouts and training, 16 new tokens, 16 validation problems. The grid (bp 4, n 2..8,
+2 cores): rollouts and training in the CPU's precision (bf16 with AMX / AVX-512 BF16, float32 elsewhere,
+where bf16 is ~20x slower; llm_backend.config.cpu_dtype), 16 new tokens, 16 validation problems. The dtype
+is written into the options so that it is part of every run id. The grid (bp 4, n 2..8,
 budget 256, 1 seed) is the consumer's (paper_figs.specs.LLM_PRESETS, studies.claims)."""
 
 

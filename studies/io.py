@@ -250,11 +250,93 @@ def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
     if not frames:
         raise StudiesError(f"{root} holds no finished runs")
     table = pd.concat(frames, ignore_index=True)
+    table.attrs["configs"] = {r: records[r].get("config") or {} for r in keep}  # for check_poolable
     if kind == "table" and "n" in table.columns:
         # runs stored before issue 13 have no allocator column; all of them were fixed-n runs
         fixed = "fixed-n" + table["n"].astype("int64").astype(str)
         table["allocator"] = table["allocator"].fillna(fixed) if "allocator" in table.columns else fixed
     return table
+
+
+POOLABLE = ("n", "bp", "seed", "problem_seed", "allocator", "budget", "n_evals")
+"""RunConfig fields in which runs pooled into one fit may differ: the fields sweeps vary (the grid, its
+seeds, the allocator column), the budget (a shorter run is the same curve stopped earlier) and the
+evaluation schedule. Runs that differ in anything else (model, dataset, lr, objective...) are other
+experiments: one frontier through them means nothing (issue 28)."""
+
+
+DEFAULT_METRIC = "val_mean"
+PRESET_METRICS = {("sim", "tabular"): "train_mean"}
+"""Default reward column per (backend, policy preset) where val_mean means nothing: the tabular preset's
+validation problems share no parameters with the training problems, so its val_mean never moves and the
+claim (small n wins) is read on the training problems (PAPER.md Section 5.1; `isocompute demo`)."""
+
+
+def preset_metric(model: str | None, backend: str = "sim") -> str:
+    """The default metric of runs of `model` on `backend` (None: the simulator's default preset, tabular)."""
+    if backend == "sim" and model is None:
+        model = "tabular"
+    return PRESET_METRICS.get((backend, str(model)), DEFAULT_METRIC)
+
+
+def default_metric(paths: Iterable[str | Path]) -> tuple[str, str | None]:
+    """(metric, why) for commands run without --metric: the preset default of the runs in results
+    directories (read from their manifests) when every run agrees on one, else val_mean; `why` is a note
+    for the user when the default is not val_mean."""
+    found: set[str] = set()
+    for path in paths:
+        p = Path(path)
+        if not (p.is_dir() and (p / "manifest.json").exists()):
+            found.add(DEFAULT_METRIC)
+            continue
+        runs = (read_manifest(p) or {}).get("runs", {})
+        for entry in runs.values():
+            cfg = entry.get("config") or {}
+            found.add(preset_metric(cfg.get("model"), cfg.get("backend", "sim")))
+    if len(found) == 1 and (m := next(iter(found))) != DEFAULT_METRIC:
+        return m, (f"metric {m}: the default of these runs' preset (the tabular preset's validation problems "
+                   f"never move); pass --metric to choose another")
+    return DEFAULT_METRIC, None
+
+
+def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where: str = "the runs") -> None:
+    """StudiesError (one line naming the fields) when the runs of `table` differ in a configuration field
+    other than POOLABLE and `by`, unless `pool`. The configurations are the run records of results
+    directories (`table.attrs["configs"]`, {run_id: config}); for other tables, the RunConfig field names
+    that are columns of it."""
+    if pool:
+        return
+    from studies.config import RunConfig
+
+    allowed = set(POOLABLE) | {by}
+    configs = table.attrs.get("configs") or {}
+    values: dict[str, set[str]] = {}
+    if configs:
+        ids = set(table["run_id"].astype(str)) if "run_id" in table.columns else set(configs)
+        for rid, cfg in configs.items():
+            if rid not in ids:
+                continue
+            for key, v in cfg.items():
+                if key == "options":
+                    for ok, ov in (v or {}).items():
+                        values.setdefault(f"option {ok}", set()).add(repr(ov))
+                elif key not in allowed:
+                    values.setdefault(key, set()).add(repr(v))
+        keys = {k for c in configs.values() for k in (c.get("options") or {})}
+        for k in keys:  # an option set on some runs only differs from the runs without it
+            have = sum(1 for rid, c in configs.items() if rid in ids and k in (c.get("options") or {}))
+            if have < sum(1 for rid in configs if rid in ids):
+                values.setdefault(f"option {k}", set()).add("(unset)")
+    else:
+        for f in RunConfig.field_help():
+            if f in table.columns and f not in allowed:
+                values[f] = set(map(repr, table[f].dropna().unique().tolist()))
+    differ = {k: sorted(v) for k, v in values.items() if len(v) > 1}
+    if differ:
+        shown = "; ".join(f"{k} ({', '.join(v[:4])}{', ...' if len(v) > 4 else ''})"
+                          for k, v in differ.items())
+        raise StudiesError(f"{where} differ in {shown}: they are different experiments; fit them one at a "
+                           f"time, or pass --by FIELD to compare them, or --pool to pool them anyway")
 
 
 def require_columns(table: pd.DataFrame, columns: Iterable[str], where: str = "the table") -> None:

@@ -133,7 +133,7 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
 
     # bootstrap over runs, stratified by n: every statistic refitted on each resample
     rng = np.random.default_rng(seed)
-    ns, rewards = [], []
+    ns, rewards, every = [], [], []
     grid = np.asarray(sorted(ff.curves_), dtype=float)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -145,6 +145,7 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
                 continue
             ns.append(nb)
             rewards.append(_curve_at(fb, n_rec, budget))
+            every.append([_curve_at(fb, k, budget) for k in grid])
     q = [(1 - level) / 2, (1 + level) / 2]
     runs_per_n = pilots.groupby("n")["run_id"].nunique()
     boot: dict[str, Any] = {"reps": int(bootstrap), "ok": len(ns), "unit": "run, resampled within each n",
@@ -159,6 +160,9 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
         n_int, r_int, agree = [None, None], [None, None], None
         notes.append("no bootstrap interval: it needs >= 2 runs (seeds) at every n"
                      if runs_per_n.min() < 2 else f"only {len(ns)} bootstrap refits succeeded")
+
+    cert = _certainty(ff, pilots, grid, n_rec, n_cont, budget, np.asarray(every, dtype=float), level, metric,
+                      enough=len(ns) >= 10 and runs_per_n.min() >= 2, notes=notes)
 
     factor = budget / cmax
     frac = float(min(0.5, max(1.0 / factor, 1.0 / 64)))
@@ -188,8 +192,66 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
                                   "reward": float(at_max["reward"].iloc[0])},
         "extrapolation_factor": factor,
         "extrapolation_check": check_out,
+        "certainty": cert,
         "warnings": notes,
     }
+
+
+def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, n_rec: float, n_cont: float,
+               budget: float, samples: np.ndarray, level: float, metric: str, enough: bool,
+               notes: list[str]) -> dict[str, Any]:
+    """How sure the recommendation is (studies.certainty), from the bootstrap refits: the recommended set
+    (every n whose expected reward at the budget lies inside the best n's reward interval), the expected
+    regret of n_rec, ties of the pilots' frontier, and n* on the grid's edge. Notes go to `notes`."""
+    from studies.certainty import (
+        edge_note,
+        expected_regret,
+        flat_set,
+        grid_edge,
+        no_improvement,
+        no_improvement_note,
+        tie_mask,
+    )
+
+    point = np.asarray([_curve_at(ff, k, budget) for k in grid], dtype=float)
+    none = no_improvement(pilots, metric, "n")
+    ties = tie_mask(ff.frontier_["reward"].to_numpy(dtype=float), none)
+    out: dict[str, Any] = {"none_improved": none, "frontier_ties": int(ties.sum()),
+                           "frontier_points": int(ties.size), "edge": grid_edge(n_rec, grid.tolist()),
+                           "expected_rewards": {str(int(k)): (float(v) if np.isfinite(v) else None)
+                                                for k, v in zip(grid, point, strict=True)}}
+    if none:
+        notes.append(no_improvement_note(metric, "n", pilots.attrs.get("model"))
+                     + "; no n can be recommended from these pilots")
+    if enough and samples.ndim == 2 and samples.shape[0]:
+        q = [(1 - level) / 2, (1 + level) / 2]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ivs = np.nanquantile(samples, q, axis=0)
+        out["reward_intervals"] = {str(int(k)): [float(a), float(b)] if np.isfinite(a) else [None, None]
+                                   for k, a, b in zip(grid, ivs[0], ivs[1], strict=True)}
+        members, best, interval = flat_set(grid.tolist(), point, samples, level)
+        idx = int(np.argmin(np.abs(grid - n_rec)))
+        bi = None if best is None else int(np.argmin(np.abs(grid - best)))
+        out.update(recommended_set=[int(v) for v in members],
+                   best_expected=None if best is None else int(best), best_reward_interval=interval,
+                   expected_regret=expected_regret(samples, idx),
+                   regret_if_best=None if bi is None else expected_regret(samples, bi))
+        if len(members) > 1:
+            shown = ", ".join(f"{v:g}" for v in members)
+            notes.append(f"flat at the budget: the expected reward of every n in {{{shown}}} lies inside the "
+                         f"{level:.0%} interval [{interval[0]:.4g}, {interval[1]:.4g}] of the best "
+                         f"(n = {best:g}); any of them is as good as these pilots can tell")
+    else:
+        out.update(recommended_set=[int(n_rec)], best_expected=None, best_reward_interval=[None, None],
+                   expected_regret=None, regret_if_best=None)
+    e = edge_note(n_rec, grid.tolist(), "n", where="recommended")
+    if e is None and grid.size > 1 and n_cont >= grid.max() * (1 - 1e-9):
+        e = (f"the n* fit sits on the grid's ceiling (log2 n* = {np.log2(n_cont):.3g}, the largest n tried): "
+             "extend the grid")
+    if e:
+        notes.append(e)
+    return out
 
 
 def print_plan(p: dict[str, Any], echo=click.echo) -> None:
@@ -214,12 +276,18 @@ def print_plan(p: dict[str, Any], echo=click.echo) -> None:
          f"{ex['frac']:.3g} of their compute: " + (f"mean |err| {err:.3g} grid steps" if err is not None
                                                    else str(ex.get("status"))))
     echo(f"  method: {p['method']}")
+    c = p.get("certainty") or {}
+    if c.get("expected_regret") is not None:
+        members = ", ".join(map(str, c.get("recommended_set") or []))
+        echo(f"  recommended set (expected reward inside the best n's {level}% interval): {{{members}}}; "
+             f"expected regret of n = {r['n']}: {c['expected_regret']:.4f} {p['metric']}")
 
 
 @click.command("plan")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--budget", required=True, help="Target budget C in rollouts, e.g. 4e6 or 2^22.")
-@click.option("--metric", default="val_mean", show_default=True, help="Reward column to maximise.")
+@click.option("--metric", default=None,
+              help="Reward column to maximise (default: val_mean; train_mean for the tabular preset).")
 @click.option("--bp-max", type=int, default=None, help="Most problems per step you can afford (caps bp).")
 @click.option("--max-compute", default=None,
               help="Use only pilot rows with compute <= this (e.g. 2^15): the pilots as if stopped there.")
@@ -229,14 +297,16 @@ def print_plan(p: dict[str, Any], echo=click.echo) -> None:
               help="Seed of the bootstrap.")
 @click.option("--warn-factor", type=float, default=WARN_FACTOR, show_default=True,
               help="Warn when the budget exceeds the pilots' largest compute by more than this factor.")
-@click.option("--format", "fmt", default="auto", show_default=True, help="As for fit: auto, csv, trl, verl.")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              help="As for fit: auto, csv, trl, verl, wandb, tensorboard.")
 @click.option("--n", "n_flag", default=None, help="As for fit: n of logs lacking it (per PATH).")
 @click.option("--bp", "bp_flag", default=None, help="As for fit: bp of logs lacking it (per PATH).")
+@click.option("--pool", is_flag=True, help="As for fit: pool runs whose configurations differ.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan(paths, budget, metric, bp_max, max_compute, bootstrap, seed, warn_factor, fmt, n_flag,
-                 bp_flag, as_json) -> None:
+                 bp_flag, pool, as_json) -> None:
     """Recommend n, bp and m for a budget from pilot runs (results directories or TRL / verl logs)."""
-    from studies.cli import emit_json, load_paths
+    from studies.cli import emit_json, load_paths, resolve_metric
     from studies.config import parse_count, parse_count_list
 
     if bootstrap < 0:
@@ -247,7 +317,9 @@ def plan(paths, budget, metric, bp_max, max_compute, bootstrap, seed, warn_facto
     cap = None if max_compute is None else parse_count(max_compute)
     n_list = None if n_flag is None else parse_count_list(n_flag)
     bp_list = None if bp_flag is None else parse_count_list(bp_flag)
-    table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric)
+    metric = resolve_metric(paths, metric)
+    table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric,
+                       "n", pool)
     out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
                warn_factor=warn_factor)
     if as_json:

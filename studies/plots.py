@@ -47,6 +47,7 @@ def plot_frontier(
     out: str | Path | None = None,
     fit: FrontierFit | None = None,
     title: str | None = None,
+    model: str | None = None,
     **fit_kwargs,
 ) -> Figure:
     """Two panels: left, per-configuration fitted sigmoids with raw and record-breaking points against
@@ -55,7 +56,13 @@ def plot_frontier(
 
     `fit`: a FrontierFit already fitted on `table` (else one is fitted with `fit_kwargs`). `out`: a .png, .pdf
     or .svg path, or a path without suffix to write both .png and .pdf. Returns the Figure.
+
+    How sure (studies.certainty): frontier points where n* is a tie are drawn hollow and grey (all of them
+    when no n improved at all, said in the left panel, with the preset `model`'s metric hint); the n*
+    sigmoid is drawn only when it is usable (converged, r2 >= MIN_R2), else the panel says why not.
     """
+    from studies.certainty import MIN_R2, n_star_fit_usable, no_improvement, no_improvement_note, tie_mask
+
     ff = fit if fit is not None else FrontierFit(metric=metric, by=by, **fit_kwargs).fit(table)
     metric, by, x = ff.metric, ff.by, ff.x
     keys = list(ff.curves_)
@@ -86,7 +93,13 @@ def plot_frontier(
         else:  # too few points for a sigmoid: the record points joined, as the frontier uses them
             ax.plot(C, ff.record_curve(k, C), color=c, lw=1.2, ls=":", label=f"{label} (no fit)")
     fr = ff.frontier_
+    none_improved = no_improvement(table, metric, by, x=x)
+    ties = tie_mask(fr["reward"].to_numpy(dtype=float), none_improved)
     ax.plot(fr[x], fr["reward"], "k--", lw=1.4, label="frontier", zorder=4)
+    if none_improved:
+        ax.text(0.5, 0.5, "\n".join(_wrap(no_improvement_note(metric, by, model), 48)), ha="center",
+                va="center", transform=ax.transAxes, fontsize=9, color="tab:red",
+                bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "tab:red"})
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())  # narrow ranges label every minor tick, overlapping
     ax.set_xlabel(f"{x} (rollouts)" if x == "compute" else x)
@@ -96,19 +109,24 @@ def plot_frontier(
 
     if numeric and not fr.empty:
         nstar = fr[by].to_numpy(dtype=float)
-        ax2.scatter(
-            fr[x],
-            nstar,
-            c=[colour(keys.index(k), k) for k in fr[by]],
-            s=22,
-            edgecolors="k",
-            linewidths=0.3,
-            zorder=3,
-            label=f"{by}*(C) on the frontier",
-        )
+        det = ~ties
+        if det.any():
+            ax2.scatter(
+                fr[x][det],
+                nstar[det],
+                c=[colour(keys.index(k), k) for k in fr[by][det]],
+                s=22,
+                edgecolors="k",
+                linewidths=0.3,
+                zorder=3,
+                label=f"{by}*(C) on the frontier",
+            )
+        if ties.any():
+            ax2.scatter(fr[x][ties], nstar[ties], s=22, facecolors="none", edgecolors="0.55", linewidths=0.8,
+                        zorder=3, label=f"tie: every {by} alike, {by}* arbitrary")
         if by + "_smooth" in fr.columns:
             ax2.plot(fr[x], fr[by + "_smooth"], color="0.4", lw=1.0, label="running average")
-        if ff.n_star_fit_ is not None and ff.n_star_fit_.ok_:
+        if n_star_fit_usable(ff.n_star_fit_) and not none_improved:
             C = np.geomspace(fr[x].min(), fr[x].max(), 200)
             r2 = ff.n_star_fit_.r2_
             ax2.plot(
@@ -118,6 +136,12 @@ def plot_frontier(
                 lw=1.8,
                 label=f"sigmoid fit of log2 {by}* (r2={r2:.2f})",
             )
+        elif ff.n_star_fit_ is not None:
+            why = ("not fitted: nothing improved" if none_improved else
+                   f"no {by}* sigmoid drawn: {ff.n_star_fit_.status_}" if not ff.n_star_fit_.ok_ else
+                   f"no {by}* sigmoid drawn: r2 = {ff.n_star_fit_.r2_:.2f} < {MIN_R2} (flat or noisy {by}*)")
+            ax2.text(0.98, 0.04, why, ha="right", va="bottom", transform=ax2.transAxes, fontsize=8,
+                     color="0.3")
         ax2.set_xscale("log")
         ax2.xaxis.set_minor_formatter(NullFormatter())
         ax2.set_yscale("log", base=2)
@@ -151,6 +175,12 @@ def plot_frontier(
     if out is not None:
         save_figure(fig, out)
     return fig
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width)
 
 
 def save_figure(fig: Figure, out: str | Path) -> list[Path]:

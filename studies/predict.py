@@ -296,7 +296,38 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
     slope = _reward_slopes(table, metric, by)
     if slope:
         out["pilots"]["reward_slope_per_octave"] = slope
+    out["certainty"] = prediction_certainty(out, table, ff, by)
     return out
+
+
+def prediction_certainty(rep: dict[str, Any], table: pd.DataFrame, ff, by: str = "n") -> dict[str, Any]:
+    """How sure a prediction is (studies.certainty): the pilots' own frontier (ties, none improved, the flat
+    set at their largest compute), the predicted n* at the budget on the grid's edge, and whether the two
+    rules agree at the budget (more than HIT_STEPS grid steps apart: the prediction is uncertain)."""
+    from studies.certainty import assess_table, edge_note, grid_edge
+
+    metric = rep["metric"]
+    cert = assess_table(table, metric, by, rep["pilots"]["max_compute"], ff.frontier_["reward"].tolist(),
+                        model=table.attrs.get("model"))
+    cert = {"pilots": {k: v for k, v in cert.items() if k != "notes"}, "notes": list(cert["notes"])}
+    cert["pilots"]["tie"] = [bool(t) for t in cert["pilots"]["tie"]]
+    grid = rep["pilots"]["n"]
+    at_budget = rep["n_star"][-1][by]
+    cert["edge"] = grid_edge(at_budget, grid)
+    note = edge_note(at_budget, grid, by, where=f"predicted at the budget ({rep['rule']} rule)")
+    if note:
+        cert["notes"].append(note)
+    alt = {k: v[-1][by] for k, v in rep["alternatives"].items() if v}
+    cert["rules_at_budget"] = alt
+    if len(alt) == 2:
+        a, b = alt["signal"], alt["paper"]
+        steps = abs(math.log2(a) - math.log2(b))
+        cert["rules_agree"] = bool(steps <= HIT_STEPS)
+        if not cert["rules_agree"]:
+            cert["notes"].append(f"the rules disagree at the budget ({by} = {a:g} by the signal rule, {b:g} "
+                                 f"by the paper rule, {steps:.3g} factors of 2 apart): treat either as "
+                                 "uncertain; a pilot nearer the budget (plan, fit) would tell")
+    return cert
 
 
 def _reward_slopes(table: pd.DataFrame, metric: str, by: str) -> dict[str, float]:
@@ -378,7 +409,9 @@ def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction
               help="Each pilot run spends at most this share of --budget.")
 @click.option("--seeds", type=click.IntRange(1, 1000), default=4, show_default=True,
               help="Pilot seeds 0..S-1 per n.")
-@click.option("--metric", default="val_mean", show_default=True, help="Reward column the frontier maximises.")
+@click.option("--metric", default=None,
+              help="Reward column the frontier maximises (default: val_mean; train_mean for the tabular "
+                   "preset, whose validation problems never move).")
 @click.option("--rule", type=click.Choice(RULES), default="signal", show_default=True,
               help="signal: zero-variance rule (closed form, module docstring); paper: the extrapolated "
                    "log2 n* sigmoid of the pilots' frontier.")
@@ -386,7 +419,7 @@ def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction
               help="Where the pilots run (resumable); default results/predict/<hash of the request>.")
 @click.option("--jobs", type=int, default=None, help="Local worker processes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
-@click.option("--progress/--no-progress", default=False, show_default=True, help="Progress bar on stderr.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
 @_apply(_CONFIG_OPTIONS)
 def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, pilot_fraction: float,
             seeds: int, metric: str, rule: str, out_dir: Path | None, jobs: int | None, as_json: bool,
@@ -396,18 +429,23 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
     import hashlib
 
     from studies import cli as scli
+    from studies.io import preset_metric
 
     target = budget
     if results_dir is not None:
-        table = scli._load(results_dir, ["run_id", "compute", "n", metric])
+        metric = scli.resolve_metric([results_dir], metric)
+        table = scli.load_paths((results_dir,), ["run_id", "compute", "n", metric], metric=metric)
         where = str(results_dir)
     else:
+        if metric is None:
+            metric = preset_metric(kw.get("model"), kw.get("backend") or "sim")
         ns = list(n_grid)
         base = scli._config(n=ns[0], bp=bp, budget=target, seed=0, **kw)
         cfgs, skipped = pilot_configs(base, ns, target, pilot_fraction, seeds)
         if skipped:
             click.echo(f"note: n = {','.join(map(str, skipped))} left out (one step exceeds the pilot "
                        "budget)", err=True)
+        scli.check_configs(cfgs)  # bad input fails before --out is created
         if out_dir is None:
             key = hashlib.sha1("|".join(sorted(c.run_id for c in cfgs)).encode()).hexdigest()[:10]
             out_dir = Path("results") / "predict" / key
@@ -431,6 +469,8 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
         click.echo(f"signal rule: z* = {sp['z_star']:.3f}, C_z*(n) = e^{sp['a']:.3g} n^{sp['gamma']:.3g} "
                    f"({rep['status']['signal']})")
     click.echo(f"paper rule: {rep['status']['paper']}")
+    for note in rep["certainty"]["notes"]:
+        click.echo(f"note: {note}")
 
 
 
