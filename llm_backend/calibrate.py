@@ -1,6 +1,6 @@
 """Difficulty calibration: avg@16 per problem under the base model, then the paper's splits.
 
-Splits (DESIGN.md vocabulary, PAPER.md "datasets"): easy avg in [0.3, 0.6], hard [0, 0.0625], veasy
+Splits (docs/DESIGN.md vocabulary, docs/PAPER.md "datasets"): easy avg in [0.3, 0.6], hard [0, 0.0625], veasy
 [0.6, 0.9], xhard = no correct sample. The paper defines xhard by pass@128 = 0; we only draw `samples`
 (default 16) per problem here, so ours is pass@16 = 0 (a superset of the paper's xhard), said in the CSV.
 """

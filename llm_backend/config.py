@@ -41,9 +41,9 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class LLMConfig:
-    """Hyperparameters of one GRPO run. Vocabulary from DESIGN.md: compute C = bp * n * m in rollouts."""
+    """Hyperparameters of one GRPO run. Vocabulary from docs/DESIGN.md: compute C = bp * n * m in rollouts."""
 
-    # --- allocation (PAPER.md "The question") ---
+    # --- allocation (docs/PAPER.md "The question") ---
     n: int = 4
     """Rollouts per problem (GRPO group size)."""
     bp: int = 8
@@ -114,7 +114,7 @@ class LLMConfig:
     max_new_tokens: int = 32
     """Completion cap in tokens (a truncated completion is graded as it stands)."""
 
-    # --- optimiser (PAPER.md "Healthy recipe": AdamW, lr scaled by sqrt(B / B_ref)) ---
+    # --- optimiser (docs/PAPER.md "Healthy recipe": AdamW, lr scaled by sqrt(B / B_ref)) ---
     lr: float = 1e-5
     """Base learning rate at `lr_ref_batch`. The paper uses 1e-6 at 1024 for hundreds of steps; a CPU run
     has tens of steps of batch 16-128, where 1e-6 moves nothing measurable, so the default is 1e-5 at 64."""
@@ -182,7 +182,7 @@ class LLMConfig:
         return self.budget // self.batch
 
     def effective_lr(self) -> float:
-        """Learning rate after the batch-scaling rule (PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
+        """Learning rate after the batch-scaling rule (docs/PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
         ratio = self.batch / self.lr_ref_batch
         if self.lr_rule == "linear":
             return self.lr * ratio

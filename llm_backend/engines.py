@@ -3,7 +3,7 @@
 Both return, per sample (prompt-major order: sample i*n + j is the j-th rollout of prompt i), the completion
 token ids, the decoded text and the per-token log-probs of the sampled tokens under the engine's *sampling*
 distribution (logits / temperature, full vocabulary), so the trainer's log-probs at the same temperature
-are comparable token by token (the mismatch that truncated importance sampling corrects, DESIGN.md).
+are comparable token by token (the mismatch that truncated importance sampling corrects, docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class HFEngine:
 class VLLMEngine:
     """vLLM in the same process (V1 multiprocessing off, "uni" executor) so weights can be reloaded in place.
 
-    LLM-NOTES.md: gpu_memory_utilization is the share of CPU memory reserved on a CPU build (0.92 fails;
+    docs/LLM_NOTES.md: gpu_memory_utilization is the share of CPU memory reserved on a CPU build (0.92 fails;
     at 0.2 only 0.03 GiB is left for the KV cache after 1.7 GiB of weights and activations: default 0.35);
     per-request seeds crash on the CPU, so `generate` seeds torch's global generator per call instead.
     dtype="bfloat16" keeps vLLM's weights and KV cache in bf16 (the synced float32 weights are cast): on this

@@ -6,7 +6,7 @@ Per completion token t of sequence i, with r_it = exp(logp_it - old_it) the rati
     ppo:   L_it = - w_it * min(r_it A_i, clip(r_it, 1 - clip_eps, 1 + clip_eps) A_i)
     cispo: L_it = - w_it * sg(min(r_it, 1 + clip_eps)) * A_i * logp_it
 plus  kl_coef * r_it * k3_it - entropy_coef * H_it.
-A_i is the group-normalised advantage (`advantages`, DESIGN.md "Semantics shared by both backends"),
+A_i is the group-normalised advantage (`advantages`, docs/DESIGN.md "Semantics shared by both backends"),
 w_it = min(exp(old_it - logp_engine_it), tis_cap) the truncated importance weight against the engine/trainer
 mismatch (Yao et al. 2025, "TIS"; no gradient), k3 = exp(ref - logp) - (ref - logp) - 1 Schulman's estimator,
 H the full-vocabulary entropy of the sampling distribution at t.

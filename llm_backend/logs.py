@@ -1,4 +1,5 @@
-"""Third-party logging off stdout: `--json` prints exactly one JSON object there (DESIGN.md CLI contracts).
+"""Third-party logging off stdout: `--json` prints exactly one JSON object there (docs/DESIGN.md CLI
+contracts).
 
 vLLM configures its own "vllm" logger at import time with a handler on sys.stdout at INFO level
 (vllm/envs.py: VLLM_LOGGING_STREAM defaults to "ext://sys.stdout"), and native code may print during engine

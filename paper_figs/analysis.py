@@ -51,7 +51,7 @@ def curve(params: dict, compute) -> np.ndarray:
 
 
 def nstar_curve(params: dict, compute) -> np.ndarray:
-    """n*(C) from the fitted sigmoid of log2 n* against C (PAPER.md workflow step 4)."""
+    """n*(C) from the fitted sigmoid of log2 n* against C (docs/PAPER.md workflow step 4)."""
     return 2.0 ** curve(params, compute)
 
 

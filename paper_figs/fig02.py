@@ -16,7 +16,7 @@ RANGES = {
     "dual": [(0.0, 0.0625), (0.3, 0.6)],
     "tri": [(0.0, 0.0625), (0.3, 0.6), (0.6, 0.9)],
 }
-"""Nominal avg@16 ranges of the dataset presets (PAPER.md recipe; xhard: pass@128 = 0)."""
+"""Nominal avg@16 ranges of the dataset presets (docs/PAPER.md recipe; xhard: pass@128 = 0)."""
 DATASETS = tuple(RANGES)
 STUDIES = (
     StudySpec(

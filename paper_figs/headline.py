@@ -1,4 +1,4 @@
-"""Our headline figure: tabular vs interference frontiers and n*(C) side by side (PAPER.md Section 5.1).
+"""Our headline figure: tabular vs interference frontiers and n*(C) side by side (docs/PAPER.md Section 5.1).
 
 Claim 1 of the theory: a tabular softmax learner is M-favouring (small n, many steps wins at every budget);
 interference across problems moves the optimum to larger n as compute grows (paper Fig 6-7).

@@ -47,7 +47,7 @@ class FigureSpec:
     make: Callable[[dict[str, pd.DataFrame]], Figure]
     summary: Callable[[dict[str, pd.DataFrame]], dict]
     paper_finding: str
-    """One line: what the paper found (from PAPER.md / the captions)."""
+    """One line: what the paper found (from docs/PAPER.md / the captions)."""
     ours: Callable[[dict], str]
     """One line from the summary numbers: what our run shows (no hand-typed numbers)."""
     backends: tuple[str, ...] = field(default=("sim",))

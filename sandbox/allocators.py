@@ -1,4 +1,5 @@
-"""Rollout allocators of the simulator (DESIGN.md "Allocators", issue 13): which problems a step trains on
+"""Rollout allocators of the simulator (docs/DESIGN.md "Allocators", issue 13): which problems a step trains
+on
 and how many rollouts n_i each gets, within the step's rollout budget bp * n.
 
 A config names one allocator by a spec string `name[:args]` (SimConfig.allocator); `parse` turns it once into
@@ -35,7 +36,7 @@ Allocators (codes A_*):
   spent share of the budget passes F_j (bp fixed, so later steps cost more and there are fewer of them).
 - `schedule:zv@T[,window=8,nmax=32n]` (ours; the issue's "schedule driven by a measured statistic"): n doubles
   when the share of zero-variance groups measured over the last window of `window` steps (windows do not
-  overlap) exceeds T, up to nmax. Zero-variance groups are the signal GRPO loses to saturation (PAPER.md:
+  overlap) exceeds T, up to nmax. Zero-variance groups are the signal GRPO loses to saturation (docs/PAPER.md:
   the zero-variance rule of docs/PREDICT.md), and a larger n turns part of them into groups with signal.
 - `variance[:nmin=4,nmax=32,prior=0.5,oracle=0,ema=1]`: VIP (Nguyen et al., arXiv 2602.01601): per-prompt
   n_i minimising the predicted gradient variance sum_i s_i / n_i with s_i = p_i (1 - p_i) (the per-rollout

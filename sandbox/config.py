@@ -28,9 +28,10 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Hyperparameters of one simulated run. Vocabulary from DESIGN.md: compute C = bp * n * m in rollouts."""
+    """Hyperparameters of one simulated run. Vocabulary from docs/DESIGN.md: compute C = bp * n * m in
+    rollouts."""
 
-    # --- allocation (PAPER.md "The question") ---
+    # --- allocation (docs/PAPER.md "The question") ---
     n: int = 8
     """Rollouts per problem (GRPO group size)."""
     bp: int = 32
@@ -44,7 +45,7 @@ class SimConfig:
 
     # --- problems ---
     dataset: str = "easy"
-    """Difficulty preset, one of DATASETS (ranges of avg@16 under the initial policy, DESIGN.md)."""
+    """Difficulty preset, one of DATASETS (ranges of avg@16 under the initial policy, docs/DESIGN.md)."""
     d: int = 1024
     """Number of training problems (D)."""
     d_val: int = 1024
@@ -75,7 +76,7 @@ class SimConfig:
     """Mix of shared and private structure for linear / mlp: logits = b_i + sqrt(share) f(theta; i)
     + sqrt(1 - share) w_i with private logits w_i; 0 = tabular, 1 = fully shared; tabular ignores it."""
 
-    # --- optimiser (PAPER.md "Healthy recipe") ---
+    # --- optimiser (docs/PAPER.md "Healthy recipe") ---
     optimizer: str = "adam"
     """sgd, adam, or adamw (decoupled weight decay toward the initial parameters)."""
     lr: float = 0.1
@@ -114,11 +115,12 @@ class SimConfig:
     zero_variance_filter: bool = False
     """Drop groups whose n rewards all agree from the update (they carry no signal)."""
     n_est: int = 0
-    """Separate rollouts for the baseline mean/std (decoupled baseline, PAPER.md finding 9); 0 = the same n
+    """Separate rollouts for the baseline mean/std (decoupled baseline, docs/PAPER.md finding 9); 0 = the
+    same n
     rollouts. They count toward compute and tokens."""
 
     allocator: str = "fixed"
-    """Rollout allocator spec `name[:args]` (sandbox/allocators.py, DESIGN.md "Allocators"): fixed (every
+    """Rollout allocator spec `name[:args]` (sandbox/allocators.py, docs/DESIGN.md "Allocators"): fixed (every
     problem n, the original step), knapsack, variance, gvm, ada, dynamic-sampling, skip-zero-var,
     schedule:double@F1,F2, schedule:zv@T. Non-fixed allocators take plain pg without n_est or
     zero_variance_filter; compute = rollouts drawn."""
@@ -161,7 +163,7 @@ class SimConfig:
         return self.budget // self.rollouts_per_step
 
     def effective_lr(self) -> float:
-        """Learning rate after the batch-scaling rule (PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
+        """Learning rate after the batch-scaling rule (docs/PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
         ratio = self.batch / self.lr_ref_batch
         if self.lr_rule == "linear":
             return self.lr * ratio

@@ -1,4 +1,4 @@
-"""The GRPO step and evaluation as Numba kernels (PAPER.md "The question", DESIGN.md "Simulator").
+"""The GRPO step and evaluation as Numba kernels (docs/PAPER.md "The question", docs/DESIGN.md "Simulator").
 
 One step, for each of the bp problems of the batch (shapes in comments):
 1. logits z (K,) -> pi = softmax(z); the n rollouts are ONE multinomial draw of answer counts N (K,),
@@ -161,7 +161,7 @@ def reward_std(mean, count, sample):
 @njit(cache=True, error_model="numpy")
 def advantages(c, n, mean, std, scale, batch_std, eps=0.0):
     """(A_correct, A_wrong) = ((1 - mean), (0 - mean)) / (std + eps) of a group with c of n correct and
-    baseline mean/std (GRPO, PAPER.md; `scale` picks the group std, the batch std or none). Zero when the
+    baseline mean/std (GRPO, docs/PAPER.md; `scale` picks the group std, the batch std or none). Zero when the
     chosen std is zero: every reward agrees with the baseline, and eps alone would give a 1/eps scale."""
     if scale == SCALE_GROUP:
         den = std

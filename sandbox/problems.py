@@ -1,4 +1,5 @@
-"""Simulated problem sets with the paper's difficulty presets (PAPER.md "Healthy recipe", DESIGN.md datasets).
+"""Simulated problem sets with the paper's difficulty presets (docs/PAPER.md "Healthy recipe", docs/DESIGN.md
+datasets).
 
 Every problem has K candidate answers, exactly one correct, and an initial pass@1 p_i set by a prior offset
 b_i on the correct logit of the initial policy. Problems are selected the way the paper selects them: a broad
@@ -7,7 +8,7 @@ candidates whose measured avg@16 falls in the preset's range are kept. True pass
 range edges, as they do for the paper's Easy / Hard splits. Everything is drawn from one numpy Generator
 seeded with `problem_seed`, so runs with different n see identical problems (pairing across n).
 
-Heavy-tailed prior (`prior = "zipf"`, issue 12 coverage, PAPER.md finding 2): the base model is a Zipf(a)
+Heavy-tailed prior (`prior = "zipf"`, issue 12 coverage, docs/PAPER.md finding 2): the base model is a Zipf(a)
 distribution over the K answers (mass of rank r proportional to r^-a) and the correct answer sits at rank
 `correct_rank`, or at a rank drawn log-uniformly from 1..K per candidate (equal odds per decade of rank, so
 with K = 10^3-10^4 most problems have their correct answer deep in the tail, p0 ~ 1e-4..1e-2); its initial
@@ -26,7 +27,7 @@ import numpy as np
 
 from sandbox.config import ConfigError, SimConfig
 
-# Ranges of measured avg@16 (inclusive). xhard is "0 correct of 128 samples" (PAPER.md: pass@128 = 0).
+# Ranges of measured avg@16 (inclusive). xhard is "0 correct of 128 samples" (docs/PAPER.md: pass@128 = 0).
 RANGES: dict[str, tuple[float, float]] = {
     "easy": (0.3, 0.6),
     "hard": (0.0, 0.0625),

@@ -1,11 +1,11 @@
-"""`run(config) -> SimResult`: one simulated GRPO run to a rollout budget (docs/CONTRACTS.md, DESIGN.md).
+"""`run(config) -> SimResult`: one simulated GRPO run to a rollout budget (docs/CONTRACTS.md, docs/DESIGN.md).
 
 The run trains for m = config.steps steps and evaluates at log-spaced steps (the first row at m = 0), so
 learning curves are resolved at small budgets without paying for evaluation at every step. Divergence
 (non-finite logits, gradients or metrics) stops the run with status "diverged", the step and the reason; the
 rows evaluated so far are kept. The same config gives the same table bit for bit.
 
-Column meanings beyond DESIGN.md's vocabulary:
+Column meanings beyond docs/DESIGN.md's vocabulary:
 - `compute` = m * bp * (n + n_est) rollouts; `epoch` = m * bp / d, passes over the training set (equal to
   compute / (d * n) without a decoupled baseline); `lr` = SimConfig.effective_lr().
 - `*_mean / *_best_k / *_worst_k / *_zero_frac`: exact from pass@1 p (mean p, 1-(1-p)^k, p^k, share with

@@ -1,4 +1,4 @@
-"""Closed forms for one tabular softmax problem (PAPER.md "Theory"; no numba needed).
+"""Closed forms for one tabular softmax problem (docs/PAPER.md "Theory"; no numba needed).
 
 Model: one problem, K answers, one correct with probability p under a softmax policy. GRPO draws n rollouts,
 rewards are 0/1, advantages are group-normalised as in sandbox/grpo.py (sample std + eps by default).
@@ -74,7 +74,8 @@ def pass1_gradient(p: float, K: int) -> tuple[float, float]:
 
 
 def predicted_suboptimality(t, n, A: float, B: float):
-    """E[1 - pass@1 after t steps with n rollouts] ~ A / (n t) + B / t (PAPER.md theory; Mei et al. 2024)."""
+    """E[1 - pass@1 after t steps with n rollouts] ~ A / (n t) + B / t (docs/PAPER.md theory; Mei et al.
+    2024)."""
     t = np.asarray(t, dtype=np.float64)
     return A / (n * t) + B / t
 

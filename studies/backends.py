@@ -1,4 +1,5 @@
-"""Registry of backend adapters: RunConfig -> engine config -> the common learning-curve table (DESIGN.md).
+"""Registry of backend adapters: RunConfig -> engine config -> the common learning-curve table
+(docs/DESIGN.md).
 
 This is the only module of studies/ that imports sandbox/ or llm_backend/, and it does so lazily inside the
 adapters, so `studies` works without torch and `import studies` never compiles Numba kernels.
@@ -23,7 +24,7 @@ class RunOutput:
     """What an adapter returns for one run."""
 
     table: pd.DataFrame
-    """Learning-curve table (DESIGN.md columns), one row per evaluation point, `run_id` first."""
+    """Learning-curve table (docs/DESIGN.md columns), one row per evaluation point, `run_id` first."""
     pass1: pd.DataFrame
     """Per-problem pass@1 snapshots, tidy: run_id, compute, split ("train" | "val"), problem, pass1."""
     status: str = "done"
@@ -49,7 +50,7 @@ class Adapter(Protocol):
 
 def engine_kwargs(cfg: RunConfig, engine_fields: dict[str, Any], backend: str,
                   rename: dict[str, str] | None = None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The RunConfig fields an engine config shares by name (DESIGN.md vocabulary), plus its options.
+    """The RunConfig fields an engine config shares by name (docs/DESIGN.md vocabulary), plus its options.
 
     A field the engine lacks must keep RunConfig's default, else StudiesError names it: a setting is never
     silently ignored. None means "the engine's own default" and is not passed. `rename` maps RunConfig names

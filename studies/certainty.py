@@ -149,6 +149,30 @@ def run_reward_samples(table: pd.DataFrame, metric: str, by: str, budget: float,
     return keys, np.asarray(point, dtype=float), samples
 
 
+def final_slopes(table: pd.DataFrame, metric: str, by: str = "n") -> dict[Any, float]:
+    """{by value: seed-mean reward gain per doubling of compute over the last third of its log-compute
+    range} (a least-squares line in log2 C; configurations with fewer than 3 evaluations are left out)."""
+    df = table.loc[pd.to_numeric(table["compute"], errors="coerce") > 0, [by, "compute", metric]].dropna()
+    out = {}
+    for v, g in df.groupby(by, sort=True, observed=True):
+        m = g.groupby("compute", sort=True)[metric].mean()
+        if m.size < 3:
+            continue
+        lc, y = np.log2(m.index.to_numpy(dtype=float)), m.to_numpy(dtype=float)
+        keep = lc >= lc.max() - (lc.max() - lc.min()) / 3
+        if keep.sum() >= 2:
+            out[v] = float(np.polyfit(lc[keep], y[keep], 1)[0])
+    return out
+
+
+def optimistic_reward(last: float, slope: float, doublings: float) -> float:
+    """The most a curve can reach `doublings` factors of 2 of compute beyond its data: its last record plus
+    its final slope per doubling (never negative) times the distance. A sigmoid in log C is concave past its
+    midpoint, so continuing the final slope bounds it from above there; before the midpoint nothing bounds
+    it, which is why a configuration still rising at the end of its pilots cannot be ruled out."""
+    return float(last + max(slope, 0.0) * max(doublings, 0.0))
+
+
 def flat_set(keys: Sequence, point: np.ndarray, samples: np.ndarray, level: float = LEVEL
              ) -> tuple[list, Any, list[float]]:
     """(the configurations within the reward interval of the best, the best, that interval [lo, hi]).

@@ -1,7 +1,8 @@
 """The studies commands of `isocompute` (run, sweep, fit, plot, demo): thin click commands over importable
-functions (STYLE.md habit 2).
+functions, so scripts and tests call the same code.
 
-The root group lives above studies, in isocompute/cli.py (DESIGN.md arrows), which also maps every error to
+The root group lives above studies, in isocompute/cli.py (docs/DESIGN.md arrows), which also maps every error
+to
 one line and exit code 2. Heavy modules (engines, fitting, plotting) load inside the commands.
 """
 
@@ -253,11 +254,14 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local process pool, or one Ray task per run (GPU runs reserve a GPU).")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local Ray instance).")
+@click.option("--ship-code", is_flag=True,
+              help="ray: send this installation's studies/sandbox/llm_backend to the cluster's workers (Ray "
+                   "runtime_env py_modules) instead of needing isocompute installed on every node.")
 @click.option("--force", is_flag=True, help="Rerun runs that are already finished in the directory.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
 def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: list[int] | None,
           bmax: int | None, allocator_list: str | None, base_n: int | None, budget: int, seeds: int,
-          jobs: int | None, executor: str, address: str | None, force: bool, progress: bool,
+          jobs: int | None, executor: str, address: str | None, ship_code: bool, force: bool, progress: bool,
           **kw: Any) -> None:
     """Run a STUDY (n-vs-m, fixed-batch, joint or allocators) over seeds into a results directory."""
     from studies.executors import run_sweep
@@ -279,7 +283,7 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
     check_output_dir(out_dir)
     with echo_warnings(), ResultStore(out_dir, study=study) as store:
         s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,
-                      progress=progress, desc=study)
+                      progress=progress, desc=study, ship_code=ship_code)
     click.echo(f"{study}: {s.total} runs ({s.done} run now, {s.skipped} already finished, "
                f"{len(s.diverged)} diverged, {len(s.failed)} failed) in {s.wall_s:.1f} s -> {out_dir}")
     for run_id in s.diverged:
@@ -538,16 +542,31 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     ns = report.get("n_star_fit")
     if ns:
         params = ", ".join(f"{k}={_num(v)}" for k, v in (ns.get("params") or {}).items())
-        echo(f"log2 {by}* vs log C sigmoid: {params or ns.get('status')}  r2={_num(ns.get('r2'))}")
+        if ns.get("shape") == "flat":  # issue 25: a sigmoid through a constant n* has meaningless parameters
+            echo(f"log2 {by}* vs log C: flat (no trend to fit: {by}* does not move or r2 = "
+                 f"{_num(ns.get('r2'))} < 0.5)")
+        else:
+            echo(f"log2 {by}* vs log C sigmoid: {params or ns.get('status')}  r2={_num(ns.get('r2'))}")
+    iv = [f for f in frontier if f.get(f"{by}_lo") is not None]
+    if iv:
+        last = iv[-1]
+        nsi = report.get("n_star_interval") or {}
+        echo(f"{by}* at the largest C: {last.get(by)}, {nsi.get('level', 0.95):.0%} seed-bootstrap interval "
+             f"[{last[f'{by}_lo']}, {last[f'{by}_hi']}] ({nsi.get('reps')} resamples of {nsi.get('seeds')} "
+             f"seeds){' (undetermined)' if last.get('undetermined') else ''}")
     ex = report.get("extrapolation")
     if ex:
         cut = _fmt_c(float(ex.get("fit_max_compute") or 0))
         if ex.get("mean_abs_error_steps") is not None:
-            verdict = ("predictable: within one grid step" if ex.get("predictable")
-                       else "not predictable: more than one grid step off")
-            echo(f"extrapolation from C <= {cut}: mean |err| {_num(ex['mean_abs_error_steps'])} grid steps, "
-                 f"at the largest C {_num(ex.get('final_error_steps'))}: {verdict} "
-                 f"(low-budget n* fit: {ex.get('status')})")
+            fin, mean = ex.get("final_error_steps"), ex["mean_abs_error_steps"]
+            if ex.get("predictable"):
+                verdict = "predictable: both within one grid step"
+            else:
+                off = [w for w, ok in (("at the largest C", ex.get("predictable_largest")),
+                                       ("on average", ex.get("predictable_mean"))) if not ok]
+                verdict = f"not predictable: more than one grid step off {' and '.join(off)}"
+            echo(f"extrapolation from C <= {cut}: error at the largest C {_num(fin)} grid steps, mean |err| "
+                 f"{_num(mean)} grid steps: {verdict} (low-budget n* fit: {ex.get('status')})")
         else:
             echo(f"extrapolation from C <= {cut}: {ex.get('status')}")
 
@@ -580,9 +599,9 @@ def _num(v: Any) -> str:
                    "never move).")
 @click.option("--by", default="n", show_default=True, help="Column labelling the curves: n, bp, batch...")
 @click.option("--bin-width", type=float, default=0.005, show_default=True,
-              help="Reward bin of the record-breaking points (PAPER.md Section 4).")
+              help="Reward bin of the record-breaking points (docs/PAPER.md Section 4).")
 @_apply(_LOG_OPTIONS)
-@click.option("--json", "as_json", is_flag=True, help="Print the fit as one JSON object (DESIGN.md).")
+@click.option("--json", "as_json", is_flag=True, help="Print the fit as one JSON object (docs/DESIGN.md).")
 def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, fmt: str,
         n_flag: list[int] | None, bp_flag: list[int] | None, pool: bool, as_json: bool) -> None:
     """Fit sigmoids per configuration, the frontier and n*(C) of results directories or logs.
@@ -598,7 +617,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     fit_report = _import("studies.frontier", "fit_report")
     try:
-        report = fit_report(table, metric=metric, by=by, bin_width=bin_width)
+        report = fit_report(table, metric=metric, by=by, bin_width=bin_width, boot=200)
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
     from studies.certainty import annotate_report
@@ -655,8 +674,9 @@ def plot_title(paths: tuple[Path, ...], metric: str, by: str, table: Any) -> str
 # ----------------------------------------------------------------------------------------------------- demo
 DEMO_PRESETS = (
     # tabular validation problems never move (no shared parameters), so claim 1 is read on training problems
-    ("tabular", "train_mean", "many small steps should win: n* stays at the smallest n (PAPER.md 5.1)"),
-    ("interference", "val_mean", "interference should move n* up with C, then saturate (PAPER.md finding 1)"),
+    ("tabular", "train_mean", "many small steps should win: n* stays at the smallest n (docs/PAPER.md 5.1)"),
+    ("interference", "val_mean",
+     "interference should move n* up with C, then saturate (docs/PAPER.md finding 1)"),
 )
 
 

@@ -1,8 +1,8 @@
 """One run of any backend as a frozen, validated config, plus parsers for the CLI's count and list spelling.
 
 `RunConfig` is the backend-agnostic description of one GRPO run with sampling compute C = bp * n * m
-(PAPER.md "The question"); each backend adapter (studies/backends.py) maps it onto its engine's own config
-and validates the backend-specific `options`.
+(docs/PAPER.md "The question"); each backend adapter (studies/backends.py) maps it onto its engine's own
+config and validates the backend-specific `options`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class RunConfig:
     adv_std: str = _f("sample",
         "Std of the advantage denominator: sample (n - 1, as TRL and verl) or population (n).")
     adv_eps: float = _f(1e-4, "Added to the std in (r - mean) / (std + adv_eps) (TRL: 1e-4, verl: 1e-6).")
-    kl_coef: float = _f(0.0, "Coefficient of KL(pi || pi_init); 0 disables it (PAPER.md: Hard uses none).")
+    kl_coef: float = _f(0.0,
+                        "Coefficient of KL(pi || pi_init); 0 disables it (docs/PAPER.md: Hard uses none).")
     entropy_coef: float = _f(0.0,
         "Coefficient of the entropy bonus; 0 disables it (paired with KL in the paper).")
     zero_variance_filter: bool = _f(False, "Drop groups whose n rewards all agree from the update.")
@@ -67,7 +68,7 @@ class RunConfig:
         " schedule:double@F, schedule:zv@T); the llm backend has fixed, knapsack, dynamic-sampling,"
         " skip-zero-var and schedule:double@F.")
     n_est: int = _f(0,
-        "Rollouts for the decoupled baseline (PAPER.md finding 9); 0 uses the same n rollouts.")
+        "Rollouts for the decoupled baseline (docs/PAPER.md finding 9); 0 uses the same n rollouts.")
     objective: str = _f("pg", "Surrogate objective: pg (plain policy gradient), ppo (clipped) or cispo.")
     k: int = _f(4, "k of the metrics best_k (pass@k) and worst_k (all k correct).")
     n_evals: int | None = _f(None,
@@ -249,7 +250,7 @@ def _check_bounds(c: RunConfig) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# CLI spelling (DESIGN.md "CLI contracts"): counts as 1024, 4e6 or 2^22; lists as 2,4,8 or 2^1..2^8.
+# CLI spelling (docs/DESIGN.md "CLI contracts"): counts as 1024, 4e6 or 2^22; lists as 2,4,8 or 2^1..2^8.
 
 _POW = re.compile(r"^\s*(\d+)\s*\^\s*(\d+)\s*$")
 

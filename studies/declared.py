@@ -198,7 +198,8 @@ def run_studies(
 class Tables(Mapping):
     """Lazy {study: learning-curve table, study + '.pass1': snapshots}, read through the ResultStore on first
     use, so consumers that do not need pass@1 snapshots never load them. Diverged or unfinished runs are
-    left out with a `warning` (LeftOutRunsWarning by default) that names them (DESIGN.md: divergence is data,
+    left out with a `warning` (LeftOutRunsWarning by default) that names them (docs/DESIGN.md: divergence is
+    data,
     shown, not silently dropped). `configs(study)` gives the runs; `extras(study, name)` measurements
     recorded beside the tables (ResultStore.write_extra)."""
 

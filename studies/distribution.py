@@ -19,7 +19,7 @@ def pass1_stats(
     zero_tol: float = 1e-9,
     one_thresh: float = 0.99,
 ) -> pd.DataFrame:
-    """One row per snapshot (run_id, compute, split) of tidy pass@1 data (DESIGN.md: pass@1 snapshots).
+    """One row per snapshot (run_id, compute, split) of tidy pass@1 data (docs/DESIGN.md: pass@1 snapshots).
 
     Columns: `n_problems`, `mean`, `zero_frac` (pass1 <= zero_tol: never solved), `one_frac`
     (pass1 >= one_thresh: solved essentially always), `polar_frac` = zero_frac + one_frac (polarisation),

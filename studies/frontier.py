@@ -1,4 +1,5 @@
-"""The paper's analysis workflow on learning-curve tables (PAPER.md "Analysis workflow", paper Section 4).
+"""The paper's analysis workflow on learning-curve tables (docs/PAPER.md "Analysis workflow", paper Section
+4).
 
 record-breaking points -> one monotone sigmoid per configuration (value of `by`, e.g. n) -> upper envelope
 (frontier) on a log-spaced compute grid -> n*(C) and a sigmoid fit of log2 n* vs log C -> extrapolation check.
@@ -6,7 +7,7 @@ Plus the other analyses of the paper: best@k vs worst@k optimal n (Fig 8), n*(M)
 (Fig 9), sensitivity of reward to n vs B_p (Fig 10). Pass@1 distribution statistics (Fig 11/27) live in
 `studies.distribution`.
 
-Tables use the DESIGN.md column names and may come from the simulator, the LLM backend or users' own
+Tables use the docs/DESIGN.md column names and may come from the simulator, the LLM backend or users' own
 verl/TRL logs: only `run_id`, the compute column, the `by` column and the metric are required.
 """
 
@@ -94,7 +95,7 @@ class FrontierFit:
 
     Parameters
     ----------
-    metric, by : the reward column and the configuration column (DESIGN.md names, e.g. "val_mean", "n").
+    metric, by : the reward column and the configuration column (docs/DESIGN.md names, e.g. "val_mean", "n").
     bin_width : record-breaking bin width (paper: 0.005).
     grid_points : number of log-spaced compute points for the frontier, over the data's compute range.
     smooth : window (grid points, centred) of the running average of log2 n*(C); 1 = none. The paper plots a
@@ -335,7 +336,7 @@ def extrapolation_check(
     **kwargs,
 ) -> dict:
     """Fit on compute <= frac * C_max only, predict n*(C) up to C_max with the n* sigmoid, compare with the
-    frontier of all the data (PAPER.md step 4: "predictable" = fitted on small budgets, it extrapolates).
+    frontier of all the data (docs/PAPER.md step 4: "predictable" = fitted on small budgets, it extrapolates).
 
     Errors are in steps of the configuration grid (log2 spacing of the `by` values, 1 step = a factor of 2
     for powers of two): `error_steps` = (log2 predicted - log2 actual) / step, continuous, and `index_error`
@@ -409,7 +410,7 @@ def fit_report(
     extrapolate: bool = True,
     x: str = "compute",
 ) -> dict:
-    """The `isocompute fit --json` object of DESIGN.md, JSON-serialisable (nan -> None).
+    """The `isocompute fit --json` object of docs/DESIGN.md, JSON-serialisable (nan -> None).
 
     {"metric", "by", "curves": [{<by>: v, "params": {R0, A, C_mid, b}, "r2": x, ...}],
      "frontier": [{"compute": C, "reward": R, <by>: v}, ...], "n_star_fit": {"params": {...}, "r2": x}}

@@ -1,6 +1,7 @@
 """Load learning-curve tables: a results directory of ours, or users' own logs (CSV / Parquet / JSONL).
 
-DESIGN.md: divergence is data, not a silent curve, so diverged runs are left out of the table with a visible
+docs/DESIGN.md: divergence is data, not a silent curve, so diverged runs are left out of the table with a
+visible
 warning that names them; runs that never finished (failed, killed) or whose files fail verification against
 their record (studies.store.run_damage) are left out the same way. Users' own tables go through
 `clean_external`: every dropped row is counted by cause, a run with a non-finite metric is left out whole.
@@ -49,7 +50,8 @@ class Reader(NamedTuple):
 
 READERS: dict[str, Reader] = {}
 """Readers of third-party logs, tried in registration order by `load_table(path, fmt="auto")`. studies cannot
-import the packages that know those formats (DESIGN.md arrows), so they register here at import (TRL / verl /
+import the packages that know those formats (docs/DESIGN.md arrows), so they register here at import (TRL /
+verl /
 wandb / TensorBoard: `isocompute.integrations`)."""
 
 def register_reader(name: str, sniff: Callable[[Path], bool], read: Callable[..., pd.DataFrame],
@@ -111,7 +113,8 @@ def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = 
     Rows without a run_id, or whose compute / n / bp is not a number (or compute < 0, n or bp not a
     positive integer), are dropped and counted by cause in one DroppedRowsWarning. A run with any NaN or
     infinite value of the metric (`metric`, else every METRIC_COLUMNS column present) is left out whole,
-    named in a LeftOutRunsWarning (DESIGN.md: divergence is data, not a silent curve); values that are not
+    named in a LeftOutRunsWarning (docs/DESIGN.md: divergence is data, not a silent curve); values that are
+    not
     numbers at all drop their rows. A run_id with two values of n or bp is an error naming it: it would
     otherwise be fitted as one fake curve. `sparse`: a reader's table of a third-party log, where a missing
     metric value means "not logged at that step" rather than NaN (only infinities then leave a run out).
@@ -269,7 +272,7 @@ DEFAULT_METRIC = "val_mean"
 PRESET_METRICS = {("sim", "tabular"): "train_mean"}
 """Default reward column per (backend, policy preset) where val_mean means nothing: the tabular preset's
 validation problems share no parameters with the training problems, so its val_mean never moves and the
-claim (small n wins) is read on the training problems (PAPER.md Section 5.1; `isocompute demo`)."""
+claim (small n wins) is read on the training problems (docs/PAPER.md Section 5.1; `isocompute demo`)."""
 
 
 def preset_metric(model: str | None, backend: str = "sim") -> str:

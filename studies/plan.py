@@ -2,11 +2,11 @@
 for one target budget (issue 14).
 
 Pilot runs (ours, or TRL / verl logs) -> `studies.frontier.FrontierFit` -> n*(C) from its sigmoid fit of
-log2 n* vs log C (PAPER.md step 3), snapped to the pilots' grid of n (inside the pilots' compute: their
+log2 n* vs log C (docs/PAPER.md step 3), snapped to the pilots' grid of n (inside the pilots' compute: their
 frontier's n at the budget); bp from the pilots (their n-vs-bp
 frontier when they vary bp), capped by --bp-max; m = C / (bp n). How sure: a bootstrap over runs (seeds),
 resampled within each n, refits everything; how far out: the extrapolation check of the pilots themselves
-at the same extrapolation factor (fit on frac of their compute, predict the rest: PAPER.md step 4).
+at the same extrapolation factor (fit on frac of their compute, predict the rest: docs/PAPER.md step 4).
 """
 
 from __future__ import annotations
@@ -206,10 +206,13 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, n_rec: f
     from studies.certainty import (
         edge_note,
         expected_regret,
+        final_slopes,
         flat_set,
         grid_edge,
         no_improvement,
         no_improvement_note,
+        optimistic_reward,
+        run_reward_samples,
         tie_mask,
     )
 
@@ -231,17 +234,39 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, n_rec: f
         out["reward_intervals"] = {str(int(k)): [float(a), float(b)] if np.isfinite(a) else [None, None]
                                    for k, a, b in zip(grid, ivs[0], ivs[1], strict=True)}
         members, best, interval = flat_set(grid.tolist(), point, samples, level)
+        # n still rising where its pilots end: its fit may stop short; the optimistic bound decides
+        keys, last, _ = run_reward_samples(pilots, metric, "n", float(pilots["compute"].max()), reps=1)
+        last_by = dict(zip(keys, last, strict=True))
+        slopes = final_slopes(pilots, metric, "n")
+        rising = {}
+        for k in grid:
+            end = ff.ranges_[k][1]
+            if k in members or k not in last_by or k not in slopes or budget <= end:
+                continue
+            bound = optimistic_reward(last_by[k], slopes[k], math.log2(budget / end))
+            if bound >= interval[0]:
+                rising[float(k)] = {"last": float(last_by[k]), "slope_per_doubling": slopes[k],
+                                    "doublings": math.log2(budget / end), "bound": bound}
+        out["not_ruled_out"] = {str(int(k)): v for k, v in rising.items()}
+        members = sorted(set(members) | set(rising))
         idx = int(np.argmin(np.abs(grid - n_rec)))
         bi = None if best is None else int(np.argmin(np.abs(grid - best)))
         out.update(recommended_set=[int(v) for v in members],
                    best_expected=None if best is None else int(best), best_reward_interval=interval,
                    expected_regret=expected_regret(samples, idx),
                    regret_if_best=None if bi is None else expected_regret(samples, bi))
-        if len(members) > 1:
-            shown = ", ".join(f"{v:g}" for v in members)
+        flat = [v for v in members if v not in rising]
+        if len(flat) > 1:
+            shown = ", ".join(f"{v:g}" for v in flat)
             notes.append(f"flat at the budget: the expected reward of every n in {{{shown}}} lies inside the "
                          f"{level:.0%} interval [{interval[0]:.4g}, {interval[1]:.4g}] of the best "
                          f"(n = {best:g}); any of them is as good as these pilots can tell")
+        if rising:
+            shown = ", ".join(f"{k:g} (+{v['slope_per_doubling']:.3f})" for k, v in rising.items())
+            notes.append(f"not ruled out: n = {shown} per doubling of compute, still rising where the pilots "
+                         f"end; continued at that slope each would reach the best n's interval (>= "
+                         f"{interval[0]:.4g}) by the budget, so the recommended set keeps them; a pilot "
+                         "nearer the budget would tell")
     else:
         out.update(recommended_set=[int(n_rec)], best_expected=None, best_reward_interval=[None, None],
                    expected_regret=None, regret_if_best=None)

@@ -2,7 +2,7 @@
 
 Built on `matplotlib.figure.Figure`, not pyplot: no global backend or figure state is touched, so it works
 headless and in worker processes, and saving goes through the Agg canvas (PNG) or the PDF/SVG backends.
-Figures are drawn from tables, never from inside a simulator or trainer (STYLE.md).
+Figures are drawn from tables, never from inside a simulator or trainer.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """`isocompute predict`: the compute-optimal n*(C) up to a target budget from pilot runs limited to a small
-fraction of it (issue 12; PAPER.md names "statistics measured early that predict the allocation" as open).
+fraction of it (issue 12; docs/PAPER.md names "statistics measured early that predict the allocation" as
+open).
 
 Two rules, both from the same pilots (runs of every n of the grid, each with budget <= fraction x target):
 
@@ -293,7 +294,9 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
     if "val_zero_frac" in table.columns:
         last = table.sort_values("compute").groupby(by)["val_zero_frac"].last()
         out["pilots"]["val_zero_frac_final"] = {str(_int(k)): float(v) for k, v in last.items()}
-    slope = _reward_slopes(table, metric, by)
+    from studies.certainty import final_slopes
+
+    slope = {str(_int(k)): v for k, v in final_slopes(table, metric, by).items()}
     if slope:
         out["pilots"]["reward_slope_per_octave"] = slope
     out["certainty"] = prediction_certainty(out, table, ff, by)
@@ -328,19 +331,6 @@ def prediction_certainty(rep: dict[str, Any], table: pd.DataFrame, ff, by: str =
                                  f"by the paper rule, {steps:.3g} factors of 2 apart): treat either as "
                                  "uncertain; a pilot nearer the budget (plan, fit) would tell")
     return cert
-
-
-def _reward_slopes(table: pd.DataFrame, metric: str, by: str) -> dict[str, float]:
-    """Seed-mean reward gain per doubling of compute over the last third of each pilot's log-compute range."""
-    out = {}
-    for v, (C, y) in seed_mean_curves(table, metric, by).items():
-        if C.size < 3:
-            continue
-        lc = np.log2(C)
-        keep = lc >= lc.max() - (lc.max() - lc.min()) / 3
-        if keep.sum() >= 2:
-            out[str(_int(v))] = float(np.polyfit(lc[keep], y[keep], 1)[0])
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- evaluate

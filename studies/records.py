@@ -1,4 +1,5 @@
-"""Record-breaking points of learning curves (PAPER.md "Analysis workflow" step 1, paper Section 4, Fig 5).
+"""Record-breaking points of learning curves (docs/PAPER.md "Analysis workflow" step 1, paper Section 4, Fig
+5).
 
 A point is record-breaking when its metric, bucketed into bins of `bin_width`, lands in a higher bin than
 every earlier (lower-compute) point of the same run. Later points that do not break a record are dominated by

@@ -1,6 +1,7 @@
 """Monotone sigmoid of reward vs compute, the ScaleRL form used by the IsoCompute analysis workflow.
 
-R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b)   (PAPER.md "Analysis workflow" step 2, ScaleRL arXiv 2510.13786)
+R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b)   (docs/PAPER.md "Analysis workflow" step 2, ScaleRL arXiv
+2510.13786)
 
 In x = ln C this is a logistic curve, R0 + (A - R0) * expit(b * (x - ln C_mid)), which is how it is fitted.
 The same class fits log2 n*(C) against C (step 4), since that curve has the same shape in log C.

@@ -1,4 +1,4 @@
-"""Sweep grids over the allocation C = bp * n * m (PAPER.md "Findings": n vs m, fixed batch, joint).
+"""Sweep grids over the allocation C = bp * n * m (docs/PAPER.md "Findings": n vs m, fixed batch, joint).
 
 Every sweep repeats its grid over seeds 0..S-1; seed s uses problem set `problem_seed = s` (or the base
 config's fixed problem_seed) for every n and bp, so configurations are compared on the same problems.

@@ -1,4 +1,4 @@
-"""The one-way arrows of DESIGN.md, enforced on the source: isocompute -> paper_figs -> studies ->
+"""The one-way arrows of docs/DESIGN.md, enforced on the source: isocompute -> paper_figs -> studies ->
 {sandbox, llm_backend}. Every import counts, including those inside functions and module names given to
 importlib as string literals."""
 

@@ -1,4 +1,5 @@
-"""CLI contract (DESIGN.md, issue 10): `--json` prints exactly one JSON object on stdout on both backends;
+"""CLI contract (docs/DESIGN.md, issue 10): `--json` prints exactly one JSON object on stdout on both
+backends;
 third-party logs (vLLM's handler writes to stdout by default) go to stderr."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the log readers share: per-step records -> the learning-curve table (DESIGN.md columns).
+"""What the log readers share: per-step records -> the learning-curve table (docs/DESIGN.md columns).
 
 A framework logs dicts of metrics per optimiser step under its own key names; a reader gathers them into
 {step: {key: value}} and a key map, and `build_table` names them in our vocabulary, adds the run geometry
@@ -22,7 +22,7 @@ BASE_COLUMNS = (
     "lr", "train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac", "k", "batch_reward",
     "zero_var_frac", "entropy", "kl", "grad_norm", "response_len",
 )
-"""The learning-curve columns (DESIGN.md) every reader writes, NaN where its framework does not log them;
+"""The learning-curve columns (docs/DESIGN.md) every reader writes, NaN where its framework does not log them;
 the framework's own numeric keys follow, unchanged, so `--metric eval_rewards/acc/mean` works too."""
 
 

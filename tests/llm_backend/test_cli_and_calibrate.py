@@ -67,7 +67,8 @@ def test_calibration_buckets_follow_the_paper_ranges():
 
 
 def test_llm_backend_never_imports_sandbox_or_studies():
-    """DESIGN.md: arrows point one way (studies -> llm_backend); checked on the source, import by import."""
+    """docs/DESIGN.md: arrows point one way (studies -> llm_backend); checked on the source, import by
+    import."""
     import ast
     from pathlib import Path
 

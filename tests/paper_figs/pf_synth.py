@@ -36,7 +36,8 @@ def curves(
     batch=None,
     extra=None,
 ):
-    """Learning-curve table (DESIGN.md columns) and tidy pass@1 snapshots for a grid of (bp, n) x seeds."""
+    """Learning-curve table (docs/DESIGN.md columns) and tidy pass@1 snapshots for a grid of (bp, n) x
+    seeds."""
     rng = np.random.default_rng(rng_seed)
     rows, snaps = [], []
     pairs = [(batch // n, n) for n in ns if batch % n == 0] if batch else list(itertools.product(bps, ns))

@@ -1,4 +1,5 @@
-"""Theory (PAPER.md Section 5.1): closed forms, the 1/t rate of one tabular problem, small n wins at n*t."""
+"""Theory (docs/PAPER.md Section 5.1): closed forms, the 1/t rate of one tabular problem, small n wins at
+n*t."""
 
 from __future__ import annotations
 

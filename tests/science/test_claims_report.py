@@ -1,5 +1,5 @@
 """`isocompute claims --quick` (issue 4, 10): one command writes a report with a verdict for the theory and
-every finding 1-11 of PAPER.md, each backed by numbers; the numbers are those of the runs in its results
+every finding 1-11 of docs/PAPER.md, each backed by numbers; the numbers are those of the runs in its results
 directory, and n* is the frontier of studies.frontier (the estimator of `isocompute fit`)."""
 
 from __future__ import annotations

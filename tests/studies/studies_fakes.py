@@ -3,7 +3,7 @@
 Options: sleep (seconds per run), diverge_at (step where the run stops as diverged), fail (raise). The
 environment variable FAKE_SLEEP adds seconds per run without changing the config (kill test).
 The curve of one run: R(C) = 0.2 + A_n * (1 - exp(-C / C_n)) + noise, A_n = 0.5 + 0.05 log2 n, C_n = 2e3 n,
-so small n rise first and large n end higher (the n-favouring shape of PAPER.md finding 1).
+so small n rise first and large n end higher (the n-favouring shape of docs/PAPER.md finding 1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""RunConfig validation, deterministic run ids, the CLI's count / list spelling (DESIGN.md CLI contracts)."""
+"""RunConfig validation, deterministic run ids, the CLI's count / list spelling (docs/DESIGN.md CLI
+contracts)."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """Sigmoid fits, frontier, n*(C), fit_report and extrapolation on synthetic curves with known answers
-(PAPER.md "Analysis workflow"; issue 3 acceptance).
+(docs/PAPER.md "Analysis workflow"; issue 3 acceptance).
 
 Tolerances (synthetic: 5 values of n, 4 seeds, 60 log-spaced points per run, noise sd 0.005):
 A and R0 within 0.01, ln C_mid within 0.15, b within 25 %, n*(C) equal to the true argmax on >= 90 % of the

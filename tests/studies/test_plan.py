@@ -12,7 +12,7 @@ from studies.frontier import synthetic_table
 from studies.plan import make_plan
 from studies.sigmoid import sigmoid
 
-# larger n: higher plateau, reached later -> the compute-optimal n grows with C (PAPER.md finding 1)
+# larger n: higher plateau, reached later -> the compute-optimal n grows with C (docs/PAPER.md finding 1)
 SPECS = {2: (0.1, 0.55, 2e3, 1.5), 4: (0.1, 0.65, 5e3, 1.5), 8: (0.1, 0.75, 1.5e4, 1.5),
          16: (0.1, 0.85, 5e4, 1.5)}
 

@@ -1,4 +1,4 @@
-"""Sweep grids: n-vs-m, fixed-batch, joint (PAPER.md findings 1, 3, 4) and problem-seed pairing."""
+"""Sweep grids: n-vs-m, fixed-batch, joint (docs/PAPER.md findings 1, 3, 4) and problem-seed pairing."""
 
 import pytest
 
