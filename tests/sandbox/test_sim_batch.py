@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
+from sim_helpers import assert_close_across_cpus  # noqa: E402  (pytest puts this folder on sys.path)
 
 from sandbox import SimConfig, run, run_many
 from sandbox.runner import prepare
@@ -77,17 +78,17 @@ def test_skipping_zero_gradient_work_is_exact(model, extra):
 
 def test_chain_sampler_with_population_std_reproduces_the_pre_issue_15_simulator():
     """sampler="chain", adv_std="population", adv_eps=0: the random stream and arithmetic of the simulator
-    before issues 10 and 15 (hashes of its tabular pass@1 snapshots, recorded at commit bbdf947)."""
+    before issues 10 and 15. data/chain_reference.npz holds its tabular pass@1 snapshots and train_mean curves
+    (their hashes were recorded at commit bbdf947; the arrays were saved at c76ad45 on an AMD EPYC, where they
+    still hashed the same), compared within the cross-CPU tolerance (sim_helpers.XCPU_RTOL)."""
     legacy = dict(sampler="chain", adv_std="population", adv_eps=0.0)
-    want = [(2, {}, "0abc4e8654faea1c", 0.9654124322889106),
-            (8, {"response_len": 50.0}, "f2157c16ef50b70e", 0.8824539922098873),
-            (32, {"n_est": 4}, "20bc346f76dd0486", 0.5522668552907358),
-            (8, {"objective": "ppo", "ppo_epochs": 2, "minibatches": 2, "kl_coef": 0.1}, "332045f4f9efb51c",
-             0.9653960418221247)]
-    for n, extra, digest, last in want:
+    extras = [(2, {}), (8, {"response_len": 50.0}), (32, {"n_est": 4}),
+              (8, {"objective": "ppo", "ppo_epochs": 2, "minibatches": 2, "kl_coef": 0.1})]
+    ref = np.load(Path(__file__).parent / "data" / "chain_reference.npz")
+    for i, (n, extra) in enumerate(extras):
         r = run(SimConfig(model="tabular", n=n, **SMALL, **legacy, **extra))
-        assert hashlib.sha1(r.pass1["train"].tobytes()).hexdigest()[:16] == digest, (n, extra)
-        assert r.table["train_mean"][-1] == last
+        assert_close_across_cpus(r.pass1["train"], ref[f"{i}/pass1_train"], err_msg=f"{n} {extra}")
+        assert_close_across_cpus(r.table["train_mean"], ref[f"{i}/train_mean"], err_msg=f"{n} {extra}")
 
 
 def test_categorical_sampler_matches_the_chain_in_distribution():

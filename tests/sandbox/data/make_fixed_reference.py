@@ -1,6 +1,6 @@
 """Reference tables of the fixed allocator path, made at commit a0b8ea3 (before issue 13) with
 `python tests/sandbox/data/make_fixed_reference.py tests/sandbox/data/fixed_reference.npz`;
-tests/sandbox/test_sim_allocators.py reads CFGS from this file's text."""
+tests/sandbox/test_sim_allocators.py imports CFGS from it (runpy; the main block does not run then)."""
 
 import sys
 from pathlib import Path
@@ -19,11 +19,13 @@ CFGS = {
                      dim=8, objective="ppo", ppo_epochs=2, minibatches=2, n_est=4, response_len=100.0,
                      kl_coef=0.01),
 }
-out = {}
-for k, kw in CFGS.items():
-    r = run(SimConfig(**kw))
-    for c, v in r.table.items():
-        out[f"{k}/{c}"] = v
-    out[f"{k}/pass1_train"] = r.pass1["train"]
-np.savez_compressed(sys.argv[1], **out)
-print("ok", len(out))
+
+if __name__ == "__main__":
+    out = {}
+    for k, kw in CFGS.items():
+        r = run(SimConfig(**kw))
+        for c, v in r.table.items():
+            out[f"{k}/{c}"] = v
+        out[f"{k}/pass1_train"] = r.pass1["train"]
+    np.savez_compressed(sys.argv[1], **out)
+    print("ok", len(out))
