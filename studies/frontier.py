@@ -318,7 +318,13 @@ class FrontierFit:
 
 
 PREDICTABLE_STEPS = 1.0
-"""An extrapolation is called predictable when its mean |error| is at most one grid step (a factor 2 in n)."""
+"""An extrapolation is called predictable when both its mean |error| and its |error| at the largest compute
+are at most one grid step (a factor 2 in n): a mean within a step can hide a miss of three steps at the
+budget the extrapolation is for (issue 25)."""
+
+FLAT_R2 = 0.5
+"""An n*(C) sigmoid with r2 below this, or fitted to an n* that never moves, describes no trend: it is
+reported as 'flat' rather than by its parameters (a b of 20 on a constant n* means nothing)."""
 
 
 def _grid_step(values) -> float:
@@ -395,8 +401,20 @@ def extrapolation_check(
     out["mean_abs_index_error"] = _plain(np.mean(np.abs(idx_err)))
     out["max_reward_loss"] = _plain(np.nanmax(loss)) if np.isfinite(loss).any() else None
     # the quality of the extrapolation, apart from whether the low-budget fit converged (`status`)
-    out["predictable"] = bool(np.mean(np.abs(err)) <= PREDICTABLE_STEPS)
+    out["predictable_mean"] = bool(np.mean(np.abs(err)) <= PREDICTABLE_STEPS)
+    out["predictable_largest"] = bool(abs(err[-1]) <= PREDICTABLE_STEPS)
+    out["predictable"] = out["predictable_mean"] and out["predictable_largest"]
     return out
+
+
+def n_star_shape(fit: SigmoidFit | None, n_stars) -> str:
+    """'flat' when the n* sigmoid describes no trend (n* constant over the frontier, r2 < FLAT_R2 or
+    undefined, or a degenerate fit), else 'sigmoid'."""
+    vals = {v for v in n_stars if v is not None}
+    if fit is None or not fit.ok_ or len(vals) <= 1:
+        return "flat"
+    r2 = fit.r2_
+    return "flat" if not (np.isfinite(r2) and r2 >= FLAT_R2) else "sigmoid"
 
 
 def fit_report(
@@ -409,8 +427,14 @@ def fit_report(
     aggregate: str = "auto",
     extrapolate: bool = True,
     x: str = "compute",
+    boot: int = 0,
 ) -> dict:
     """The `isocompute fit --json` object of docs/DESIGN.md, JSON-serialisable (nan -> None).
+
+    boot > 0 (and a `seed` column with >= 2 seeds): each frontier point also carries the 95% seed-bootstrap
+    interval of n* (<by>_lo, <by>_hi, studies.bootstrap) and "undetermined" (interval over most of the
+    grid); "n_star_interval" says how it was made. "n_star_fit" carries "shape": "flat" or "sigmoid"
+    (n_star_shape).
 
     {"metric", "by", "curves": [{<by>: v, "params": {R0, A, C_mid, b}, "r2": x, ...}],
      "frontier": [{"compute": C, "reward": R, <by>: v}, ...], "n_star_fit": {"params": {...}, "r2": x}}
@@ -457,15 +481,28 @@ def fit_report(
             "r2": _plain(ff.n_star_fit_.r2_),
             "status": ff.n_star_fit_.status_,
             "target": f"log2 {by}",
+            "shape": n_star_shape(ff.n_star_fit_, ff.frontier_[by].tolist()),
         }
     else:
-        nsf = {"params": None, "r2": None, "status": "not fitted", "target": f"log2 {by}"}
+        nsf = {"params": None, "r2": None, "status": "not fitted", "target": f"log2 {by}", "shape": "flat"}
+    if boot and "seed" in table.columns and ff.aggregate_ == "mean" and table["seed"].nunique() > 1:
+        from studies.bootstrap import LEVEL, bootstrap_n_star
+
+        iv = bootstrap_n_star(ff, table, [f["compute"] for f in frontier], reps=boot, seed_col="seed")
+        for f, lo, hi, und in zip(frontier, iv["lo"], iv["hi"], iv["undetermined"], strict=True):
+            f.update({f"{by}_lo": _by_value(lo), f"{by}_hi": _by_value(hi), "undetermined": bool(und)})
+        nsi = {"method": "seed bootstrap: seeds resampled with replacement, frontier refitted",
+               "reps": int(iv["reps"]), "seeds": int(iv["seeds"]), "level": LEVEL}
+    else:
+        nsi = {"method": None, "reason": "needs a seed column with >= 2 seeds and seed-mean aggregation"
+               if boot else "not asked (boot = 0)"}
     report = {
         "metric": metric,
         "by": by,
         "curves": curves,
         "frontier": frontier,
         "n_star_fit": nsf,
+        "n_star_interval": nsi,
     }
     if extrapolate:
         report["extrapolation"] = extrapolation_check(

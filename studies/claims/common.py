@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from studies.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
 from studies.declared import CPU_LLM, StudySpec, Tables
 from studies.frontier import FrontierFit, run_rewards
@@ -55,6 +56,10 @@ class Plan:
     lrs: tuple[float, ...]
     """Constant learning rates of finding 1's lr study (empty: the preset's lr only)."""
     sqrt_lrs: tuple[float, ...]
+    """Base lrs (at batch bp n = 256) of the sqrt rule: the constant-lr grid, so the base lr is tuned on the
+    same grid and held-out seeds as the envelope (issue 25)."""
+    untuned_sqrt: tuple[float, ...] = ()
+    """Base lrs also shown one by one, untuned (the earlier fixed choices): a sensitivity check only."""
     bp: int = 32
     small_max: int = 8
     large_min: int = 32
@@ -108,7 +113,8 @@ FULL = Plan(
     side_ns=(2, 8, 32, 128, 512),
     d=1024,
     lrs=(3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
-    sqrt_lrs=(0.03, 0.1),
+    sqrt_lrs=(3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+    untuned_sqrt=(0.03, 0.1),
 )
 QUICK = Plan(
     "quick",
@@ -120,7 +126,8 @@ QUICK = Plan(
     side_ns=(2, 8, 32, 128),
     d=256,
     lrs=(0.03, 0.1),
-    sqrt_lrs=(0.1,),
+    sqrt_lrs=(0.03, 0.1),
+    untuned_sqrt=(0.1,),
 )
 LLM_QUICK = Plan(
     "llm-quick",
@@ -194,9 +201,17 @@ def budget_text(b: float) -> str:
     return f"2^{int(round(k))}" if math.isfinite(k) and abs(k - round(k)) < 1e-9 else f"{b:.3g}"
 
 
-def growth(n_stars: Sequence[int]) -> float:
-    """max / min of the n* sequence (how far n* moves over the budgets)."""
-    return max(n_stars) / min(n_stars) if n_stars else float("nan")
+def growth(n_stars: Sequence[int | None]) -> float:
+    """Directional growth of n* over the budgets: last / first (selection.directional_growth), < 1 when n*
+    falls. (Issue 25: max / min counted a falling "32, 8, 8, 2" as 16x growth.)"""
+    return directional_growth(n_stars)
+
+
+def growth_text(g: float) -> str:
+    """'16x' for a rise, '1/16x (falls)' for a fall, 'n/a' without a sequence."""
+    if not np.isfinite(g):
+        return "n/a"
+    return f"{g:.0f}x" if g >= 1 else f"1/{1 / g:.0f}x (falls)"
 
 
 def monotone(n_stars: Sequence[int]) -> bool:
@@ -217,19 +232,43 @@ def seed_rewards(
 
 
 def n_star_rows(
-    table: pd.DataFrame, budgets: Sequence[float], metric: str = "val_mean", by: str = "n", x: str = "compute"
+    table: pd.DataFrame,
+    budgets: Sequence[float],
+    metric: str = "val_mean",
+    by: str = "n",
+    x: str = "compute",
+    boot: int = 0,
 ) -> list[dict]:
-    """Per budget: n* of the FrontierFit frontier, and the record reward of n* over seeds (mean, CI)."""
+    """Per budget: n* of the FrontierFit frontier, and the record reward of n* over seeds (mean, CI); with
+    boot > 0 also the 95% seed-bootstrap interval of n* (studies.bootstrap: resample seeds, refit) as
+    "n_lo", "n_hi", "share" (replicates agreeing with n*), "undetermined" (interval over most of the grid)."""
     ff = FrontierFit(metric=metric, by=by, x=x).fit(table)
     at = ff.n_star_at(budgets)
+    iv = None
+    if boot and "seed" in table.columns and table["seed"].nunique() > 1 and ff.aggregate_ == "mean":
+        from studies.bootstrap import bootstrap_n_star
+
+        iv = bootstrap_n_star(ff, table, list(at[x]), reps=boot)
     rows = []
-    for b, n in zip(at[x], at[by], strict=True):
+    for j, (b, n) in enumerate(zip(at[x], at[by], strict=True)):
         if n is None:
             continue
         piv = seed_rewards(table, b, metric, "best", by, x)
         m, h = ci(piv[n]) if n in piv.columns else (float("nan"), float("nan"))
-        rows.append({"budget": float(b), "n_star": _num(n), "mean": m, "ci": h})
+        row = {"budget": float(b), "n_star": _num(n), "mean": m, "ci": h}
+        if iv is not None and iv["lo"][j] is not None:
+            row |= {"n_lo": _num(iv["lo"][j]), "n_hi": _num(iv["hi"][j]), "share": iv["share"][j],
+                    "undetermined": bool(iv["undetermined"][j])}
+        rows.append(row)
     return rows
+
+
+def n_star_cell(r: dict) -> str:
+    """'n*' or 'n* [lo-hi]' with the bootstrap interval, 'undetermined' where it spans most of the grid."""
+    if "n_lo" not in r:
+        return str(r["n_star"])
+    iv = "" if r["n_lo"] == r["n_hi"] else f" [{r['n_lo']}-{r['n_hi']}]"
+    return f"{r['n_star']}{iv}" + (" (undetermined)" if r.get("undetermined") else "")
 
 
 def _num(v):
@@ -237,35 +276,93 @@ def _num(v):
     return int(f) if f.is_integer() else f
 
 
-def paired_contrast(piv: pd.DataFrame, small: Sequence, large: Sequence) -> dict:
-    """Best large-n minus best small-n, paired over seeds (rows of `piv`, columns n); the best member of
-    each group by seed mean; SE of the per-seed differences; CI = t-interval."""
-    small = [v for v in small if v in piv.columns]
-    large = [v for v in large if v in piv.columns]
-    if not small or not large:
-        return {
-            "diff": float("nan"),
-            "se": float("nan"),
-            "z": float("nan"),
-            "ci": float("nan"),
-            "wins": 0,
-            "seeds": 0,
-        }
-    means = piv.mean()
-    ns_, nl_ = max(small, key=lambda v: means[v]), max(large, key=lambda v: means[v])
-    diff = (piv[nl_] - piv[ns_]).dropna().to_numpy()
+BOOT = 200
+"""Seed-bootstrap replicates of n* in the claims tables (studies.bootstrap)."""
+
+NO_CONTRAST = {"diff": float("nan"), "se": float("nan"), "z": float("nan"), "ci": float("nan"), "wins": 0,
+               "seeds": 0}
+
+
+def _one_of(values: list):
+    """One value when all folds agree, else 'a/b' (the choice of each fold)."""
+    vals = [_num(v) for v in values]
+    return vals[0] if len(set(vals)) == 1 else "/".join(map(str, vals))
+
+
+def heldout_contrast(
+    rr: pd.DataFrame,
+    small: Sequence,
+    large: Sequence,
+    arm: str | None = None,
+    tune_seeds: Sequence[int] | None = None,
+    k: int = 2,
+) -> dict:
+    """Best large n minus best small n, paired over seeds, every choice made on seeds that are not reported.
+
+    `rr`: long frame with columns seed, n, reward (and `arm`, e.g. an lr index, when each n has several arms).
+    Per split (tuning, reporting seeds): on the tuning seeds the best arm of each n, then the best small and
+    the best large n at their arms (selection.select_on_heldout); on the reporting seeds the per-seed
+    difference of those two (n, arm) cells. `tune_seeds` given: one split (the rest is reported); else
+    k-fold cross-fitting (selection.seed_folds), every seed reported once. SE of the pooled per-seed
+    differences, CI = t-interval; n_small / n_large are 'a/b' when the folds chose differently."""
+    small = [v for v in small if v in set(rr["n"])]
+    large = [v for v in large if v in set(rr["n"])]
+    seeds = sorted(int(v) for v in rr["seed"].unique())
+    if not small or not large or len(seeds) < 2:
+        return dict(NO_CONTRAST)
+    df = rr.assign(_arm=rr[arm] if arm else 0)
+    if tune_seeds is not None:
+        t = sorted({int(v) for v in tune_seeds})
+        splits = [(t, [v for v in seeds if v not in t])]
+        how = f"arms chosen on seeds {', '.join(map(str, t))}, reported on the others"
+    else:
+        splits = seed_folds(seeds, k)
+        how = f"arms chosen by {len(splits)}-fold cross-fitting over seeds"
+    diffs, picks = [], []
+    for tune, rep in splits:
+        best = select_on_heldout(df, tune_seeds=tune, report_seeds=rep, group_cols=["n"], choice_col="_arm",
+                                 score_col="reward")
+        score = dict(zip(best["n"], best["tune_score"], strict=True))
+        arms = dict(zip(best["n"], best["_arm"], strict=True))
+        cand_s = [v for v in small if v in score]
+        cand_l = [v for v in large if v in score]
+        if not cand_s or not cand_l:
+            continue
+        ns_, nl_ = max(cand_s, key=lambda v: score[v]), max(cand_l, key=lambda v: score[v])
+        r = df.loc[df["seed"].astype(int).isin(rep)]
+        a = r.loc[(r["n"] == nl_) & (r["_arm"] == arms[nl_])].set_index("seed")["reward"]
+        b = r.loc[(r["n"] == ns_) & (r["_arm"] == arms[ns_])].set_index("seed")["reward"]
+        diffs.append((a - b).dropna())
+        picks.append((ns_, nl_, arms[ns_], arms[nl_]))
+    if not picks:
+        return dict(NO_CONTRAST)
+    diff = pd.concat(diffs).to_numpy(dtype=float)
+    if diff.size == 0:
+        return dict(NO_CONTRAST)
     se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("nan")
     mean = float(diff.mean())
-    return {
-        "n_small": _num(ns_),
-        "n_large": _num(nl_),
+    out = {
+        "n_small": _one_of([p[0] for p in picks]),
+        "n_large": _one_of([p[1] for p in picks]),
         "diff": mean,
         "se": se,
         "z": mean / se if se and se > 0 else float("nan"),
         "ci": tq(diff.size) * se,
         "wins": int((diff > 0).sum()),
         "seeds": int(diff.size),
+        "selection": how,
     }
+    if arm:
+        out["arm_small"] = _one_of([p[2] for p in picks])
+        out["arm_large"] = _one_of([p[3] for p in picks])
+    return out
+
+
+def paired_contrast(piv: pd.DataFrame, small: Sequence, large: Sequence, k: int = 2) -> dict:
+    """heldout_contrast of a seed x n matrix (one arm per n): the best small and large n are chosen by
+    k-fold cross-fitting, so the seeds that pick an n never report its difference (issue 25)."""
+    rr = piv.rename_axis(index="seed", columns="n").stack().rename("reward").reset_index()
+    return heldout_contrast(rr, small, large, k=k)
 
 
 def contrast(
@@ -293,14 +390,15 @@ def contrast_text(c: dict) -> str:
 
 
 def robust(n_stars: Sequence[int], c: dict, seeds_needed: int = 8) -> bool:
-    """Issue 4's robust claim-2 effect: n* grows >= 8x, and at the top budget the best large n beats the best
-    small n by >= 0.02 and >= 3 SE over >= 8 seeds."""
+    """Issue 4's robust claim-2 effect: n* grows >= 8x (last / first budget, directional), and at the top
+    budget the best large n beats the best small n (both chosen on held-out seeds) by >= 0.02 and >= 3 SE over
+    >= 8 reported seeds."""
     d, z = c.get("diff", float("nan")), c.get("z", float("nan"))
     return bool(growth(n_stars) >= 8 and d >= 0.02 and z >= 3 and c.get("seeds", 0) >= seeds_needed)
 
 
 def n_star_table(rows_by_label: dict[str, list[dict]]) -> list[str]:
-    """Markdown: one row per budget, one 'n* (reward ± CI)' column per label."""
+    """Markdown: one row per budget, one 'n* [95% bootstrap interval] (reward ± CI)' column per label."""
     labels = list(rows_by_label)
     budgets = sorted({r["budget"] for rows in rows_by_label.values() for r in rows})
     lines = [
@@ -311,7 +409,7 @@ def n_star_table(rows_by_label: dict[str, list[dict]]) -> list[str]:
         cells = []
         for lab in labels:
             r = next((r for r in rows_by_label[lab] if r["budget"] == b), None)
-            cells.append("n/a" if r is None else f"{r['n_star']} ({fmt(r['mean'], r['ci'])})")
+            cells.append("n/a" if r is None else f"{n_star_cell(r)} ({fmt(r['mean'], r['ci'])})")
         lines.append(f"| {budget_text(b)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -321,7 +419,7 @@ def stars(rows: list[dict]) -> list:
 
 
 def stars_text(rows: list[dict]) -> str:
-    return ", ".join(str(r["n_star"]) for r in rows)
+    return ", ".join(n_star_cell(r) for r in rows)
 
 
 def yes(v: bool | None) -> str:

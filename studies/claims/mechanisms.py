@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from studies.claims import probes
-from studies.claims.common import Plan, Section, budget_text, ci, fmt, growth, paired_contrast
+from studies.claims.common import Plan, Section, budget_text, ci, fmt, growth, growth_text, heldout_contrast
+from studies.claims.selection import holm, t_pvalue
 from studies.declared import StudySpec, Tables
 from studies.frontier import FrontierFit, run_rewards
 
@@ -217,10 +218,14 @@ def measure_recipe(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> di
         ff = FrontierFit(metric=metric, by="n").fit(keep)
         at = ff.n_star_at(bs)
         out[metric] = [None if a is None else int(a) for a in at["n"]]
-    r = run_rewards(keep, ing.metric, keys=("n", "seed"), budget=top, stat="best")
-    piv = r.pivot_table(index="seed", columns="n", values="reward")
-    out["contrast"] = paired_contrast(piv, [n for n in s.ns if n <= SMALL_MAX],
-                                      [n for n in s.ns if n >= LARGE_MIN])
+    arm_rows = table.loc[[arm.get(int(n)) is not None and v == f"lr={arm[int(n)]:g}"
+                          for n, v in zip(table["n"], table["variant"], strict=True)]]
+    small, large = [n for n in s.ns if n <= SMALL_MAX], [n for n in s.ns if n >= LARGE_MIN]
+    for stat, key in (("best", "contrast"), ("final", "final")):
+        r = run_rewards(arm_rows, ing.metric, keys=("n", "seed"), budget=top, stat=stat)
+        out[key] = heldout_contrast(r, small, large, tune_seeds=range(s.tune))
+        if stat == "best":
+            piv = r.loc[r["seed"] >= s.tune].pivot_table(index="seed", columns="n", values="reward")
     out["per_n"] = {int(n): ci(piv[n]) for n in piv.columns}
     st = [v for v in out[ing.metric] if v is not None]
     c = out["contrast"]
@@ -269,11 +274,17 @@ def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
     at = ff.n_star_at(bs)
     stars = [None if a is None else int(a) for a in at["arm"]]
     top = bs[-1]
-    rr = run_rewards(rep, ing.metric, keys=("variant", "n", "seed"), budget=top, stat="best")
     pick = chosen[top]
-    sel = pd.concat([rr.loc[(rr["n"] == n) & (rr["variant"] == lab)] for n, lab in pick.items()])
-    piv = sel.pivot_table(index="seed", columns="n", values="reward")
-    c = paired_contrast(piv, [n for n in s.ns if n <= SMALL_MAX], [n for n in s.ns if n >= LARGE_MIN])
+    small, large = [n for n in s.ns if n <= SMALL_MAX], [n for n in s.ns if n >= LARGE_MIN]
+    cs = {}
+    for stat in ("best", "final"):
+        # all seeds at each n's tuned lr: the best small and large n are chosen on the tuning seeds too
+        rr = run_rewards(table, ing.metric, keys=("variant", "n", "seed"), budget=top, stat=stat)
+        sel = pd.concat([rr.loc[(rr["n"] == n) & (rr["variant"] == lab)] for n, lab in pick.items()])
+        cs[stat] = heldout_contrast(sel, small, large, tune_seeds=range(s.tune))
+        if stat == "best":
+            piv = sel.loc[sel["seed"] >= s.tune].pivot_table(index="seed", columns="n", values="reward")
+    c = cs["best"]
     per_n = {int(n): ci(piv[n]) for n in piv.columns}
     zv = None
     if "zero_var_frac" in rep.columns:
@@ -282,20 +293,39 @@ def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
                          for n, v in zip(last["n"], last["variant"], strict=True)]]
         zv = {int(n): ci(g["zero_var_frac"]) for n, g in last.groupby("n")}
     return {"key": ing.key, "label": ing.label, "knob": ing.knob, "metric": ing.metric, "stars": stars,
-            "budgets": bs, "contrast": c, "per_n": per_n, "lr_top": {int(n): _lr_value(v) for n, v in
-                                                                       pick.items()},
+            "budgets": bs, "contrast": c, "final": cs["final"], "per_n": per_n,
+            "lr_top": {int(n): _lr_value(v) for n, v in pick.items()},
             "edges": edges, "edge_detail": edge_detail, "grid": list(grid), "zero_var": zv, "ns": list(s.ns),
             "vs": ing.vs,
             "reported_seeds": s.seeds - s.tune, "bp": bp,
             "recipe": measure_recipe(table, ing, s, bp) if ing.recipe else None}
 
 
-def rises(x: dict) -> bool:
-    """n*(C) rises under tuned lr: n* grows >= 4x over the budgets and, at the top budget, the best large n
-    beats the best small n with the 95% CI above 0."""
+def contrast_p(c: dict) -> float:
+    """Two-sided t p-value of a top-budget contrast (nan without one)."""
+    return t_pvalue(c.get("diff", np.nan), c.get("se", np.nan), int(c.get("seeds", 0)))
+
+
+def rises(x: dict, p_adj: float | None = None, alpha: float = 0.05) -> bool:
+    """n*(C) rises under tuned lr: n* grows >= 4x from the first to the last budget (directional) and, at
+    the top budget, the best large n beats the best small n (both chosen on the tuning seeds): diff > 0 with
+    p < alpha, where p is Holm-adjusted over the ingredients when `p_adj` is given (the verdict does so),
+    else the raw p (equivalently the 95% CI above 0)."""
     st = [v for v in x["stars"] if v is not None]
     c = x["contrast"]
-    return bool(st and growth(st) >= 4 and np.isfinite(c.get("ci", np.nan)) and c["diff"] - c["ci"] > 0)
+    p = contrast_p(c) if p_adj is None else p_adj
+    return bool(st and growth(st) >= 4 and c.get("diff", np.nan) > 0 and np.isfinite(p) and p < alpha)
+
+
+def holm_rises(ingredients: list[dict], key: str = "contrast") -> None:
+    """Set `p`, `p_holm` and `rises` (and the same on the final reward: `rises_final`) of every ingredient:
+    the family is the ingredients' top contrasts, Holm (1979) adjusted (selection.holm)."""
+    for k, tag in ((key, ""), ("final", "_final")):
+        ps = [contrast_p(i.get(k, {})) for i in ingredients]
+        adj = holm(ps)
+        for i, p, pa in zip(ingredients, ps, adj, strict=True):
+            i[f"p{tag}"], i[f"p_holm{tag}"] = p, float(pa)
+            i[f"rises{tag}"] = rises({"stars": i["stars"], "contrast": i.get(k, {})}, p_adj=float(pa))
 
 
 def mech_probe(store, t: Tables, p: Plan) -> None:
@@ -321,7 +351,7 @@ def measure(t: Tables, p: Plan) -> dict:
     for x in out["ingredients"]:
         a, b = x["contrast"], by_key[x["vs"]]["contrast"]
         x["effect"] = (a["diff"] - b["diff"], float(np.hypot(a["ci"], b["ci"])))
-        x["rises"] = rises(x)
+    holm_rises(out["ingredients"])
     gns = t.extras(spec(p, INGREDIENTS[0]).name, "gns")
     out["gns"] = next(iter(gns.values())) if gns else None
     if out["gns"]:
@@ -342,12 +372,15 @@ def verdict(x: dict) -> tuple[str, str]:
     flat = [i["key"] for i in x["ingredients"] if not i["rises"]]
     det = [e for i in x["ingredients"] for e in i.get("edge_detail", [])]
     sat = sum(e["saturated"] for e in det)
+    up_f = [i["key"] for i in x["ingredients"] if i.get("rises_final")]
     return "measured", (f"n*(C) rises under the tuned lr for: {', '.join(up) or 'none'}; not for: "
-                        f"{', '.join(flat) or 'none'}; lr optima on a grid edge: {len(det) - sat} of "
+                        f"{', '.join(flat) or 'none'} (on the final reward: {', '.join(up_f) or 'none'}); lr "
+                        f"optima on a grid edge: {len(det) - sat} of "
                         f"{sum(len(i['budgets']) * len(i['ns']) for i in x['ingredients'])} "
                         f"(n, budget) choices, and {sat} more on a saturated edge (reward within half a "
-                        "validation problem of the next lr inward) (rule: growth >= 4x and top contrast CI "
-                        "above 0).")
+                        "validation problem of the next lr inward) (rule: n* grows >= 4x from the first to "
+                        "the last budget and the top contrast is positive with p < 0.05 after Holm's "
+                        f"correction over the {len(x['ingredients'])} ingredients; record reward).")
 
 
 def body(x: dict) -> list[str]:
@@ -359,23 +392,33 @@ def body(x: dict) -> list[str]:
         "up to its top). Effect = this contrast minus its reference's (`ref` unless named; ± combined 95% "
         "CI).",
         "",
-        "| ingredient | knob | n* per budget (tuned lr) | growth | top contrast (large − small n) | "
-        "effect vs reference | rises | tuned lr at top (n: lr) | lr optima on grid edge |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| ingredient | knob | n* per budget (tuned lr) | growth (last / first) | top contrast, record "
+        "(large − small n) | p (Holm) | top contrast, final | effect vs reference | rises (record / final) | "
+        "tuned lr at top (n: lr) | lr optima on grid edge |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def ctext(c: dict) -> str:
+        return (f"n={c.get('n_large')} − n={c.get('n_small')}: {c['diff']:+.4f} ± {c['ci']:.4f}, "
+                f"{c['wins']}/{c['seeds']} seeds") if "n_small" in c else "n/a"
+
     for i in x["ingredients"]:
-        c = i["contrast"]
         st = [v for v in i["stars"] if v is not None]
-        ctext = (f"n={c.get('n_large')} − n={c.get('n_small')}: {c['diff']:+.4f} ± {c['ci']:.4f}, "
-                 f"{c['wins']}/{c['seeds']} seeds") if "n_small" in c else "n/a"
+        ph = i.get("p_holm", float("nan"))
+        ptext = "n/a" if not np.isfinite(ph) else f"{i['p']:.2g} ({ph:.2g})"
         eff = "-" if i["key"] == "ref" else (f"{i['effect'][0]:+.4f} ± {i['effect'][1]:.4f}"
                                              + ("" if i["vs"] == "ref" else f" (vs {i['vs']})"))
         lr = ", ".join(f"{n}: {v:g}" for n, v in sorted(i["lr_top"].items()))
         edge = ", ".join(f"n={e['n']}@{e['budget']}: {e['lr']:g}" + (" (saturated)" if e["saturated"] else "")
                          for e in i["edge_detail"]) or "none"
-        up = "yes" if i["rises"] else "no"
+        up = ("yes" if i["rises"] else "no") + " / " + ("yes" if i.get("rises_final") else "no")
         lines.append(f"| {i['label']} | {i['knob']} | {', '.join(map(str, i['stars']))} | "
-                     f"{growth(st):.0f}x | {ctext} | {eff} | {up} | {lr} | {edge} |")
+                     f"{growth_text(growth(st))} | {ctext(i['contrast'])} | {ptext} | "
+                     f"{ctext(i.get('final', {}))} | {eff} | {up} | {lr} | {edge} |")
+    lines += ["", "The best small and large n of each contrast are chosen on the tuning seeds, like the lrs, "
+              "and the difference is reported on the other seeds. p: two-sided paired t-test of the record "
+              f"contrast; in brackets Holm's adjustment over the family of {len(x['ingredients'])} "
+              "ingredients (Holm 1979), which the rises rule uses (p < 0.05 and a positive difference)."]
     det = [(i["key"], e) for i in x["ingredients"] for e in i.get("edge_detail", [])]
     if det:
         lines += ["", "lr optima on a grid edge, with the tuning seeds' mean record reward at the edge, at "
@@ -450,20 +493,24 @@ def recipe_lines(x: dict) -> list[str]:
         return []
     out = ["", f"The paper's recipe on the same runs: lr = base * sqrt(bp n / {RECIPE_REF_BATCH}), the "
            "base lr chosen on the tuning seeds (best mean over n of the top-budget record reward), "
-           "everything else on the reported seeds. F1 rule as above (growth >= 4x, top contrast CI above "
-           "0); F2 (hard set) rule: n*(best@4) > n*(worst@4) at the top budget.", "",
-           "| ingredient | base lr (n: lr) | n* per budget (val_mean) | top contrast | n* best@4 / worst@4 "
-           "per budget | F1 | F2 (hard) |", "|---|---|---|---|---|---|---|"]
+           "everything else on the reported seeds. F1 rule (n* grows >= 4x from the first to the last "
+           "budget, top contrast CI above 0, record reward); F2 (hard set) rule: n*(best@4) > n*(worst@4) "
+           "at the top budget.", "",
+           "| ingredient | base lr (n: lr) | n* per budget (val_mean) | top contrast, record | top contrast, "
+           "final | n* best@4 / worst@4 per budget | F1 | F2 (hard) |", "|---|---|---|---|---|---|---|---|"]
+
+    def ctext(c: dict) -> str:
+        return (f"n={c.get('n_large')} − n={c.get('n_small')}: {c['diff']:+.4f} ± {c['ci']:.4f}, "
+                f"{c['wins']}/{c['seeds']} seeds") if "n_small" in c else "n/a"
+
     for i in rows:
         r = i["recipe"]
-        c = r["contrast"]
-        ctext = (f"n={c.get('n_large')} − n={c.get('n_small')}: {c['diff']:+.4f} ± {c['ci']:.4f}, "
-                 f"{c['wins']}/{c['seeds']} seeds") if "n_small" in c else "n/a"
         arm = ", ".join(f"{n}: {v:g}" for n, v in sorted(r["arm"].items()))
         edge = " (edge of the bases)" if r["on_edge"] else ""
         bw = " / ".join(", ".join(map(str, r[m])) for m in ("val_best_k", "val_worst_k"))
         out.append(f"| {i['key']} | {r['base']:.3g}{edge} ({arm}) | {', '.join(map(str, r[i['metric']]))} | "
-                   f"{ctext} | {bw} | {'yes' if r['f1'] else 'no'} | {'yes' if r['f2_hard'] else 'no'} |")
+                   f"{ctext(r['contrast'])} | {ctext(r.get('final', {}))} | {bw} | "
+                   f"{'yes' if r['f1'] else 'no'} | {'yes' if r['f2_hard'] else 'no'} |")
     return out
 
 

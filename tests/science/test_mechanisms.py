@@ -55,11 +55,28 @@ def test_small_n_winning_does_not_rise():
     assert not rises(x) and x["contrast"]["diff"] < 0
 
 
-def test_rule_needs_growth_and_a_ci_above_zero():
-    base = {"stars": [2, 8, 32, 128], "contrast": {"diff": 0.02, "ci": 0.01}}
+def test_rule_needs_growth_and_a_significant_contrast():
+    base = {"stars": [2, 8, 32, 128], "contrast": {"diff": 0.02, "se": 0.004, "seeds": 8}}
     assert rises(base)
     assert not rises(base | {"stars": [2, 2, 2, 4]})
-    assert not rises(base | {"contrast": {"diff": 0.02, "ci": 0.03}})
+    assert not rises(base | {"stars": [128, 32, 8, 2]})  # falling: max / min was 64x, last / first 1/64
+    assert not rises(base | {"contrast": {"diff": 0.02, "se": 0.015, "seeds": 8}})
+
+
+def test_holm_over_the_ingredients_decides_rises():
+    """One ingredient with raw p ~ 0.02 rises alone, not in a family of 7 where Holm multiplies its p by 7;
+    a strong one (p ~ 1e-5) rises either way."""
+    from studies.claims.mechanisms import holm_rises
+
+    weak = {"stars": [2, 8, 32, 128], "contrast": {"diff": 0.02, "se": 0.0068, "seeds": 8}}
+    strong = {"stars": [2, 8, 32, 128], "contrast": {"diff": 0.05, "se": 0.004, "seeds": 8}}
+    null = {"stars": [2, 2, 2, 2], "contrast": {"diff": 0.0, "se": 0.01, "seeds": 8}}
+    assert rises(weak) and rises(strong)
+    fam = [dict(weak), dict(strong)] + [dict(null) for _ in range(5)]
+    holm_rises(fam)
+    assert 0.01 < fam[0]["p"] < 0.05 and fam[0]["p_holm"] > 0.05 and not fam[0]["rises"]
+    assert fam[1]["rises"] and fam[1]["p_holm"] < 0.001
+    assert not any(f["rises"] for f in fam[2:])
 
 
 def test_declared_studies():

@@ -332,3 +332,50 @@ def test_degenerate_curve_enters_the_frontier_through_its_records_not_a_constant
     early = fr[(fr["compute"] >= 128) & (fr["compute"] <= 150)]
     assert len(early) and (early["n"] == 2).all()
     assert (fr["reward"].diff().dropna() >= -1e-12).all()  # still an upper envelope of rising curves
+
+
+def test_extrapolation_within_a_step_on_average_but_off_at_the_largest_c_is_not_predictable():
+    # n = 64 overtakes n = 4 only at the last frontier points: the mean error over the extrapolated points
+    # stays under one grid step while the largest C is 4 steps off (issue 25: both must be within a step)
+    specs = {
+        4: (0.2, 0.6, 1e4, 1.5),
+        8: (0.15, 0.4, 1e4, 1.5),
+        16: (0.15, 0.4, 1e4, 1.5),
+        32: (0.15, 0.4, 1e4, 1.5),
+        64: (0.1, 0.8, 6e7, 3.0),
+    }
+    table = synthetic_table(specs, seeds=2, points=50, bp=BP, noise=0.002, rng=np.random.default_rng(0))
+    rep = extrapolation_check(table, "val_mean", "n", frac=0.1)
+    assert rep["mean_abs_error_steps"] < 1.0 and rep["final_error_steps"] == pytest.approx(-4.0, abs=0.02)
+    assert rep["predictable_mean"] is True and rep["predictable_largest"] is False
+    assert rep["predictable"] is False
+
+
+def test_flat_n_star_fit_is_reported_as_flat_and_printed_so():
+    from studies.cli import print_fit_report
+    from studies.frontier import n_star_shape
+
+    flat = {n: (0.2, 0.6 - 0.02 * i, 1e4, 1.5) for i, n in enumerate((4, 8, 16, 32))}  # n = 4 wins everywhere
+    rep = fit_report(synthetic_table(flat, seeds=2, points=40, bp=BP, rng=np.random.default_rng(0)))
+    assert {f["n"] for f in rep["frontier"]} == {4}
+    assert rep["n_star_fit"]["shape"] == "flat"
+    lines = []
+    print_fit_report(rep, echo=lines.append)
+    text = "\n".join(lines)
+    assert "log2 n* vs log C: flat" in text and "log2 n* vs log C sigmoid" not in text
+    rising = fit_report(synthetic_table(SPECS, seeds=2, points=40, bp=BP, rng=np.random.default_rng(0)))
+    assert rising["n_star_fit"]["shape"] == "sigmoid" and rising["n_star_fit"]["r2"] > 0.5
+    lines = []
+    print_fit_report(rising, echo=lines.append)
+    assert any(line.startswith("log2 n* vs log C sigmoid: R0=") for line in lines)
+    assert n_star_shape(None, [4, 8]) == "flat"
+
+
+def test_fit_report_with_boot_carries_the_n_star_interval():
+    table = synthetic_table(SPECS, seeds=4, points=30, bp=BP, noise=0.01, rng=np.random.default_rng(2))
+    rep = fit_report(table, extrapolate=False, boot=40)
+    assert rep["n_star_interval"]["reps"] == 40 and rep["n_star_interval"]["seeds"] == 4
+    for f in rep["frontier"]:
+        assert f["n_lo"] <= f["n"] <= f["n_hi"] or f["undetermined"]
+    json.dumps(rep)  # still one JSON object
+    assert "n_lo" not in fit_report(table.drop(columns="seed"), extrapolate=False, boot=40)["frontier"][0]
