@@ -47,6 +47,9 @@ class Adapter(Protocol):
     def needs_gpu(self, cfg: RunConfig) -> bool:
         """Whether a Ray task for `cfg` must reserve a GPU."""
 
+    # Optional: `cpus(cfg) -> int | None`, the CPUs a Ray task for `cfg` reserves (None: all of a node's);
+    # one where an adapter lacks it (studies.executors.ray_task_options).
+
 
 def engine_kwargs(cfg: RunConfig, engine_fields: dict[str, Any], backend: str,
                   rename: dict[str, str] | None = None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -209,6 +212,11 @@ class LLMAdapter:
 
     def needs_gpu(self, cfg: RunConfig) -> bool:
         return cfg.device.startswith("cuda")
+
+    def cpus(self, cfg: RunConfig) -> int | None:
+        """On cpu a run's torch and vLLM threads use the whole machine, as they do under the local executor
+        (None: a Ray task takes all of a node's CPUs); beside a GPU one CPU drives it."""
+        return 1 if self.needs_gpu(cfg) else None
 
     def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
         from llm_backend.config import ConfigError

@@ -142,9 +142,24 @@ def _run_local(tasks: list[tuple[Adapter, RunConfig]], jobs: int,
     pool.shutdown(wait=True)
 
 
+RAY_MAX_RETRIES = 2
+"""Ray reruns a run whose worker process or node died (never one whose code raised: `retry_exceptions` stays
+off, so a failing config is still reported once). A node that leaves the cluster mid-sweep thus costs its runs
+in flight a restart on another node, not the sweep; runs are deterministic, so the retry stores the same
+tables."""
+
+SHIPPED_PACKAGES = ("studies", "sandbox", "llm_backend")
+"""What a Ray worker imports to run a config (the executor, the adapters and the engines): the packages
+`--ship-code` sends to the cluster (docs/DESIGN.md arrows: nothing above studies runs on a worker)."""
+
+
+def _is_remote(address: str | None) -> bool:
+    return bool(address) and address != "auto" and not address.startswith("local")
+
+
 def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
     """Fail in seconds, in one line, on an unreachable HOST:PORT (Ray itself retries for minutes)."""
-    if not address or address == "auto" or address.startswith("local"):
+    if not _is_remote(address):
         return
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
@@ -156,9 +171,103 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
         raise StudiesError(f"cannot reach Ray at {address}: {e.strerror or e}") from None
 
 
+def _enable_client_token_auth() -> bool:
+    """Send the token when one is at hand, as `ray start --head` does (Ray >= 2.59, ray-project/ray PR 64755).
+
+    `ray start --head` turns token authentication on whenever a token exists (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, which any earlier local `ray.init()` writes), but
+    `ray.init(address=HOST:PORT)` with RAY_AUTH_MODE unset sends none: only `address=None/"auto"`
+    auto-enables it (ray/_private/worker.py). So, with RAY_AUTH_MODE unset, we call the function that
+    `ray start --head` calls. A cluster without auth accepts a token, so this never breaks a connection that
+    worked. Returns whether it switched token mode on: False where RAY_AUTH_MODE is set (the user's choice
+    wins), no token exists, or this Ray has no token authentication."""
+    if os.environ.get("RAY_AUTH_MODE") is not None:
+        return False
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # Ray < 2.59: `ray start --head` never turns token auth on by itself either
+        return False
+    return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _auth_error(address: str) -> StudiesError:
+    """The one line for a cluster that refused us for want of the right token, naming the fixing setting."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode == "token":
+        return StudiesError(
+            f"the Ray cluster at {address} refused this machine's auth token (RAY_AUTH_TOKEN, "
+            "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token): use the cluster's token (`ray get-auth-token` on "
+            "its head node)")
+    if mode is not None:
+        return StudiesError(
+            f"the Ray cluster at {address} uses token authentication but RAY_AUTH_MODE={mode} here: unset "
+            "RAY_AUTH_MODE (or set RAY_AUTH_MODE=token) with the cluster's token in ~/.ray/auth_token or "
+            "RAY_AUTH_TOKEN")
+    return StudiesError(
+        f"the Ray cluster at {address} uses token authentication and no token was found here: put the "
+        "cluster's token (`ray get-auth-token` on its head node) in ~/.ray/auth_token or RAY_AUTH_TOKEN "
+        "(RAY_AUTH_MODE=token is then used), or start the cluster with RAY_AUTH_MODE=disabled")
+
+
+def _probe_auth(address: str, timeout: float = 10.0) -> None:
+    """Ask the cluster's GCS for its id once, with this process's auth settings, so that a missing or wrong
+    token fails in seconds and in one line (`ray.init` retries for 20 s and prints an InvalidAuthToken
+    warning a second). Anything but an authentication refusal is left to `ray.init` to report."""
+    hostport = address.split("://", 1)[-1]
+    if "://" in address:  # Ray Client (ray://): not a GCS port
+        return
+    try:
+        import grpc
+        from ray._private.grpc_utils import init_grpc_channel  # adds the token metadata in token mode
+        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    except ImportError:  # another Ray layout: ray.init reports any failure itself
+        return
+    channel = init_grpc_channel(hostport)
+    try:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+            raise _auth_error(address) from None
+    finally:
+        channel.close()
+
+
+def _is_auth_failure(exc: BaseException) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def code_runtime_env() -> dict:
+    """A Ray runtime_env that ships this installation's SHIPPED_PACKAGES to every worker (`py_modules`, put
+    ahead of the node's own install on sys.path), so that the nodes need only the dependencies (numpy, numba,
+    pandas, ...; torch and transformers for llm runs). The packages, not the working tree: no .venv or
+    results is uploaded and a worker's working directory stays the node's own. Numba caches are left out
+    (they are keyed on the source file's path and mtime, which the copy does not keep)."""
+    import importlib.util
+
+    paths = []
+    for name in SHIPPED_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise StudiesError(f"cannot ship package {name!r}: it is not importable here")
+        paths.append(str(list(spec.submodule_search_locations)[0]))
+    return {"py_modules": paths, "excludes": ["__pycache__/", "*.pyc", "*.nbi", "*.nbc"]}
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None) -> Iterator[None]:
-    """Connect to Ray (or start a local instance) unless the caller already did; shut down what we started."""
+    """Connect to Ray (or start a local instance) unless the caller already did; shut down what we started.
+
+    With an address: token authentication as `ray start --head` has it (_enable_client_token_auth), and a
+    refusal for want of the right token is one line naming the setting (_auth_error)."""
     try:
         import ray
     except ImportError:
@@ -167,39 +276,92 @@ def ray_session(address: str | None) -> Iterator[None]:
         yield
         return
     _check_reachable(address)
+    switched = _is_remote(address) and _enable_client_token_auth()
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    except (ConnectionError, ValueError, RuntimeError) as e:
-        where = address or "a new local instance"
-        raise StudiesError(f"cannot start or reach Ray at {where}: {_one_line(str(e))}") from None
-    try:
-        yield
+        if _is_remote(address):
+            _probe_auth(address)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            if _is_remote(address) and _is_auth_failure(e):
+                raise _auth_error(address) from None
+            where = address or "a new local instance"
+            raise StudiesError(f"cannot start or reach Ray at {where}: {_one_line(str(e))}") from None
+        try:
+            yield
+        finally:
+            ray.shutdown()
     finally:
-        ray.shutdown()
+        if switched:  # this process's environment as we found it (children started later see no change)
+            os.environ.pop("RAY_AUTH_MODE", None)
 
 
 def _one_line(msg: str) -> str:
     return " ".join(msg.split())[:300]
 
 
-def _run_ray(tasks: list[tuple[Adapter, RunConfig]], on_result: Callable[[Result], None]) -> None:
-    """One Ray task per run (inside `ray_session`); results are stored by the caller as they complete."""
+def ray_task_options(adapter: Adapter, cfg: RunConfig, node_cpus: int) -> dict:
+    """The Ray resource request of one run: its CPUs and, where it runs on cuda, one whole GPU (so two runs
+    never share a GPU). CPUs: `adapter.cpus(cfg)` where the adapter says (None: all of a node's CPUs,
+    `node_cpus`, the smallest node's count, e.g. torch's intra-op threads of an llm run on cpu), else one.
+    Ray sets OMP_NUM_THREADS to the request in the worker, so a run also uses what it reserved."""
+    cpus_of = getattr(adapter, "cpus", None)
+    cpus = cpus_of(cfg) if callable(cpus_of) else 1
+    return {"num_cpus": node_cpus if cpus is None else cpus, "num_gpus": 1 if adapter.needs_gpu(cfg) else 0,
+            "max_retries": RAY_MAX_RETRIES}
+
+
+def _alive_nodes() -> list[dict[str, float]]:
     import ray
 
-    remote = ray.remote(execute_one)
+    return [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+
+
+def _check_feasible(requests: list[dict], nodes: list[dict[str, float]]) -> None:
+    """A request no node can hold would wait forever (Ray only warns): one line instead."""
+    for req in {(r["num_cpus"], r["num_gpus"]) for r in requests}:
+        cpus, gpus = req
+        if not any(n.get("CPU", 0) >= cpus and n.get("GPU", 0) >= gpus for n in nodes):
+            have = ", ".join(f"{n.get('CPU', 0):g} CPU/{n.get('GPU', 0):g} GPU" for n in nodes) or "none"
+            raise StudiesError(f"no node of the Ray cluster can take a run asking for {cpus} CPU and {gpus} "
+                               f"GPU (alive nodes: {have}); add such a node or run on the cpu")
+
+
+def _execute_on_node(adapter: Adapter, cfg: RunConfig) -> Result:
+    """execute_one in a Ray worker, the id of the node it ran on kept in the run's record (info.ray_node)."""
+    import ray
+
+    result = execute_one(adapter, cfg)
+    if result[1] is not None:
+        result[1].info["ray_node"] = ray.get_runtime_context().get_node_id()
+    return result
+
+
+def _run_ray(tasks: list[tuple[Adapter, RunConfig]], on_result: Callable[[Result], None],
+             runtime_env: dict | None = None) -> None:
+    """One Ray task per run (inside `ray_session`); results are stored by the caller as they complete.
+    `runtime_env` goes on every task (not on the session: it then holds on a Ray the caller started too)."""
+    import ray
+
+    nodes = _alive_nodes()
+    node_cpus = int(min((n["CPU"] for n in nodes if n.get("CPU", 0) >= 1), default=1))
+    opts = [ray_task_options(adapter, cfg, node_cpus) for adapter, cfg in tasks]
+    _check_feasible(opts, nodes)
+    if runtime_env:
+        opts = [dict(o, runtime_env=runtime_env) for o in opts]
+    remote = ray.remote(_execute_on_node)
     refs = {}
     try:
-        for adapter, cfg in tasks:
-            # GPU runs (LLM on cuda) reserve a whole GPU so that tasks never share one.
-            opts = {"num_cpus": 1, "num_gpus": 1 if adapter.needs_gpu(cfg) else 0, "max_retries": 0}
-            refs[remote.options(**opts).remote(adapter, cfg)] = cfg
+        for (adapter, cfg), opt in zip(tasks, opts, strict=True):
+            refs[remote.options(**opt).remote(adapter, cfg)] = cfg
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
             for ref in ready:
                 cfg = refs.pop(ref)
                 try:
                     result = ray.get(ref)
-                except Exception:  # noqa: BLE001 - a task or worker that died
+                except Exception:  # noqa: BLE001 - a task whose retries ran out, a worker that died
                     result = (cfg.run_id, None, traceback.format_exc(), 0.0)
                 on_result(result)
     except BaseException:
@@ -211,11 +373,12 @@ def _run_ray(tasks: list[tuple[Adapter, RunConfig]], on_result: Callable[[Result
 
 def run_sweep(configs: list[RunConfig], store: ResultStore, *, executor: str = "local",
               jobs: int | None = None, address: str | None = None, force: bool = False, progress: bool = True,
-              desc: str = "runs") -> SweepSummary:
+              desc: str = "runs", ship_code: bool = False) -> SweepSummary:
     """Run every config not yet finished in `store` (all of them with `force`) and store each as it ends.
 
     All configs are validated by their backends before anything runs, so a typo fails in a second, not
-    after an hour of runs.
+    after an hour of runs. `ship_code` (ray): send this installation's packages to the workers
+    (code_runtime_env) instead of relying on the project being installed on every node.
     """
     if executor not in EXECUTORS:
         raise StudiesError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -235,13 +398,15 @@ def run_sweep(configs: list[RunConfig], store: ResultStore, *, executor: str = "
         store.write_manifest()
     todo = [c for c in unique if not store.is_finished(c.run_id)]
     if executor == "ray" and todo:
+        runtime_env = code_runtime_env() if ship_code else None
         with ray_session(address):
-            return _dispatch(todo, adapters, store, "ray", 1, progress, desc, t0, len(unique))
+            return _dispatch(todo, adapters, store, "ray", 1, progress, desc, t0, len(unique), runtime_env)
     return _dispatch(todo, adapters, store, "local", jobs, progress, desc, t0, len(unique))
 
 
 def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: ResultStore, executor: str,
-              jobs: int | None, progress: bool, desc: str, t0: float, total: int) -> SweepSummary:
+              jobs: int | None, progress: bool, desc: str, t0: float, total: int,
+              runtime_env: dict | None = None) -> SweepSummary:
     summary = SweepSummary(total=total, skipped=total - len(todo))
     by_id = {c.run_id: c for c in todo}
     bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress or not todo, dynamic_ncols=True,
@@ -270,7 +435,7 @@ def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: Result
     tasks = [(adapters[c.run_id], c) for c in todo]
     try:
         if executor == "ray":
-            _run_ray(tasks, on_result)
+            _run_ray(tasks, on_result, runtime_env)
         else:
             _run_local(tasks, jobs or os.cpu_count() or 1, on_result)
     finally:
