@@ -6,7 +6,7 @@ STAMP_BASE := $(VENV)/.stamp-base
 STAMP_ALL := $(VENV)/.stamp-all
 OUT ?= results
 
-.PHONY: demo test lint figs bench env env-all clean
+.PHONY: demo test test-fast lint figs bench env env-all clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,10 +35,17 @@ demo: $(STAMP_BASE)
 	$(BIN)/isocompute figs --only headline --reuse $(OUT)/demo/tabular --reuse $(OUT)/demo/interference \
 		--results $(OUT)/figs --out $(OUT)/demo --quiet
 
-## test: lint + the whole test suite (CI runs this)
+# Two xdist workers (one per core); tests of the real model share one worker (tests/conftest.py groups them).
+PYTEST := ISOCOMPUTE_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup
+
+## test: lint + the whole test suite (CI runs this; <= 10 minutes on 2 cores)
 test: $(STAMP_ALL)
 	$(BIN)/ruff check .
-	ISOCOMPUTE_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(PYTEST) --durations=15
+
+## test-fast: the edit loop, everything but the real-model, vLLM and slow tests (<= 2 minutes)
+test-fast: $(STAMP_ALL)
+	$(PYTEST) -m "not slow and not llm and not vllm" --durations=10
 
 lint: $(STAMP_ALL)
 	$(BIN)/ruff check .

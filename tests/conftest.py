@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-REQUIRED = ("torch", "transformers", "vllm", "ray", "trl", "hypothesis", "nbclient")
+REQUIRED = ("torch", "transformers", "vllm", "ray", "trl", "hypothesis", "nbclient", "xdist",
+            "pytest_timeout")
 STRICT = os.environ.get("ISOCOMPUTE_REQUIRE_EXTRAS") == "1"
 
 
@@ -32,6 +33,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if missing:
         raise pytest.UsageError("ISOCOMPUTE_REQUIRE_EXTRAS=1 but missing: " + "; ".join(missing))
     pytest.importorskip = _strict_importorskip
+
+
+REAL_MODEL_FIXTURES = {"model_path", "tokenizer", "vllm_engine"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup, Makefile)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests of the real SmolLM2 model and vLLM share session fixtures (one prepared model, one in-process
+    vLLM engine, ~10 s and GBs each): one xdist worker runs them all, so no worker starts a second engine."""
+    for item in items:
+        if (item.get_closest_marker("llm") or item.get_closest_marker("vllm")
+                or REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.xdist_group("real-model"))
 
 
 @pytest.hookimpl(hookwrapper=True)
