@@ -77,11 +77,17 @@ def prepare(cache_dir: str | None, force: bool) -> None:
     help="avg@SAMPLES per generated problem under the base model; writes easy/hard/xhard/veasy splits."
 )
 @click.option("--model", default=None, help="Local HF causal-LM folder (default: the prepared SmolLM2).")
+@click.option("--lm", default=None,
+              help="tiny or small (the shipped tiny LMs, their own task family: llm_backend/tiny_tasks.py; "
+                   "--digits/--terms/--operations then unused), smollm2, or a folder (as --model).")
 @click.option("--cache-dir", default=None, help="Cache root of the prepared model and default --out.")
-@click.option("--out", default=None, help="Output folder of the splits (default <cache>/splits).")
-@click.option("--engine", type=click.Choice(["vllm", "hf"]), default="vllm", show_default=True)
+@click.option("--out", default=None,
+              help="Output folder of the splits (default <cache>/splits; a tiny LM: <cache>/splits/<lm>).")
+@click.option("--engine", type=click.Choice(["vllm", "hf", "kv"]), default=None,
+              help="Rollout engine (default vllm; a tiny LM: kv).")
 @click.option(
-    "--count", type=int, default=64, show_default=True, help="Problems per (digits, terms, operations) cell."
+    "--count", type=int, default=64, show_default=True,
+    help="Problems per (digits, terms, operations) cell; a tiny LM: per task cell (48 cells).",
 )
 @click.option(
     "--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2,2x1."
@@ -94,8 +100,8 @@ def prepare(cache_dir: str | None, force: bool) -> None:
     help="Comma-separated operation sets, each a subset of +-* to draw from, e.g. '+,-,*,+-*'.",
 )
 @click.option("--samples", type=int, default=16, show_default=True, help="Samples per problem (avg@samples).")
-@click.option("--max-new-tokens", type=int, default=24, show_default=True)
-@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--max-new-tokens", type=int, default=None, help="Completion cap (default 24; a tiny LM: 10).")
+@click.option("--temperature", type=float, default=None, help="Sampling temperature (default 0.7; tiny: 1).")
 @click.option("--val-frac", type=float, default=0.5, show_default=True, help="Held-out share of each split.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--chunk", type=int, default=16, show_default=True, help="Problems per generate call + save.")
@@ -123,6 +129,7 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 )
 def calibrate(
     model,
+    lm,
     cache_dir,
     out,
     engine,
@@ -143,7 +150,19 @@ def calibrate(
     until,
 ) -> None:
     from llm_backend.calibrate import parse_digits
-    from llm_backend.model import ModelError, cache_root, resolve_model
+    from llm_backend.model import ModelError, cache_root, is_tiny, resolve_model, tiny_name
+
+    if lm is not None and model is not None:
+        _fail("give --lm or --model, not both")
+    model = lm if lm is not None else model
+    tiny = is_tiny(model)
+    if tiny and engine == "hf":
+        _fail("the tiny LMs calibrate with --engine kv (or vllm)")
+    engine = engine or ("kv" if tiny else "vllm")
+    if engine == "kv" and not tiny:
+        _fail("--engine kv samples the tiny LMs only (--lm tiny or small)")
+    max_new_tokens = max_new_tokens if max_new_tokens is not None else (10 if tiny else 24)
+    temperature = temperature if temperature is not None else (1.0 if tiny else 0.7)
 
     try:
         dig = [parse_digits(x.strip()) for x in str(digits).split(",") if x.strip()]
@@ -178,13 +197,13 @@ def calibrate(
             _fail(f"--until names splits of {', '.join(SPLITS)} with counts >= 1, got {until!r}")
     from pathlib import Path as _Path
 
-    splits = _Path(out) if out else (_Path(cache_dir) if cache_dir else cache_root()) / "splits"
-    _writable_dir(splits, "--out")
+    sub = (tiny_name(model) or "tiny") if tiny else ""
     try:
         path = resolve_model(model, cache_dir)
     except ModelError as e:
         _fail(str(e))
-    from pathlib import Path
+    splits = _Path(out) if out else (_Path(cache_dir) if cache_dir else cache_root()) / "splits" / sub
+    _writable_dir(splits, "--out")
 
     from llm_backend.calibrate import calibrate as do_calibrate
     from llm_backend.calibrate import problem_suite
@@ -192,10 +211,17 @@ def calibrate(
     from llm_backend.model import load_model, load_tokenizer
 
     try:
-        problems = problem_suite(count, dig, trm, ops, seed)
+        if tiny:
+            from llm_backend import tiny_tasks
+
+            problems = tiny_tasks.suite(count, seed)
+        else:
+            problems = problem_suite(count, dig, trm, ops, seed)
     except ValueError as e:
         _fail(str(e))
-    out_dir = Path(out) if out else (Path(cache_dir) if cache_dir else cache_root()) / "splits"
+    if tiny and only is not None:
+        _fail("--measure-only selects operation sets of the SmolLM2 suite; the tiny suite has none")
+    out_dir = splits
     msg = f"{len(problems)} problems; progress in {out_dir / 'progress.jsonl'} (rerun to resume)"
     click.echo(msg, err=True)
     tok = load_tokenizer(path)
@@ -217,3 +243,49 @@ def calibrate(
     for name, (tr, va) in counts.items():
         click.echo(f"{name}: {tr} train, {va} val")
     click.echo(str(out_dir))
+
+
+@llm.command(help="Pretrain a tiny LM (tiny ~0.2M, small ~1M parameters) from scratch on digit arithmetic; "
+             "writes a Hugging Face folder (config.json, model.safetensors, tokenizer).")
+@click.option("--lm", "size", default="tiny", show_default=True, help="Named size: tiny or small.")
+@click.option("--out", default=None, help="Output folder (default <cache>/models/<lm>).")
+@click.option("--steps", type=int, default=None, help="Optimiser steps (default: the shipped model's).")
+@click.option("--batch", type=int, default=None, help="Problems per step (default: the shipped model's).")
+@click.option("--lr", type=float, default=None, help="Peak learning rate (default: the shipped model's).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="torch threads (1 is fastest at this size; 0: torch's default).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (folder and facts) on stdout.")
+def pretrain(size, out, steps, batch, lr, seed, threads, as_json) -> None:
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    from llm_backend.model import cache_root
+    from llm_backend.tiny_model import SIZES
+
+    if size not in SIZES:
+        _fail(f"unknown --lm {size!r} for pretraining; choose one of {', '.join(SIZES)}")
+    if (steps is not None and not 1 <= steps <= 10**6) or (batch is not None and not 1 <= batch <= 65536):
+        _fail(f"need 1 <= --steps <= 1e6 and 1 <= --batch <= 65536, got {steps}, {batch}")
+    if lr is not None and not (lr > 0 and math.isfinite(lr)):
+        _fail(f"--lr must be positive and finite, got {lr}")
+    if not 0 <= seed < 2**32 or not 0 <= threads <= 256:
+        _fail(f"need 0 <= --seed < 2^32 and 0 <= --threads <= 256, got {seed}, {threads}")
+    folder = Path(out) if out else cache_root() / "models" / size
+    _writable_dir(folder.parent, "--out")
+    from llm_backend.pretrain import DEFAULTS
+    from llm_backend.pretrain import pretrain as do_pretrain
+    from llm_backend.tiny_model import save_folder
+    from llm_backend.tiny_tokenizer import CharTokenizer
+
+    cfg = DEFAULTS[size]
+    cfg = replace(cfg, seed=seed, threads=threads, **{k: v for k, v in
+                                                      (("steps", steps), ("batch", batch), ("lr", lr))
+                                                      if v is not None})
+    model, facts = do_pretrain(cfg, progress=not as_json)
+    save_folder(model, CharTokenizer(), folder, extra={"pretrain": facts})
+    if as_json:
+        click.echo(json.dumps({"folder": str(folder), **facts}))
+    else:
+        click.echo(str(folder))

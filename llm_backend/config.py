@@ -16,7 +16,7 @@ LOSS_AGG = ("token_mean", "seq_mean")
 TRAIN_LAYOUTS = ("packed", "padded")
 ZERO_PASS1 = 1e-3
 """zero_frac counts problems with pass@1 below this (with k samples: none correct), as the simulator."""
-DATASETS = ("easy", "hard", "xhard", "veasy", "arith")
+DATASETS = ("easy", "hard", "xhard", "veasy", "dual", "tri", "arith")
 
 
 def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -59,11 +59,13 @@ class LLMConfig:
 
     # --- model and engine ---
     model: str | None = None
-    """Local HF causal-LM folder; None = the prepared SmolLM2-135M-Instruct (`isocompute llm prepare`)."""
+    """Local HF causal-LM folder, or a shipped tiny LM by name (tiny, small: llm_backend/tiny_model.py);
+    None = the prepared SmolLM2-135M-Instruct (`isocompute llm prepare`)."""
     cache_dir: str | None = None
     """Cache root for the prepared model and calibrated splits ($ISOCOMPUTE_CACHE or ~/.cache/isocompute)."""
     engine: str = "vllm"
-    """Rollout engine: vllm (in-process, weights synced after every step) or hf (transformers generate)."""
+    """Rollout engine: vllm (in-process, weights synced after every step), hf (transformers generate) or kv
+    (batched KV-cache sampling of the tiny LMs, llm_backend/tiny_sampler.py)."""
     device: str = "cpu"
     """Trainer device: cpu or cuda[:i]. vLLM runs on whatever its install targets."""
     engine_dtype: str = CPU_DTYPE
@@ -198,6 +200,30 @@ class LLMConfig:
         return tuple(f.name for f in fields(cls))
 
 
+TINY_DEFAULTS = {
+    "engine": "kv",
+    "temperature": 1.0,
+    "max_new_tokens": 10,
+    "lr": 3e-4,
+    "d_val": 256,
+    "engine_dtype": "float32",
+    "train_dtype": "float32",
+}
+"""Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling
+at temperature 1 (the distribution the model learned, which the calibration measured), answers of at most
+9 characters + EOS (llm_backend/tiny_tasks.py), a learning rate for a 0.2M-parameter model trained from
+scratch, 256 validation problems (an evaluation costs milliseconds) and float32 on every CPU (the
+matmuls are too small for bf16 to pay even with AMX)."""
+
+
+def config_for(model: str | None = None, **kw) -> LLMConfig:
+    """LLMConfig for `model` with its family's defaults (TINY_DEFAULTS for a tiny LM) under `kw`."""
+    from llm_backend.model import is_tiny
+
+    base = dict(TINY_DEFAULTS) if is_tiny(model) else {}
+    return LLMConfig(model=model, **{**base, **kw})
+
+
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
@@ -206,6 +232,15 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
 def validate(c: LLMConfig) -> None:
     """Check one config; raise ConfigError with a one-line message quoting the bad values."""
     _choice("engine", c.engine, ENGINES)
+    if c.engine in ("kv", "hf"):
+        from llm_backend.model import is_tiny
+
+        tiny = is_tiny(c.model)
+        if c.engine == "kv" and not tiny:
+            raise ConfigError("engine 'kv' samples the tiny LMs (--lm tiny or small); use vllm or hf here")
+        if c.engine == "hf" and tiny:
+            raise ConfigError("the tiny LMs sample with engine kv (or vllm); transformers generate is in "
+                              "benchmarks/tiny_lm.py only")
     _choice("engine_dtype", c.engine_dtype, DTYPES)
     _choice("train_dtype", c.train_dtype, DTYPES)
     _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)

@@ -12,7 +12,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-ENGINES = ("vllm", "hf")
+ENGINES = ("vllm", "hf", "kv")
+"""kv: batched KV-cache sampling of the tiny LMs (llm_backend/tiny_sampler.py)."""
 DTYPES = ("float32", "bfloat16")
 
 
@@ -366,6 +367,10 @@ def make_engine(
     """
     if name == "hf":
         return HFEngine(model, tokenizer, device=device, dtype=dtype)
+    if name == "kv":
+        from llm_backend.tiny_sampler import KVEngine
+
+        return KVEngine(model, tokenizer, device=device, dtype=dtype)
     if name == "vllm":
         if not vllm_available():
             raise RuntimeError(

@@ -82,12 +82,45 @@ def prepare(cache_dir: str | Path | None = None, force: bool = False) -> Path:
     return out
 
 
+PACKAGED_MODELS = Path(__file__).resolve().parent / "models"
+"""The shipped tiny LMs (`isocompute llm pretrain`), one HF folder per named size."""
+TINY_NAMES = ("tiny", "small")
+"""--lm names of the shipped tiny LMs (llm_backend/tiny_model.py SIZES)."""
+LM_NAMES = ("smollm2", *TINY_NAMES)
+
+
+def tiny_name(model: str | Path | None) -> str | None:
+    """The named tiny LM `model` asks for ("tiny", "small"), else None."""
+    return str(model) if model is not None and str(model) in TINY_NAMES else None
+
+
+def is_tiny(model: str | Path | None, cache_dir: str | Path | None = None) -> bool:
+    """Whether `model` is a tiny LM: a shipped name or a folder saved by llm_backend/tiny_model.py."""
+    if tiny_name(model):
+        return True
+    if model in (None, "", "smollm2", "default"):
+        return False
+    from llm_backend.tiny_model import is_tiny_folder
+
+    return is_tiny_folder(Path(model).expanduser())
+
+
 def resolve_model(model: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
-    """The HF folder to use: `model` if given, else the prepared default; a one-line error otherwise."""
+    """The HF folder to use: a shipped tiny LM by name, `model` if given, else the prepared default; a
+    one-line error otherwise."""
+    if name := tiny_name(model):
+        path = PACKAGED_MODELS / name
+        if not is_hf_folder(path):
+            raise ModelError(f"the {name} LM is not in the package; run `isocompute llm pretrain --lm {name} "
+                             f"--out {path}`")
+        return path
+    if model in ("smollm2", "default"):
+        model = None
     if model:
         path = Path(model).expanduser()
         if not is_hf_folder(path):
-            raise ModelError(f"{path} is not a local Hugging Face model folder (config.json + weights)")
+            raise ModelError(f"unknown --lm {str(model)!r}: not one of {', '.join(LM_NAMES)} and not a local "
+                             "Hugging Face model folder (config.json + weights)")
         return path
     path = default_model_dir(cache_dir)
     if not is_hf_folder(path):
@@ -96,6 +129,11 @@ def resolve_model(model: str | Path | None = None, cache_dir: str | Path | None 
 
 
 def load_tokenizer(path: str | Path):
+    """The folder's tokenizer: our character tokenizer for a tiny LM (no transformers), else AutoTokenizer."""
+    from llm_backend import tiny_tokenizer
+
+    if tiny_tokenizer.is_char_folder(path):
+        return tiny_tokenizer.load(path)
     _offline()
     from transformers import AutoTokenizer
 
@@ -106,8 +144,13 @@ def load_tokenizer(path: str | Path):
 
 
 def load_model(path: str | Path, device: str = "cpu"):
-    """A float32 causal LM on `device` (float32: CPU training and vLLM log-prob agreement,
-    docs/LLM_NOTES.md)."""
+    """A float32 causal LM on `device` (float32: CPU training and vLLM log-prob agreement, docs/LLM_NOTES.md).
+    A tiny LM's folder loads into our own module (llm_backend/tiny_model.py: same weights and maths as
+    transformers' LlamaForCausalLM, without its per-call overhead)."""
+    from llm_backend.tiny_model import is_tiny_folder, load_folder
+
+    if is_tiny_folder(path):
+        return load_folder(path, device)
     _offline()
     import torch
     from transformers import AutoModelForCausalLM

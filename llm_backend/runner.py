@@ -22,7 +22,7 @@ import numpy as np
 
 from llm_backend import allocators, tasks
 from llm_backend.config import ZERO_PASS1, ConfigError, LLMConfig
-from llm_backend.model import cache_root, default_model_dir, resolve_model
+from llm_backend.model import cache_root, default_model_dir, is_tiny, resolve_model, tiny_name
 
 PACKAGED_SPLITS = Path(__file__).resolve().parent / "data"
 """Committed splits calibrated on SmolLM2-135M-Instruct (`isocompute llm calibrate`, see data/README.md)."""
@@ -114,9 +114,28 @@ def _seed(*parts) -> int:
     return int(np.random.SeedSequence(ints).generate_state(1)[0])
 
 
+MIXES = {"dual": (("hard", 0.5), ("easy", 0.5)), "tri": (("hard", 0.5), ("easy", 0.25), ("veasy", 0.25))}
+"""Mixed presets as the simulator's (sandbox/problems.py): shares of calibrated splits."""
+
+
+def _mix(sets: list[list], shares: list[float]) -> list:
+    """The largest mixture with these shares that the sets allow, in a seeded (fixed) interleaved order."""
+    total = min(int(len(s) / w) for s, w in zip(sets, shares, strict=True))
+    out = [p for s, w in zip(sets, shares, strict=True) for p in s[: int(round(total * w))]]
+    return [out[i] for i in np.random.default_rng(0).permutation(len(out))]
+
+
 def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Problem]]:
     """Train and validation problems; they depend on the data fields, never on `seed` (paired runs)."""
-    if cfg.dataset == "arith":
+    tiny = is_tiny(cfg.model)
+    if cfg.dataset == "arith" and tiny:  # the tiny family's cells of `digits` x `digits`, `operations`
+        from llm_backend import tiny_tasks
+
+        names = {"+": "add", "-": "sub", "*": "mul"}
+        cells = [(names[o], cfg.digits, cfg.digits) for o in cfg.operations]
+        allp = tiny_tasks.suite(2 * (cfg.d or 64) + 2 * (cfg.d_val or 16), 1, cells)
+        train, val = allp[: cfg.d or 64], allp[cfg.d or 64 :][: cfg.d_val or 16]
+    elif cfg.dataset == "arith":
         d = cfg.d or 64
         train = tasks.generate_arithmetic(d, 1, cfg.digits, cfg.terms, cfg.operations)
         seen = {p.question for p in train}
@@ -129,16 +148,28 @@ def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Probl
         val = [allp[i] for i in order[:n_val]]
         train = [allp[i] for i in order[n_val:]]
     else:
-        roots = [Path(cfg.data_dir)] if cfg.data_dir else [cache_root() / "splits", PACKAGED_SPLITS]
-        have = [r for r in roots if (r / f"{cfg.dataset}.train.jsonl").exists()
-                and (r / f"{cfg.dataset}.val.jsonl").exists()]
-        if not have:
-            raise ConfigError(
-                f"no calibrated split {cfg.dataset!r} in {roots[0]}; run `isocompute llm calibrate` first"
-            )
-        root = have[0]
-        tr, va = root / f"{cfg.dataset}.train.jsonl", root / f"{cfg.dataset}.val.jsonl"
-        train, val = tasks.load_jsonl(tr), tasks.load_jsonl(va)
+        # a tiny LM's splits are calibrated on it: <cache>/splits/<name>, then the shipped data/<name>
+        sub = (tiny_name(cfg.model) or "tiny") if tiny else ""
+        roots = [Path(cfg.data_dir)] if cfg.data_dir else [
+            cache_root() / "splits" / sub if sub else cache_root() / "splits", PACKAGED_SPLITS / sub]
+        parts = MIXES.get(cfg.dataset, ((cfg.dataset, 1.0),))
+        split_sets = []
+        for name, _ in parts:
+            have = [r for r in roots if (r / f"{name}.train.jsonl").exists()
+                    and (r / f"{name}.val.jsonl").exists()]
+            if not have:
+                raise ConfigError(
+                    f"no calibrated split {name!r} in {roots[0]}; run `isocompute llm calibrate` first"
+                )
+            root = have[0]
+            split_sets.append((tasks.load_jsonl(root / f"{name}.train.jsonl"),
+                               tasks.load_jsonl(root / f"{name}.val.jsonl")))
+        if len(parts) == 1:
+            train, val = split_sets[0]
+        else:
+            shares = [w for _, w in parts]
+            train = _mix([s[0] for s in split_sets], shares)
+            val = _mix([s[1] for s in split_sets], shares)
     if cfg.d:
         train = train[: cfg.d]
     if cfg.d_val:
@@ -421,7 +452,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     from llm_backend.packed import make_packed_batch
 
     path = resolve_model(cfg.model, cfg.cache_dir)
-    model_name = Path(cfg.model).name if cfg.model else default_model_dir(cfg.cache_dir).name
+    model_name = Path(cfg.model).name if cfg.model else default_model_dir(cfg.cache_dir).name  # tiny: "tiny"
     train, val = load_problems(cfg)
     tok = load_tokenizer(path)
     model = load_model(path, cfg.device)

@@ -138,7 +138,10 @@ def load_jsonl(path: str | Path) -> list[Problem]:
 
 
 def build_prompt(tokenizer, question: str) -> str:
-    """The question through the model's chat template (generation prompt appended)."""
+    """The question through the model's chat template (generation prompt appended); a tokenizer with its
+    own `build_prompt` (the tiny LMs' character tokenizer: the question as it is) decides itself."""
+    if callable(getattr(tokenizer, "build_prompt", None)):
+        return tokenizer.build_prompt(question)
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

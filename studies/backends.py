@@ -175,17 +175,18 @@ def tidy_pass1(run_id: str, compute, splits: dict[str, np.ndarray | None]) -> pd
 
 
 class LLMAdapter:
-    """GRPO on a real causal LM (llm_backend/). `lm`: a local HF folder, or None / "smollm2" for the prepared
-    SmolLM2. Backend options: other LLMConfig fields (engine, max_new_tokens, train_dtype...)."""
+    """GRPO on a real causal LM (llm_backend/). `lm`: a local HF folder, "tiny" / "small" for the shipped tiny
+    LMs, or None / "smollm2" for the prepared SmolLM2. Backend options: other LLMConfig fields (engine,
+    max_new_tokens, train_dtype...)."""
 
     name = "llm"
 
     def llm_config(self, cfg: RunConfig):
-        from llm_backend.config import ConfigError, LLMConfig
+        from llm_backend.config import ConfigError, LLMConfig, config_for
 
         if cfg.model is not None:
             raise StudiesError(f"model is a simulator policy preset ({cfg.model!r}); the llm backend takes "
-                               "--lm (a local HF folder or smollm2)")
+                               "--lm (tiny, small, smollm2 or a local HF folder)")
         # problem_seed pairs runs by their problem set and initial policy; on the llm backend both are fixed
         # (the calibrated split, the LM), so every run is paired whatever its value (sweeps set it)
         kwargs = engine_kwargs(cfg, {f.name: f for f in fields(LLMConfig)}, "llm", rename={"lm": "model"},
@@ -193,7 +194,7 @@ class LLMAdapter:
         if kwargs.get("model") in ("smollm2", "default"):
             kwargs["model"] = None
         try:
-            return LLMConfig(**kwargs)
+            return config_for(**kwargs)  # a tiny LM's defaults (engine kv, lr...) where nothing was set
         except ConfigError as e:
             raise StudiesError(str(e)) from None
 

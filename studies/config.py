@@ -37,7 +37,9 @@ class RunConfig:
     model: str | None = _f(None,
         "Simulator policy preset: tabular, linear, mlp, interference, skills (None: tabular); sim only.")
     lm: str | None = _f(None,
-        "Language model of the llm backend: a local HF folder or smollm2 (None: the packaged SmolLM2).")
+        "Language model of the llm backend: tiny or small (shipped Llama-architecture LMs of 0.2M / 1M "
+        "parameters trained from scratch on digit arithmetic, ~1000x cheaper per rollout), smollm2 or a "
+        "local HF folder (None: the prepared SmolLM2).")
     dataset: str = _f("easy",
         "Difficulty preset relative to the base policy: easy, hard, xhard, veasy, dual, tri.")
     n: int = _f(8, "Rollouts per problem, the GRPO group size n.")
