@@ -1,0 +1,316 @@
+"""docs/GROUP_STD.md and docs/figs/group_std.png from the group-std study's measurements (issue 24).
+
+Everything is drawn from `studies.claims.groupstd.measure` output and from `studies.claims.wgain`; no number
+is
+typed by hand. The derivation text states formulas; its numbers come from `w_gain`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+import numpy as np
+
+from studies.claims.common import budget_text
+from studies.claims.groupstd import GROUP_KL, NONE_KL, PLATEAU_FRAC, RISE, RULED_OUT_BELOW
+from studies.claims.wgain import saturation_n, w_gain, w_limit
+
+W_NS = (2, 8, 32, 128, 512)
+W_PS = (0.01, 0.1, 0.5, 0.9, 0.99)
+
+
+def _ci(c: dict) -> str:
+    if not np.isfinite(c.get("diff", np.nan)):
+        return "n/a"
+    return f"{c['diff']:+.4f} [{c['lo']:+.4f}, {c['hi']:+.4f}] ({c['wins']}/{c['seeds']})"
+
+
+def _best(c: dict) -> str:
+    if "n_small" not in c:
+        return "n/a"
+    return f"n={c['n_large']} − n={c['n_small']}: {c['diff']:+.4f} ± {c['ci']:.4f}"
+
+
+def _star(s, iv) -> str:
+    if s is None:
+        return "n/a"
+    return f"{s} [{iv[0]}, {iv[1]}]" if iv and iv[0] is not None else str(s)
+
+
+def w_lines() -> list[str]:
+    """The gain table: w_n(p) under the three conventions, its limit and where it saturates."""
+    head = "| n | " + " | ".join(f"p = {p:g}" for p in W_PS) + " |"
+    out = [
+        "w_n(p), group std, sample (Bessel; the default `adv_std=sample`) / population; `none` is (n - 1)/n "
+        "at every p:",
+        "",
+        head,
+        "|---|" + "---|" * len(W_PS),
+    ]
+    for n in W_NS:
+        cells = [f"{float(w_gain(p, n)):.3f} / {float(w_gain(p, n, std='population')):.3f}" for p in W_PS]
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    out.append("| ∞ | " + " | ".join(f"{float(w_limit(p)):.3f}" for p in W_PS) + " |")
+    eps = [1 - float(w_gain(0.01, n, eps=1e-4) / w_gain(0.01, n)) for n in W_NS]
+    sat = {p: saturation_n(p) for p in (0.5, 0.1, 0.01)}
+    none = ", ".join(f"n={n}: {float(w_gain(0.5, n, 'none')):.4g}" for n in W_NS)
+    out += [
+        "",
+        " ".join(
+            [
+                f"`none`: {none} (every p).",
+                "adv_eps = 1e-4 (the default) lowers the sample-std gain at p = 0.01 by "
+                + ", ".join(f"{e:.1e}" for e in eps)
+                + f" at n = {', '.join(map(str, W_NS))} (bound adv_eps sqrt(n)).",
+                "90% of the limit 1/sqrt(p (1 - p)) is reached at n = "
+                + ", ".join(f"{v} for p = {p:g}" for p, v in sat.items())
+                + ": about 2.5 / min(p, 1 - p) at small p, the issue's 'n ~ 1 / min(p, 1 - p)' within that "
+                "factor.",
+            ]
+        ),
+    ]
+    return out
+
+
+DERIVATION = [
+    "With 0/1 rewards, a group of n rollouts has c ~ Binomial(n, p) correct and mean m = c / n; the "
+    "project's "
+    "advantages (sandbox/grpo.py `advantages`, docs/CONTRACTS.md) are A = (r - m) / (σ + adv_eps) under "
+    "`scale_rewards=group` (σ = sqrt(m (1 - m)) population, sqrt(m (1 - m) n / (n - 1)) sample; A = 0 when "
+    "σ = 0) and A = r - m under `none`. On the correct logit of a softmax the surrogate's gradient is "
+    "(c A_correct - S p) / n with S = Σ_j A_j = 0, so",
+    "",
+    "E[update | p] = w_n(p) · ∂p/∂z,  w_n(p) = E_c[m (1 - m) / den(m)] / (p (1 - p)),",
+    "",
+    "den = σ + adv_eps (group) or 1 (none). Without eps: group, population std: w = E[sqrt(m (1 - m))] / "
+    "(p (1 - p)); group, sample std: sqrt((n - 1) / n) times that (the issue's formula is this sample-std "
+    "form); none: w = (n - 1) / n exactly. As n → ∞ both group forms tend to 1 / sqrt(p (1 - p)). "
+    "`studies.claims.wgain.w_gain` computes it by exact enumeration over c; tests/science/test_wgain.py "
+    "checks "
+    "it against a brute force over all 2^n reward vectors, the engine's `sandbox.theory.expected_update` and "
+    "a Monte-Carlo average of the simulator's own advantage and logit-gradient kernels.",
+]
+
+
+def arm_tables(res: dict, arms: list[str], unit: str, scale: float = 1.0) -> list[str]:
+    """Contrasts, n* and tuned lrs per budget for each arm (`scale` turns compute into the shown unit)."""
+    first = res[arms[0]]
+    bs = first["budgets"]
+    x = (lambda b: budget_text(b)) if scale == 1.0 else (lambda b: f"{b / scale:g}")
+    out = [
+        f"Paired contrast largest n − smallest n (record reward, lr tuned per arm, n and budget on the "
+        f"tuning "
+        f"seeds; mean [95% CI] (seeds the larger n wins)) at each {unit}:",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(f"| {x(b)} | " + " | ".join(_ci(res[a]["rows"][j]["extreme"]) for a in arms) + " |")
+    out += [
+        "",
+        f"Best large n (>= 32) − best small n (<= 8) at each {unit} (mean ± 95% CI):",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(f"| {x(b)} | " + " | ".join(_best(res[a]["rows"][j]["best"]) for a in arms) + " |")
+    out += [
+        "",
+        "n*(C) of the FrontierFit frontier over (n, tuned lr) arms, reported seeds [bootstrap 95% "
+        "interval over seeds]; growth = last / first:",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(
+            f"| {x(b)} | "
+            + " | ".join(_star(res[a]["stars"][j], (res[a]["stars_ci"] or [None] * len(bs))[j]) for a in arms)
+            + " |"
+        )
+    out.append("| growth | " + " | ".join(f"{res[a]['growth']:.3g}x" for a in arms) + " |")
+    out += [
+        "",
+        "Tuned lr per n (tuning seeds), at each budget:",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(
+            f"| {x(b)} | "
+            + " | ".join(", ".join(f"{n}: {lr:g}" for n, lr in res[a]["rows"][j]["lr"].items()) for a in arms)
+            + " |"
+        )
+    ns = sorted({n for a in arms for n in res[a]["to_plateau"]["need"]})
+    out += [
+        "",
+        f"Top-budget record reward per n (reported seeds, mean ± 95% CI) and the compute each n needs to "
+        f"reach {PLATEAU_FRAC:.0%} of the best plateau (the best n's top-budget reward; '-': not reached):",
+        "",
+        "| arm | plateau | " + " | ".join(f"n={n}" for n in ns) + " |",
+        "|---|---|" + "---|" * len(ns),
+    ]
+    for a in arms:
+        tp, top = res[a]["to_plateau"], res[a]["rows"][-1]["per_n"]
+        cells = []
+        for n in ns:
+            r = top.get(n)
+            need = tp["need"].get(n)
+            rv = "n/a" if r is None else (f"{r[0]:.3f} ± {r[1]:.3f}" if np.isfinite(r[1]) else f"{r[0]:.3f}")
+            cells.append(f"{rv}; {budget_text(need) if need else '-'}")
+        out.append(f"| {a} | {tp['plateau']:.3f} | " + " | ".join(cells) + " |")
+    edges = [(a, e) for a in arms for e in res[a]["edges"]]
+    open_ = [(a, e) for a, e in edges if not e["saturated"]]
+    out += [
+        "",
+        f"lr optima on an edge of the grid ({', '.join(f'{v:g}' for v in first['grid'])}): "
+        f"{len(open_)} open, {len(edges) - len(open_)} saturated (reward within half a validation problem of "
+        "the next lr inward: a plateau along lr)"
+        + (
+            ": "
+            + "; ".join(
+                f"{a} n={e['n']}@{budget_text(e['budget'])}: {e['reward']:.4f} at {e['lr']:g} "
+                f"vs {e['inner']:.4f} at {e['inner_lr']:g}" + (" (saturated)" if e["saturated"] else "")
+                for a, e in edges
+            )
+            if edges
+            else ""
+        )
+        + ".",
+    ]
+    return out
+
+
+def render(x: dict, cmd: str, fig: Path | None) -> str:
+    size = x["size"]
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    w = x["wall"]
+    arms = list(x["arms"])
+    lines = [
+        f"# Group-std gain and n*(C) under a tuned lr (issue 24, {size.name} mode)",
+        "",
+        f"Generated by `{cmd}` on {now}: {w['runs']} runs, their own wall time {w['runs_s']:.0f} s "
+        f"(summed over runs), this command {w['elapsed_s']:.0f} s (runs reused from the results "
+        "directory are not rerun). Every number is computed from the stored runs of the declared studies "
+        "(studies/claims/groupstd.py, through studies.declared) or from studies/claims/wgain.py.",
+    ]
+    if size.name == "quick":
+        lines += ["", "**Quick mode**: tiny sizes for CI; the verdicts test the machinery, not the science."]
+    if "verdict" in x:
+        v, why = x["verdict"]
+        lines += ["", f"**Verdict (n vs m, the issue's rule): {v}.** {why}"]
+    if "fb_verdict" in x:
+        v, why = x["fb_verdict"]
+        lines += ["", f"Fixed total batch, the same rule read on its arms: **{v}.** {why}"]
+    if fig is not None:
+        lines += ["", f"![w_n(p) and n*(C) per arm]({Path('figs') / Path(fig).name})"]
+    lines += ["", "## The gain w_n(p)", ""] + DERIVATION + [""] + w_lines()
+    ov = {k: v for k, v in size.over if k != "snapshots"}
+    lines += [
+        "",
+        "## Simulator: n vs m",
+        "",
+        f"Setup: preset interference (Adam), easy, {', '.join(f'{k} = {v}' for k, v in ov.items())}, "
+        f"bp = {size.bp}, n in {list(size.ns)}, budgets {budget_text(size.budgets[0])}..."
+        f"{budget_text(size.top)} (each run to the top, 32 log-spaced evaluations), arms "
+        + ", ".join(f"`{a.key}` ({a.label})" for a in size.arms)
+        + f"; Adam lr grid {', '.join(f'{v:g}' for v in size.lrs)}; lr tuned per (arm, n, budget) on seeds "
+        f"{size.tune_seeds}, everything reported on seeds {size.report_seeds} "
+        f"({len(size.report_seeds)}); bootstrap {size.boot} resamples.",
+        "",
+        f"Rule (fixed before the runs): shown if `{GROUP_KL}` has a top-budget contrast (largest − smallest "
+        f"n) with CI above 0 and n*(C) rising >= {RISE:g}x (last / first), while `{NONE_KL}` is flat (CI "
+        f"containing 0 or below); ruled out if the `{GROUP_KL}` contrast's upper bound is below "
+        f"+{RULED_OUT_BELOW:g}; otherwise inconclusive.",
+        "",
+    ]
+    lines += arm_tables(x["arms"], arms, "budget C")
+    if x.get("fixed_batch"):
+        B = size.batch
+        lines += [
+            "",
+            "## Simulator: fixed total batch B = bp · n (finding 3 under a tuned lr)",
+            "",
+            f"Setup: as above with B = {B}, n in {list(size.batch_ns)} (bp = B / n), steps M = C / B; the "
+            "same arms, lr grid and seeds; n* is the best n at each step count.",
+            "",
+        ]
+        lines += arm_tables(x["fixed_batch"], list(x["fixed_batch"]), "steps M", scale=float(B))
+    lines += [
+        "",
+        "## Tiny LM (issue 24 part 3)",
+        "",
+        x.get(
+            "llm_note",
+            "Not run in this report: "
+            "`isocompute groupstd --backend llm` declares it through the same code path "
+            "(SIZES['llm']: easy split, bp 16, n 2..64, budgets to 2^18, both scale arms, 5 lrs, 4 reported "
+            "seeds) and needs the llm backend's `--lm tiny`.",
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_figure(x: dict, path: Path) -> None:
+    """Three panels: w_n(p) curves; n*(C) per arm with bootstrap intervals; the largest − smallest n contrast
+    per arm with its 95% CI."""
+    from matplotlib.figure import Figure
+
+    from studies.plots import n_cmap
+    from studies.store import atomic_save_figure
+
+    fig = Figure(figsize=(15, 4.4), constrained_layout=True)
+    ax = fig.subplots(1, 3)
+    p = np.concatenate([np.geomspace(1e-3, 0.5, 60), 1 - np.geomspace(1e-3, 0.5, 60)[::-1][1:]])
+    cm = n_cmap()
+    for i, n in enumerate(W_NS):
+        col = cm(i / (len(W_NS) - 1))
+        ax[0].plot(p, w_gain(p, n), color=col, label=f"n={n} group")
+        ax[0].plot(p, w_gain(p, n, "none"), color=col, ls=":", lw=1)
+    ax[0].plot(p, w_limit(p), color="k", ls="--", lw=1, label="n → ∞")
+    ax[0].set(
+        xscale="logit",
+        yscale="log",
+        xlabel="pass rate p",
+        ylabel="w_n(p)",
+        title="gain of std-normalised advantages (dotted: none)",
+    )
+    ax[0].legend(fontsize=7)
+    res = x["arms"]
+    for k, (a, r) in enumerate(res.items()):
+        bs = np.array(r["budgets"], dtype=float) * (1 + 0.03 * (k - 1.5))
+        s = np.array([np.nan if v is None else v for v in r["stars"]], dtype=float)
+        iv = r["stars_ci"] or [(None, None)] * len(bs)
+        lo = np.array([np.nan if v[0] is None else v[0] for v in iv], dtype=float)
+        hi = np.array([np.nan if v[1] is None else v[1] for v in iv], dtype=float)
+        ax[1].errorbar(bs, s, yerr=[s - lo, hi - s], marker="o", capsize=3, label=a)
+        c = [row["extreme"] for row in r["rows"]]
+        d = np.array([v["diff"] for v in c])
+        h = np.array([v["ci"] for v in c])
+        ax[2].errorbar(bs, d, yerr=h, marker="o", capsize=3, label=a)
+    ax[1].set(
+        xscale="log",
+        yscale="log",
+        xlabel="compute C (rollouts)",
+        ylabel="n*(C)",
+        title="n*(C), tuned lr (bootstrap 95%)",
+    )
+    ax[1].legend(fontsize=7)
+    first = next(iter(res.values()))["rows"][0]["extreme"]
+    ax[2].axhline(0, color="k", lw=0.8)
+    ax[2].set(
+        xscale="log",
+        xlabel="compute C (rollouts)",
+        ylabel=f"reward n={first['n_large']} − n={first['n_small']}",
+        title="paired contrast, tuned lr (95% CI)",
+    )
+    ax[2].legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save_figure(fig, path, dpi=110)
+
+
+__all__ = ["render", "w_lines", "write_figure"]
