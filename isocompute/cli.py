@@ -31,6 +31,7 @@ LAZY = {
     "llm": ("llm_backend.cli", "llm"),
     "figs": ("paper_figs.cli", "figs"),
     "claims": ("studies.claims", "claims"),
+    "groupstd": ("studies.claims.groupstd", "groupstd"),
     "plan": ("studies.plan", "plan"),
     "predict": ("studies.predict", "predict"),
 }
