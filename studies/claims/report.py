@@ -9,6 +9,7 @@ judge them by its written rule. No number in the report is typed by hand; sectio
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,7 +155,8 @@ def render(plan: Plan, outcomes: list[Outcome], seconds: float, results: Path | 
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Markdown file to write (default: docs/CLAIMS.md, or results/CLAIMS-quick.md with --quick).",
+    help="Markdown file to write (default: docs/CLAIMS.md, or results/CLAIMS-quick.md with --quick); the "
+    "numbers the README quotes go beside it as .json.",
 )
 @click.option(
     "--results",
@@ -183,6 +185,10 @@ def claims(
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
     atomic_write_text(out, md)
+    # the numbers the README's science paragraph quotes (studies.readme), beside the report
+    from studies.readme import summary_of
+
+    atomic_write_text(out.with_suffix(".json"), json.dumps(summary_of(plan, outcomes), indent=1) + "\n")
     for o in outcomes:
         click.echo(f"{o.section.key:10s} {o.verdict}")
     click.echo(f"wrote {out}")
