@@ -151,6 +151,11 @@ class _Main(click.Group):
         except BrokenPipeError:
             _quiet_stdout()  # `isocompute fit DIR | head -1`: the reader has what it wanted
             code = 0
+        except SystemExit:  # click turns a closed pipe inside a command into a silent exit 1
+            if type(sys.stdout).__name__ != "_PacifyFlushWrapper":  # click's mark that it met EPIPE
+                raise
+            _quiet_stdout()
+            code = 0
         except click.ClickException as e:
             click.echo(f"error: {one_line(e.format_message())}", err=True)
             code = 2 if isinstance(e, click.UsageError) else e.exit_code

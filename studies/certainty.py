@@ -11,10 +11,11 @@ n = 16..256 were within 0.002 of each other. This module holds the one definitio
   tabular preset's val_mean, whose validation problems share no parameters with the training ones).
 - **edge**: n* at the budget equal to the largest n tried (the answer may lie beyond: extend the grid), or to
   the smallest one when that is above GRPO's floor MIN_N = 2.
-- **flat set**: the n whose reward at the budget lies inside the reward interval of the best n there. The
-  interval comes from resamples (bootstrap over runs, i.e. seeds, within each n): `plan` refits the pilots'
-  curves per resample (the budget may lie beyond the data), `fit` / `plot` / `predict` resample the runs'
-  measured record reward at the budget (`run_reward_samples`, cheap, inside the data).
+- **flat set**: the n whose reward at the budget the seeds cannot tell from the best n's there: its reward
+  interval reaches the best's (they overlap; `flat_set`). The intervals come from resamples (bootstrap over
+  runs, i.e. seeds, within each n): `plan` refits the pilots' curves per resample (the budget may lie
+  beyond the data), `fit` / `plot` / `predict` resample the runs' measured record reward at the budget
+  (`run_reward_samples`, cheap, inside the data).
 - **expected regret** of recommending n: the mean over resamples of (best reward of the resample - reward of
   n in it), the decision-theoretic cost of the choice under the seed noise (Bayes regret with the bootstrap
   as the posterior; 0 when n wins every resample).
@@ -175,24 +176,29 @@ def optimistic_reward(last: float, slope: float, doublings: float) -> float:
 
 def flat_set(keys: Sequence, point: np.ndarray, samples: np.ndarray, level: float = LEVEL
              ) -> tuple[list, Any, list[float]]:
-    """(the configurations within the reward interval of the best, the best, that interval [lo, hi]).
+    """(the configurations the resamples cannot tell from the best, the best, the best's interval [lo, hi]).
 
-    best = the arg-max of the point rewards (ties to the smaller configuration); its interval = the
-    (1 - level) / 2 and (1 + level) / 2 quantiles of its resampled rewards; a configuration is in the set
-    when its point reward reaches the interval's lower end."""
+    best = the arg-max of the point rewards (ties to the smaller configuration); a configuration's interval
+    = the (1 - level) / 2 and (1 + level) / 2 quantiles of its resampled rewards (widened to hold its point
+    reward); it is in the set when its interval reaches the best's lower end (the two overlap). Overlap and
+    not "its point inside the best's interval": a curve whose plateau is shorter has a lower record under
+    the same noise, so its point can fall a hair below an interval that its own spread covers."""
     p = np.asarray(point, dtype=float)
+    s = np.asarray(samples, dtype=float)
     ok = np.isfinite(p)
     if not ok.any():
         return [], None, [math.nan, math.nan]
-    best = int(np.nanargmax(np.where(ok, p, -np.inf)))
-    col = np.asarray(samples, dtype=float)[:, best]
-    col = col[np.isfinite(col)]
-    if col.size == 0:
-        lo = hi = float(p[best])
-    else:
+
+    def interval(j: int) -> tuple[float, float]:
+        col = s[:, j][np.isfinite(s[:, j])] if s.ndim == 2 and s.shape[0] else np.empty(0)
+        if col.size == 0:
+            return float(p[j]), float(p[j])
         lo, hi = (float(v) for v in np.quantile(col, [(1 - level) / 2, (1 + level) / 2]))
-    lo = min(lo, float(p[best]))
-    members = [k for k, v, o in zip(keys, p, ok, strict=True) if o and v >= lo]
+        return min(lo, float(p[j])), max(hi, float(p[j]))
+
+    best = int(np.nanargmax(np.where(ok, p, -np.inf)))
+    lo, hi = interval(best)
+    members = [k for j, k in enumerate(keys) if ok[j] and interval(j)[1] >= lo]
     return members, keys[best], [lo, hi]
 
 
@@ -215,9 +221,9 @@ def flat_note(members: Sequence, best: Any, interval: Sequence[float], by: str =
     if len(members) < 2:
         return None
     shown = ", ".join(f"{v:g}" if isinstance(v, float | int) else str(v) for v in members)
-    return (f"flat frontier at the budget: {by} = {shown} lie within the {level:.0%} reward interval "
-            f"[{interval[0]:.4g}, {interval[1]:.4g}] of the best ({by} = {best:g}); any of them is as good "
-            f"as these seeds can tell")
+    return (f"flat frontier at the budget: the {level:.0%} reward intervals of {by} = {shown} reach the "
+            f"best's [{interval[0]:.4g}, {interval[1]:.4g}] ({by} = {best:g}, measured); any of them is as "
+            "good as these seeds can tell")
 
 
 # ---------------------------------------------------------------------------------------- whole answers

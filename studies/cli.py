@@ -411,7 +411,14 @@ def _load(path: Path, columns: list[str], fmt: str = "auto", n: int | None = Non
     for col, v in (("n", n), ("bp", bp)):  # a plain table without the column: the flag fills it
         if v is not None and col not in table.columns:
             table[col] = v
-    require_columns(table, columns, where=str(path))
+    try:
+        require_columns(table, columns, where=str(path))
+    except StudiesError as e:
+        flags = [f"--{c} VALUE" for c in ("n", "bp") if c in columns and c not in table.columns]
+        if not flags:
+            raise
+        raise StudiesError(f"{e}; for a log that does not record it, pass {' / '.join(flags)} (one value, or "
+                           "one per PATH)") from None
     return table
 
 

@@ -201,8 +201,8 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, n_rec: f
                budget: float, samples: np.ndarray, level: float, metric: str, enough: bool,
                notes: list[str]) -> dict[str, Any]:
     """How sure the recommendation is (studies.certainty), from the bootstrap refits: the recommended set
-    (every n whose expected reward at the budget lies inside the best n's reward interval), the expected
-    regret of n_rec, ties of the pilots' frontier, and n* on the grid's edge. Notes go to `notes`."""
+    (every n whose reward interval at the budget reaches the best n's, or still rising toward it), the
+    expected regret of n_rec, ties of the pilots' frontier, and n* on the grid's edge. Notes go to `notes`."""
     from studies.certainty import (
         edge_note,
         expected_regret,
@@ -258,8 +258,8 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, n_rec: f
         flat = [v for v in members if v not in rising]
         if len(flat) > 1:
             shown = ", ".join(f"{v:g}" for v in flat)
-            notes.append(f"flat at the budget: the expected reward of every n in {{{shown}}} lies inside the "
-                         f"{level:.0%} interval [{interval[0]:.4g}, {interval[1]:.4g}] of the best "
+            notes.append(f"flat at the budget: the reward intervals of n in {{{shown}}} reach the best's "
+                         f"{level:.0%} interval [{interval[0]:.4g}, {interval[1]:.4g}] "
                          f"(n = {best:g}); any of them is as good as these pilots can tell")
         if rising:
             shown = ", ".join(f"{k:g} (+{v['slope_per_doubling']:.3f})" for k, v in rising.items())
@@ -304,8 +304,8 @@ def print_plan(p: dict[str, Any], echo=click.echo) -> None:
     c = p.get("certainty") or {}
     if c.get("expected_regret") is not None:
         members = ", ".join(map(str, c.get("recommended_set") or []))
-        echo(f"  recommended set (expected reward inside the best n's {level}% interval): {{{members}}}; "
-             f"expected regret of n = {r['n']}: {c['expected_regret']:.4f} {p['metric']}")
+        echo(f"  recommended set (reward interval reaching the best n's {level}% one, or rising toward it): "
+             f"{{{members}}}; expected regret of n = {r['n']}: {c['expected_regret']:.4f} {p['metric']}")
 
 
 @click.command("plan")

@@ -432,10 +432,10 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
         ns = list(n_grid)
         base = scli._config(n=ns[0], bp=bp, budget=target, seed=0, **kw)
         cfgs, skipped = pilot_configs(base, ns, target, pilot_fraction, seeds)
+        scli.check_configs(cfgs)  # bad input fails before --out is created, and before any note
         if skipped:
             click.echo(f"note: n = {','.join(map(str, skipped))} left out (one step exceeds the pilot "
                        "budget)", err=True)
-        scli.check_configs(cfgs)  # bad input fails before --out is created
         if out_dir is None:
             key = hashlib.sha1("|".join(sorted(c.run_id for c in cfgs)).encode()).hexdigest()[:10]
             out_dir = Path("results") / "predict" / key
