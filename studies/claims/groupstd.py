@@ -38,7 +38,7 @@ from studies.claims.selection import directional_growth, select_on_heldout
 from studies.config import StudiesError
 from studies.declared import StudySpec, Tables, run_studies
 from studies.frontier import FrontierFit
-from studies.store import atomic_write_text, check_output_dir, check_output_file
+from studies.store import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
 SHOWN, RULED_OUT, INCONCLUSIVE = "shown", "ruled out", "inconclusive"
 RULED_OUT_BELOW = 0.01
@@ -76,8 +76,11 @@ ARMS = (
 GROUP_KL, NONE_KL = "group-kl1", "none-kl1"
 """The two arms the verdict reads."""
 
-ADAM_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
-"""Half-decade steps around the mechanism study's tuned lrs (0.003..0.03 at 2^16 on the same preset)."""
+ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+"""Half-decade steps around the mechanism study's tuned lrs (0.003..0.03 at 2^16 on the same preset), up to
+1.0 for the KL arms (the first n = 2 runs peaked at 0.1-0.3 there). 1e-4 was in the first grid and dropped
+to fit the machine (load ~15 on 2 cores): on the first n = 2 runs (n vs m and fixed batch) its tuning-seed
+record reward was below 3e-4's in every arm at 2^14 and 2^20."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,8 @@ class Size:
     """Total batch B = bp * n of the fixed-batch part (None: not run)."""
     batch_ns: tuple[int, ...] = ()
     boot: int = BOOT
+    verdict_arms: tuple[str, str] = (GROUP_KL, NONE_KL)
+    """(group arm, none arm) the verdict rule reads: the KL arms (the LM size: its one KL setting)."""
 
     @property
     def top(self) -> int:
@@ -121,7 +126,7 @@ SIZES = {
         ns=(2, 8, 32, 128),
         bp=32,
         budgets=tuple(2**k for k in range(14, 21)),
-        seeds=10,
+        seeds=8,
         tune=2,
         lrs=ADAM_LRS,
         over=_SIM_OVER,
@@ -156,6 +161,7 @@ SIZES = {
         over=(("lm", "tiny"),),
         arms=(Arm("group-kl0", "group", 0.0), Arm("none-kl0", "none", 0.0)),
         boot=100,
+        verdict_arms=("group-kl0", "none-kl0"),
     ),
 }
 PRESETS = {"sim": {"interference": {"model": "interference"}}, "llm": {"interference": {}}}
@@ -437,16 +443,38 @@ def verdict(group_kl: dict, none_kl: dict) -> tuple[str, str]:
 
 
 # ----------------------------------------------------------------------------------------------- pipeline
-def measure(t: Tables, size: Size) -> dict:
-    out = {"arms": {}, "fixed_batch": {}}
-    for arm in size.arms:
-        out["arms"][arm.key] = measure_arm(t[spec(size, arm).name], size)
+def measure(t: Tables, size: Size, jobs: int = 1, progress: bool = False) -> dict:
+    """measure_arm of every arm (n vs m and fixed batch), in `jobs` spawned processes (each arm is a pure
+    function of its table; the bootstrap refits the frontier hundreds of times), then the verdicts."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    tasks = [("arms", arm.key, spec(size, arm)) for arm in size.arms]
+    if size.batch:
+        tasks += [("fixed_batch", arm.key, spec(size, arm, True)) for arm in size.arms]
+    tables = [t[st.name] for _, _, st in tasks]
+    bar = tqdm(total=len(tasks), desc="groupstd readout", unit="arm", disable=not progress)
+    out: dict = {"arms": {}, "fixed_batch": {}}
+    if jobs > 1:
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(tasks)), mp_context=mp.get_context("spawn")
+        ) as pool:
+            futs = [pool.submit(measure_arm, tab, size) for tab in tables]
+            for (part, key, _), fut in zip(tasks, futs, strict=True):
+                out[part][key] = fut.result()
+                bar.update()
+    else:
+        for (part, key, _), tab in zip(tasks, tables, strict=True):
+            out[part][key] = measure_arm(tab, size)
+            bar.update()
+    bar.close()
+    g, z = size.verdict_arms
+    if g in out["arms"] and z in out["arms"]:
+        out["verdict"] = verdict(out["arms"][g], out["arms"][z])
         if size.batch:
-            out["fixed_batch"][arm.key] = measure_arm(t[spec(size, arm, True).name], size)
-    if GROUP_KL in out["arms"] and NONE_KL in out["arms"]:
-        out["verdict"] = verdict(out["arms"][GROUP_KL], out["arms"][NONE_KL])
-        if size.batch:
-            out["fb_verdict"] = verdict(out["fixed_batch"][GROUP_KL], out["fixed_batch"][NONE_KL])
+            out["fb_verdict"] = verdict(out["fixed_batch"][g], out["fixed_batch"][z])
     return out
 
 
@@ -474,7 +502,7 @@ def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> t
         desc="groupstd runs",
     )
     t = Tables(results, plan)
-    x = measure(t, size)
+    x = measure(t, size, jobs, progress)
     x["wall"] = {
         "elapsed_s": time.perf_counter() - t0,
         "runs_s": wall_seconds(t, studies),
@@ -511,26 +539,40 @@ def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> t
     default=None,
     help="Figure (default docs/figs/group_std.png; none with --quick unless given).",
 )
+@click.option(
+    "--link",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Markdown file that gets a marked block with the verdict and a link to the report (default "
+    "docs/MECHANISMS.md in full mode, none otherwise).",
+)
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
-@click.option("--progress/--no-progress", default=False, help="Progress bar of the runs on stderr.")
+@click.option("--progress/--no-progress", default=False, help="Progress bars of the runs and the readout.")
 def groupstd(
     quick: bool,
     backend: str,
     results: Path | None,
     out: Path | None,
     fig: Path | None,
+    link: Path | None,
     jobs: int,
     progress: bool,
 ) -> None:
     """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
-    from studies.claims.groupstd_report import render, write_figure
+    from studies.claims.groupstd_report import LINK_BEGIN, LINK_END, link_block, render, write_figure
 
     key = "llm" if backend == "llm" else ("quick" if quick else "full")
     size = SIZES[key]
-    results = results or Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
+    default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
+    given_results = results
+    results = results or default_results
     out = out or (Path("docs/GROUP_STD.md") if key == "full" else Path(f"results/GROUP_STD-{key}.md"))
     if fig is None and key == "full":
         fig = Path("docs/figs/group_std.png")
+    if link is None and key == "full":
+        link = Path("docs/MECHANISMS.md")
+    if link is not None and not link.is_file():
+        raise click.UsageError(f"--link {link}: no such Markdown file")
     check_output_file(out)
     check_output_dir(results, what="--results")
     if fig is not None:
@@ -543,10 +585,13 @@ def groupstd(
         ["isocompute groupstd"]
         + (["--quick"] if quick else [])
         + (["--backend llm"] if backend == "llm" else [])
+        + ([f"--results {given_results}"] if given_results not in (None, default_results) else [])
     )
     if fig is not None:
         write_figure(x, fig)
     atomic_write_text(out, render(x, cmd, fig))
+    if link is not None:
+        write_marked_block(link, LINK_BEGIN, LINK_END, link_block(x, cmd, out, link))
     click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
     click.echo(f"wrote {out}")
 

@@ -201,13 +201,27 @@ def test_quick_command_end_to_end(tmp_path):
 
     from studies.claims.groupstd import groupstd
 
-    out, fig = tmp_path / "GS.md", tmp_path / "gs.png"
-    res = CliRunner().invoke(
-        groupstd, ["--quick", "--results", str(tmp_path / "r"), "--out", str(out), "--fig", str(fig)]
-    )
+    out, fig, link = tmp_path / "GS.md", tmp_path / "gs.png", tmp_path / "MECH.md"
+    link.write_text("# Mechanisms\n\nkept text\n")
+    args = [
+        "--quick",
+        "--results",
+        str(tmp_path / "r"),
+        "--out",
+        str(out),
+        "--fig",
+        str(fig),
+        "--link",
+        str(link),
+    ]
+    res = CliRunner().invoke(groupstd, args)
     assert res.exit_code == 0, res.output
+    linked = link.read_text()
+    assert linked.startswith("# Mechanisms\n\nkept text\n") and "(GS.md)" in linked and "**n vs m: " in linked
     md = out.read_text()
     assert "Verdict (n vs m, the issue's rule)" in md and "Fixed total batch" in md and fig.stat().st_size > 0
     assert any(v in res.output for v in (SHOWN, RULED_OUT, INCONCLUSIVE))
     bad = CliRunner().invoke(groupstd, ["--quick", "--results", str(out)])  # a file, not a directory
     assert bad.exit_code == 2
+    bad = CliRunner().invoke(groupstd, ["--quick", "--link", str(tmp_path / "missing.md")])
+    assert bad.exit_code == 2 and not (tmp_path / "missing.md").exists()
