@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -507,6 +508,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     if mixed is not None:
         mixed.refresh()
     own_engine = engine is None and cfg.engine != "vllm"
+    t_engine = time.perf_counter()
     if engine is None and cfg.engine == "vllm":  # one engine per process, shared by the runs of a sweep
         opts = {k: v for k, v in engine_options(cfg).items() if k != "device"}
         engine = cached_engine(model, tok, str(path), seed=cfg.seed, **opts)
@@ -514,6 +516,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
         engine = make_engine(cfg.engine, model, tok, str(path), seed=cfg.seed, **engine_options(cfg))
     else:
         engine.sync_weights(model)
+    t_engine = time.perf_counter() - t_engine
     base = {
         "backend": "llm",
         "model": model_name,
@@ -531,11 +534,23 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
         from tqdm import tqdm
 
         bar = tqdm(total=M, initial=start, desc=f"llm n={cfg.n} bp={cfg.bp}", leave=False)
+        bar.write(f"llm: engine {cfg.engine} ({cfg.engine_dtype}) ready in {t_engine:.1f} s; {M} steps of "
+                  f"{cfg.batch} rollouts, {len(evals)} evaluations of {len(val)} problems x k = {cfg.k}",
+                  file=sys.stderr)
+
+    def say(line: str) -> None:
+        """One progress line per phase with --progress (issue 28: a bar at 0/M for minutes said nothing)."""
+        if bar is not None:
+            bar.write(line, file=sys.stderr)  # beside the bar; stdout stays for results
 
     train_sample = train_eval_sample(train, cfg)
 
     def record(step: int, last: dict | None) -> None:
+        say(f"llm: step {step}/{M}: evaluating {len(val) + len(train_sample)} problems x {cfg.k} samples")
+        t_eval = time.perf_counter()
         metrics, p1, p1_train = _evaluate(engine, tok, val, cfg, step, train_sample)
+        t_eval = time.perf_counter() - t_eval
+        say(f"llm: step {step}/{M}: val_mean {metrics['val_mean']:.3f} ({t_eval:.1f} s)")
         nan = math.nan
         rows.append(
             {
@@ -629,6 +644,9 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                 "t_step": t3 - t0,
             }
             steps_log.append(last)
+            roll_s = max(t1 - t0, 1e-9)
+            say(f"llm: step {step}/{M}: rollout {roll_s:.1f} s ({n_tok / roll_s:.0f} tokens/s, {drawn} "
+                f"completions), train {t2 - t1:.1f} s, sync {sync_s:.2f} s, reward {step_reward:.3f}")
             if alloc is None:
                 if step in evals:
                     record(step, last)

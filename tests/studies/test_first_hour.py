@@ -286,3 +286,32 @@ def test_9_a_closed_pipe_exits_quietly(tmp_path):
     assert p.returncode == 0, err
     assert err.strip() == b"" or (b"Traceback" not in err and b"Broken pipe" not in err
                                   and b"Exception ignored" not in err), err
+
+
+@pytest.mark.llm
+def test_5_a_real_model_run_says_where_it_is(tmp_path, capsys):
+    """--progress on the llm backend: the engine start, each evaluation and each step's rollout (tokens/s),
+    train and sync phases as lines, on a randomly initialised 2-layer Llama with the SmolLM2 tokenizer."""
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from llm_backend.config import LLMConfig
+    from llm_backend.model import load_tokenizer, prepare
+    from llm_backend.runner import run
+
+    tok = load_tokenizer(prepare())
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "lm")
+    tok.save_pretrained(tmp_path / "lm")
+    run(LLMConfig(model=str(tmp_path / "lm"), engine="hf", dataset="arith", bp=2, n=2, budget=8,
+                  max_new_tokens=4, k=1, d_val=2, n_evals=2, train_eval=False, seed=0), progress=True)
+    err = capsys.readouterr().err
+    assert re.search(r"llm: engine hf \(\w+\) ready in [\d.]+ s; 2 steps of 4 rollouts", err), err
+    assert re.search(r"llm: step 0/2: evaluating 2 problems x 1 samples", err)
+    assert re.search(r"llm: step 0/2: val_mean [\d.]+ \([\d.]+ s\)", err)
+    assert re.search(r"llm: step 1/2: rollout [\d.]+ s \(\d+ tokens/s, 4 completions\), train [\d.]+ s", err)
+    assert re.search(r"llm: step 2/2: val_mean", err)

@@ -103,7 +103,7 @@ def pilot_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("pilots")
     args = ["predict", "--backend", "sim", "--model", "interference", "--n", "2,4,8", "--bp", "8",
             "--budget", "2^14", "--pilot-fraction", "0.25", "--seeds", "1", "--d", "64", "--d-val", "64",
-            "--jobs", "1", "--out", str(out), "--json"]
+            "--jobs", "1", "--out", str(out), "--json", "--no-progress"]
     res = CliRunner().invoke(main, args, catch_exceptions=False, standalone_mode=False)
     return out, json.loads(res.output.strip().splitlines()[-1])
 
