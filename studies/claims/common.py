@@ -5,6 +5,9 @@ problems and initial policy); differences and their SEs are taken per seed; CIs 
 seeds. "record" reward = a run's best-so-far value up to a budget (the record-breaking envelope the paper
 fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always the frontier of
 `studies.frontier.FrontierFit` (the estimator of `isocompute fit` and the gallery) at the budgets shown.
+Issue 25: every choice (an lr, a base lr, the best small and large n of a contrast) is made on seeds that are
+not reported (studies/claims/selection.py), growth is directional (last / first), and n* tables carry the
+seed-bootstrap interval of studies/bootstrap.py.
 """
 
 from __future__ import annotations

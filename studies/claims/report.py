@@ -119,7 +119,13 @@ def render(plan: Plan, outcomes: list[Outcome], seconds: float, results: Path | 
             f"Seeds: {plan.seeds} (0..{plan.seeds - 1}), paired across n (problem_seed = seed); ± is a 95%",
             f"t-interval over seeds. Top budget {budget_text(plan.top)} rollouts for finding 1 and theory,",
             f"{budget_text(plan.side_top)} elsewhere; {sizes}; B_p = {plan.bp} unless stated. 'record' =",
-            "best-so-far reward up to the budget, 'final' = reward when the budget is spent.",
+            "best-so-far reward up to the budget (oracle early stopping), 'final' = reward when the",
+            "budget is spent; verdicts that use one show the other beside it. Every lr, base lr and arm",
+            "(best small and large n of a contrast) is chosen on seeds that are not reported",
+            "(studies/claims/selection.py: 2-fold cross-fitting, or the tuning seeds of the mechanism",
+            "study). Growth of n* is directional",
+            "(last / first budget). n* [a-b]: 95% seed-bootstrap interval (seeds resampled, frontier",
+            "refitted; studies/bootstrap.py), 'undetermined' where it spans over half of the n grid.",
         ]),
     ]
     if quick:
