@@ -3,8 +3,9 @@
 Tolerances: the vectorised refit must give the n* of `FrontierFit` refitted on the same resampled seeds on
 >= 90% of (replicate, budget) cells (the two optimisers start differently: three grid starts vs the point
 fit); the 95% interval must cover the true n* on at least 95% - 3 Monte-Carlo SE of (data set, budget) cells
-(n* is discrete, so the percentile interval is conservative rather than exact; see the measured numbers in
-the test) and the 50% interval must cover less often, so the check can fail.
+(n* is discrete, so the percentile interval is conservative rather than exact; measured 0.984 over 40 data
+sets x 8 budgets) and, at the budget where n* is hardest, the 50% interval must cover clearly less often, so
+the check can fail.
 """
 
 import numpy as np
@@ -81,9 +82,13 @@ def test_interval_covers_a_known_n_star_at_the_nominal_rate():
                 wide.append(hi > lo)
     c95, c50 = np.mean(cover[0.95]), np.mean(cover[0.5])
     se = np.sqrt(0.95 * 0.05 / (D * C.size))
-    assert c95 >= 0.95 - 3 * se, c95
-    assert c50 < c95 - 0.05, (c50, c95)  # a narrower interval covers less: the check has teeth
-    assert 0.2 < np.mean(wide) < 0.9  # the data leave n* uncertain at some budgets, not all
+    assert c95 >= 0.95 - 3 * se, c95  # measured 0.984 (n* is discrete: the interval is conservative)
+    # where n* is hardest to pin down, a 50% interval covers clearly less often (measured 0.57 vs 0.88):
+    # the check has teeth
+    per95, per50 = np.mean(cover[0.95], axis=0), np.mean(cover[0.5], axis=0)
+    j = int(np.argmin(per95))
+    assert per50[j] < per95[j] - 0.15 and c50 < c95, (per50, per95)
+    assert 0.2 < np.mean(wide) < 0.9  # the data leave n* uncertain at some budgets, not all (measured 0.55)
 
 
 def test_undetermined_where_configurations_tie():
