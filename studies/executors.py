@@ -263,8 +263,9 @@ def code_runtime_env() -> dict:
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None) -> Iterator[None]:
+def ray_session(address: str | None, runtime_env: dict | None = None) -> Iterator[None]:
     """Connect to Ray (or start a local instance) unless the caller already did; shut down what we started.
+    `runtime_env` is the job's (Ray uploads local py_modules at the job level only, in `ray.init`).
 
     With an address: token authentication as `ray start --head` has it (_enable_client_token_auth), and a
     refusal for want of the right token is one line naming the setting (_auth_error)."""
@@ -273,6 +274,10 @@ def ray_session(address: str | None) -> Iterator[None]:
     except ImportError:
         raise StudiesError("the ray executor needs Ray: pip install 'isocompute[ray]'") from None
     if ray.is_initialized():
+        if runtime_env:
+            raise StudiesError("--ship-code needs the executor to start its own Ray session; with Ray "
+                               "already initialised, pass runtime_env=studies.executors.code_runtime_env() "
+                               "to ray.init")
         yield
         return
     _check_reachable(address)
@@ -282,7 +287,7 @@ def ray_session(address: str | None) -> Iterator[None]:
             _probe_auth(address)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING)
+                     logging_level=logging.WARNING, runtime_env=runtime_env)
         except (ConnectionError, ValueError, RuntimeError) as e:
             if _is_remote(address) and _is_auth_failure(e):
                 raise _auth_error(address) from None
@@ -338,18 +343,14 @@ def _execute_on_node(adapter: Adapter, cfg: RunConfig) -> Result:
     return result
 
 
-def _run_ray(tasks: list[tuple[Adapter, RunConfig]], on_result: Callable[[Result], None],
-             runtime_env: dict | None = None) -> None:
-    """One Ray task per run (inside `ray_session`); results are stored by the caller as they complete.
-    `runtime_env` goes on every task (not on the session: it then holds on a Ray the caller started too)."""
+def _run_ray(tasks: list[tuple[Adapter, RunConfig]], on_result: Callable[[Result], None]) -> None:
+    """One Ray task per run (inside `ray_session`); results are stored by the caller as they complete."""
     import ray
 
     nodes = _alive_nodes()
     node_cpus = int(min((n["CPU"] for n in nodes if n.get("CPU", 0) >= 1), default=1))
     opts = [ray_task_options(adapter, cfg, node_cpus) for adapter, cfg in tasks]
     _check_feasible(opts, nodes)
-    if runtime_env:
-        opts = [dict(o, runtime_env=runtime_env) for o in opts]
     remote = ray.remote(_execute_on_node)
     refs = {}
     try:
@@ -398,15 +399,13 @@ def run_sweep(configs: list[RunConfig], store: ResultStore, *, executor: str = "
         store.write_manifest()
     todo = [c for c in unique if not store.is_finished(c.run_id)]
     if executor == "ray" and todo:
-        runtime_env = code_runtime_env() if ship_code else None
-        with ray_session(address):
-            return _dispatch(todo, adapters, store, "ray", 1, progress, desc, t0, len(unique), runtime_env)
+        with ray_session(address, runtime_env=code_runtime_env() if ship_code else None):
+            return _dispatch(todo, adapters, store, "ray", 1, progress, desc, t0, len(unique))
     return _dispatch(todo, adapters, store, "local", jobs, progress, desc, t0, len(unique))
 
 
 def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: ResultStore, executor: str,
-              jobs: int | None, progress: bool, desc: str, t0: float, total: int,
-              runtime_env: dict | None = None) -> SweepSummary:
+              jobs: int | None, progress: bool, desc: str, t0: float, total: int) -> SweepSummary:
     summary = SweepSummary(total=total, skipped=total - len(todo))
     by_id = {c.run_id: c for c in todo}
     bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress or not todo, dynamic_ncols=True,
@@ -435,7 +434,7 @@ def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: Result
     tasks = [(adapters[c.run_id], c) for c in todo]
     try:
         if executor == "ray":
-            _run_ray(tasks, on_result, runtime_env)
+            _run_ray(tasks, on_result)
         else:
             _run_local(tasks, jobs or os.cpu_count() or 1, on_result)
     finally:
