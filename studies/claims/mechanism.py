@@ -11,6 +11,7 @@ from studies.claims.common import (
     ci,
     fmt,
     growth,
+    growth_text,
     n_star_rows,
     setup_text,
     stars,
@@ -105,12 +106,12 @@ def mech_body(x: dict) -> list[str]:
         "",
         "KL / weight-decay confound (same sweeps with a pull toward the initial policy):",
         "",
-        "| model | regulariser | n* per budget (record) | growth |",
+        "| model | regulariser | n* per budget (record) | growth (last / first) |",
         "|---|---|---|---|",
     ]
     for key, s in x["confound"].items():
         model, reg = key.split("|")
-        lines.append(f"| {model} | {reg} | {', '.join(map(str, s))} | {growth(s):.0f}x |")
+        lines.append(f"| {model} | {reg} | {', '.join(map(str, s))} | {growth_text(growth(s))} |")
     return lines
 
 
