@@ -720,6 +720,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
             report = fit_report(table, metric=metric, by="n")
         except ValueError as e:
             raise StudiesError(f"cannot fit {where}: {e}") from None
+        from studies.certainty import annotate_report
+
+        annotate_report(report, table, model=model)
         click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
         print_fit_report(_clean(report), every=4)
         try:

@@ -239,8 +239,8 @@ def test_7_docs_the_code_names_ship():
 
     readme = ROOT / "README.md"
     assert all(refs.resolves(r, readme) for r in refs.md_refs(readme.read_text()))
-    for name in ("PAPER.md", "DESIGN.md", "LLM_NOTES.md"):
-        assert (ROOT / "docs" / name).is_file()
+    for path in ("docs/PAPER.md", "docs/DESIGN.md", "docs/LLM_NOTES.md"):
+        assert (ROOT / path).is_file()
 
 
 # ------------------------------------------------------------------------------------------------------ 8
