@@ -305,8 +305,8 @@ def default_metric(paths: Iterable[str | Path]) -> tuple[str, str | None]:
 def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where: str = "the runs") -> None:
     """StudiesError (one line naming the fields) when the runs of `table` differ in a configuration field
     other than POOLABLE and `by`, unless `pool`. The configurations are the run records of results
-    directories (`table.attrs["configs"]`, {run_id: config}); for other tables, the RunConfig field names
-    that are columns of it."""
+    directories (`table.attrs["configs"]`, {run_id: config}); for other tables, the columns named like
+    RunConfig fields whose value is constant within every run (a logged lr schedule is not a config)."""
     if pool:
         return
     from studies.config import RunConfig
@@ -330,10 +330,14 @@ def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where
             have = sum(1 for rid, c in configs.items() if rid in ids and k in (c.get("options") or {}))
             if have < sum(1 for rid in configs if rid in ids):
                 values.setdefault(f"option {k}", set()).add("(unset)")
-    else:
+    elif "run_id" in table.columns:  # a user's table: config columns constant within each run
+        runs = table["run_id"].astype(str)
         for f in RunConfig.field_help():
             if f in table.columns and f not in allowed:
-                values[f] = set(map(repr, table[f].dropna().unique().tolist()))
+                col = table[f]
+                if (col.groupby(runs).nunique(dropna=False) > 1).any():
+                    continue  # it changes within a run (a logged lr schedule...): not a configuration
+                values[f] = set(map(repr, col.dropna().unique().tolist()))
     differ = {k: sorted(v) for k, v in values.items() if len(v) > 1}
     if differ:
         shown = "; ".join(f"{k} ({', '.join(v[:4])}{', ...' if len(v) > 4 else ''})"
