@@ -251,6 +251,9 @@ def test_8_readme_has_one_llm_study_paragraph_and_throughput_says_at_which_n():
     for line in text.splitlines():
         if "rollouts per second" in line or "rollouts/s" in line:
             assert re.search(r"n = \d", line), line
+    # the speed numbers live in the block generated from docs/sim_sweep.json, which says n
+    block = text.split("<!-- sim_sweep -->")[1]
+    assert "one step at n = 2 costs" in block
 
 
 # ------------------------------------------------------------------------------------------------------ 9
