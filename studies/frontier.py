@@ -199,7 +199,8 @@ class FrontierFit:
                 # R0 (the C -> 0 level) on its bound is common and harmless: curves often rise from their
                 # first evaluation on. A, C_mid or b on a bound means the data do not pin the curve down.
                 names = ", ".join(p for p in fit.at_bounds_ if p != "R0")
-                self.warnings_.append(f"{by}={_by_value(v)}: parameter(s) {names} at a bound")
+                also = " (R0 too, which is harmless)" if "R0" in fit.at_bounds_ else ""
+                self.warnings_.append(f"{by}={_by_value(v)}: parameter(s) {names} at a bound{also}")
         lo, hi = float(df[x].min()), float(df[x].max())
         self.grid_ = np.geomspace(lo, hi, int(self.grid_points)) if hi > lo else np.array([lo])
         self._build_frontier()

@@ -278,6 +278,17 @@ def test_9_minor_ones(tmp_path):
     assert plot_title((path,), "val_mean", "n", table).startswith(f"{path}: val_mean by n")
 
 
+def test_9_bounded_parameter_warnings_name_r0_too():
+    from studies.frontier import FrontierFit
+
+    t = synthetic_table({2: (0.0, 1.0, 1e5, 1.5), 8: (0.0, 1.0, 1e6, 1.5)}, seeds=2, c_max=1e6, noise=0.0)
+    ff = FrontierFit(metric="val_mean").fit(t)
+    for k, fit in ff.curves_.items():
+        shown = [w for w in ff.warnings_ if w.startswith(f"n={k}: parameter(s)")]
+        if fit.ok_ and set(fit.at_bounds_) - {"R0"}:
+            assert shown and (("R0 too" in shown[0]) == ("R0" in fit.at_bounds_)), (fit.at_bounds_, shown)
+
+
 def test_9_a_closed_pipe_exits_quietly(tmp_path):
     """`isocompute fit FILE | head -1`: the reader leaves before the output is written. Here it leaves
     before the first byte (the read end closed at once), so the write meets a closed pipe every time."""
