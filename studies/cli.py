@@ -653,9 +653,9 @@ def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag:
     path = paths[0]
     if out is None:
         out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
-    check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")
     metric = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
+    check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")  # after reading: bad input leaves nothing
     os.environ.setdefault("MPLBACKEND", "Agg")
     plot_frontier = _import("studies.plots", "plot_frontier")
     frontier_fit = _import("studies.frontier", "FrontierFit")

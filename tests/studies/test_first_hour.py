@@ -160,6 +160,12 @@ def test_4_bad_sweep_input_creates_nothing(tmp_path, bad):
     assert not out.exists()
 
 
+def test_4_bad_plot_input_creates_nothing(tmp_path):
+    out = tmp_path / "figs" / "f.png"
+    r = invoke("plot", tmp_path / "no-such-dir", "--out", out)
+    assert r.exit_code == 2 and not out.parent.exists(), r.output
+
+
 def test_4_bad_predict_input_creates_nothing(tmp_path):
     out = tmp_path / "p4"
     r = invoke("predict", "--model", "foo", "--budget", "2^14", "--out", out)
