@@ -35,6 +35,7 @@ import pandas as pd
 
 from studies.claims.common import ci, paired_contrast, tq
 from studies.claims.selection import directional_growth, select_on_heldout
+from studies.claims.wgain import w_gain
 from studies.config import StudiesError
 from studies.declared import StudySpec, Tables, run_studies
 from studies.frontier import FrontierFit
@@ -46,7 +47,7 @@ RULED_OUT_BELOW = 0.01
 RISE = 4.0
 """n*(C) must rise >= 4x over the budgets (last / first) for 'shown'."""
 PLATEAU_FRAC = 0.95
-BOOT = 200
+BOOT = 100
 """Bootstrap resamples of the reported seeds for the n*(C) intervals (seeded: the same on every run)."""
 
 
@@ -79,8 +80,16 @@ GROUP_KL, NONE_KL = "group-kl1", "none-kl1"
 ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 """Half-decade steps around the mechanism study's tuned lrs (0.003..0.03 at 2^16 on the same preset), up to
 1.0 for the KL arms (the first n = 2 runs peaked at 0.1-0.3 there). 1e-4 was in the first grid and dropped
-to fit the machine (load ~15 on 2 cores): on the first n = 2 runs (n vs m and fixed batch) its tuning-seed
-record reward was below 3e-4's in every arm at 2^14 and 2^20."""
+to fit the machine (load ~15 on 2 cores): on the first n = 2 runs (n vs m and fixed batch) its
+mean record reward (the seeds done) was below 3e-4's in every arm at 2^14 and 2^20."""
+
+KL_MID = round(float(w_gain(0.5, 2) / w_gain(0.5, 128)), 4)
+KL_EXT = round(float(w_gain(0.01, 2) / w_gain(0.01, 128)), 4)
+"""KL coefficients at which n = 2 has the ratio of policy-gradient gain to KL pull that n = 128 has with
+kl_coef = 1 at p = 1/2 (w_2 / w_128 = 0.356: the p-independent part of the gain) and at p = 0.01 (0.086: the
+gain at the extremes, which n = 128 reaches only there). If n = 2 at KL_MID already reaches n = 128's plateau,
+the overall gain against the KL pull suffices; if only KL_EXT does, the extremes' re-weighting is needed."""
+DIAG_ARMS = (Arm(f"group-kl{KL_MID:g}", "group", KL_MID), Arm(f"group-kl{KL_EXT:g}", "group", KL_EXT))
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,9 @@ class Size:
     batch_ns: tuple[int, ...] = ()
     boot: int = BOOT
     verdict_arms: tuple[str, str] = (GROUP_KL, NONE_KL)
+    diag: tuple[Arm, ...] = ()
+    """Diagnostic arms (not in the verdict), run at `diag_ns` only: which part of w_n(p) does the work."""
+    diag_ns: tuple[int, ...] = ()
     """(group arm, none arm) the verdict rule reads: the KL arms (the LM size: its one KL setting)."""
 
     @property
@@ -132,6 +144,8 @@ SIZES = {
         over=_SIM_OVER,
         batch=256,
         batch_ns=(2, 8, 32, 128),
+        diag=DIAG_ARMS,
+        diag_ns=(2, 8),
     ),
     "quick": Size(
         "quick",
@@ -157,7 +171,7 @@ SIZES = {
         budgets=tuple(2**k for k in range(12, 19, 2)),
         seeds=6,
         tune=2,
-        lrs=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
+        lrs=(3e-5, 1e-4, 3e-4, 1e-3, 3e-3),
         over=(("lm", "tiny"),),
         arms=(Arm("group-kl0", "group", 0.0), Arm("none-kl0", "none", 0.0)),
         boot=100,
@@ -168,8 +182,9 @@ PRESETS = {"sim": {"interference": {"model": "interference"}}, "llm": {"interfer
 """Policy role -> fields per backend: the simulator's interference preset (Adam); the LM's own defaults."""
 
 
-def spec(size: Size, arm: Arm, fixed_batch: bool = False) -> StudySpec:
-    """The declared study of one arm: an n-vs-m sweep (or the fixed-batch sweep) with one variant per lr."""
+def spec(size: Size, arm: Arm, fixed_batch: bool = False, ns: tuple[int, ...] | None = None) -> StudySpec:
+    """The declared study of one arm: an n-vs-m sweep (or the fixed-batch sweep) with one variant per lr;
+    `ns` overrides the n grid (the diagnostic arms)."""
     base = dict(size.over) | arm.over()
     kind = "fixed-batch" if fixed_batch else "n-vs-m"
     return StudySpec(
@@ -177,7 +192,7 @@ def spec(size: Size, arm: Arm, fixed_batch: bool = False) -> StudySpec:
         kind=kind,
         preset="interference",
         dataset="easy",
-        n=size.batch_ns if fixed_batch else size.ns,
+        n=ns or (size.batch_ns if fixed_batch else size.ns),
         bp=(size.bp,),
         batch=(size.batch,) if fixed_batch else (),
         budget=size.top,
@@ -193,6 +208,9 @@ def studies_of(size: Size) -> dict[str, StudySpec]:
         for fb in (False, True) if size.batch else (False,):
             st = spec(size, arm, fb)
             out[st.name] = st
+    for arm in size.diag:
+        st = spec(size, arm, ns=size.diag_ns)
+        out[st.name] = st
     return out
 
 
@@ -286,27 +304,17 @@ def _frontier_stars(keep: pd.DataFrame, budgets, metric: str) -> list:
 def boot_stars(
     keep: pd.DataFrame, budgets, seeds: list[int], reps: int, metric: str = "val_mean", rng_seed: int = 0
 ) -> list[tuple[int | None, int | None]]:
-    """Bootstrap over seeds of n*(C): resample the reported seeds with replacement (a drawn seed's runs get
-    fresh run ids, so a seed drawn twice counts twice in the seed mean), refit the frontier; the 2.5% and
-    97.5% quantiles of n* per budget (n* is discrete: quantiles of the draws, 'lower' / 'higher')."""
-    rng = np.random.default_rng(rng_seed)
-    by_seed = {s: keep.loc[keep["seed"] == s] for s in seeds}
-    draws = []
-    for _ in range(reps):
-        parts = [
-            by_seed[s].assign(run_id=by_seed[s]["run_id"] + f"~{i}", seed=i)
-            for i, s in enumerate(rng.choice(seeds, size=len(seeds), replace=True))
-        ]
-        draws.append(_frontier_stars(pd.concat(parts, ignore_index=True), budgets, metric))
-    out = []
-    for j in range(len(budgets)):
-        v = np.array([d[j] for d in draws if d[j] is not None], dtype=float)
-        out.append(
-            (None, None)
-            if v.size == 0
-            else (int(np.quantile(v, 0.025, method="lower")), int(np.quantile(v, 0.975, method="higher")))
-        )
-    return out
+    """95% percentile interval of n*(C) per budget from the seed bootstrap of the project
+    (studies.bootstrap.bootstrap_n_star: whole seeds resampled, the same frontier refitted), over the arms
+    (n, tuned lr) of `keep` on `seeds`, as n values."""
+    from studies.bootstrap import bootstrap_n_star
+
+    rows = keep.loc[keep["seed"].isin(list(seeds))]
+    ff = _Frontier(metric=metric, by="arm").fit(rows)
+    b = bootstrap_n_star(ff, rows, list(map(float, budgets)), reps=reps, rng_seed=rng_seed)
+    return [
+        (None, None) if lo is None else (int(lo), int(hi)) for lo, hi in zip(b["lo"], b["hi"], strict=True)
+    ]
 
 
 def plateau_grid(table: pd.DataFrame, top: float, per_octave: int = 2) -> list[float]:
@@ -454,9 +462,10 @@ def measure(t: Tables, size: Size, jobs: int = 1, progress: bool = False) -> dic
     tasks = [("arms", arm.key, spec(size, arm)) for arm in size.arms]
     if size.batch:
         tasks += [("fixed_batch", arm.key, spec(size, arm, True)) for arm in size.arms]
+    tasks += [("diag", arm.key, spec(size, arm, ns=size.diag_ns)) for arm in size.diag]
     tables = [t[st.name] for _, _, st in tasks]
     bar = tqdm(total=len(tasks), desc="groupstd readout", unit="arm", disable=not progress)
-    out: dict = {"arms": {}, "fixed_batch": {}}
+    out: dict = {"arms": {}, "fixed_batch": {}, "diag": {}}
     if jobs > 1:
         with ProcessPoolExecutor(
             max_workers=min(jobs, len(tasks)), mp_context=mp.get_context("spawn")
@@ -589,7 +598,7 @@ def groupstd(
     )
     if fig is not None:
         write_figure(x, fig)
-    atomic_write_text(out, render(x, cmd, fig))
+    atomic_write_text(out, render(x, cmd, fig, out))
     if link is not None:
         write_marked_block(link, LINK_BEGIN, LINK_END, link_block(x, cmd, out, link))
     click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
@@ -598,6 +607,9 @@ def groupstd(
 
 __all__ = [
     "ARMS",
+    "DIAG_ARMS",
+    "KL_EXT",
+    "KL_MID",
     "SIZES",
     "Arm",
     "Size",

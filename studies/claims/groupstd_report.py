@@ -8,6 +8,7 @@ typed by hand. The derivation text states formulas; its numbers come from `w_gai
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from pathlib import Path
 
 import numpy as np
@@ -188,7 +189,7 @@ def arm_tables(res: dict, arms: list[str], unit: str, scale: float = 1.0) -> lis
     return out
 
 
-def render(x: dict, cmd: str, fig: Path | None) -> str:
+def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD.md")) -> str:
     size = x["size"]
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     w = x["wall"]
@@ -210,7 +211,7 @@ def render(x: dict, cmd: str, fig: Path | None) -> str:
         v, why = x["fb_verdict"]
         lines += ["", f"Fixed total batch, the same rule read on its arms: **{v}.** {why}"]
     if fig is not None:
-        lines += ["", f"![w_n(p) and n*(C) per arm]({Path('figs') / Path(fig).name})"]
+        lines += ["", f"![w_n(p) and n*(C) per arm]({os.path.relpath(Path(fig), Path(out).parent)})"]
     lines += ["", "## The gain w_n(p)", ""] + DERIVATION + [""] + w_lines()
     ov = {k: v for k, v in size.over if k != "snapshots"}
     lines += [
@@ -243,6 +244,8 @@ def render(x: dict, cmd: str, fig: Path | None) -> str:
             "",
         ]
         lines += arm_tables(x["fixed_batch"], list(x["fixed_batch"]), "steps M", scale=float(B))
+    if x.get("diag"):
+        lines += [""] + diag_lines(x)
     lines += [
         "",
         "## Tiny LM (issue 24 part 3)",
@@ -258,10 +261,48 @@ def render(x: dict, cmd: str, fig: Path | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def diag_lines(x: dict) -> list[str]:
+    """Which part of w_n(p): n = 2 and 8 under group + KL with the KL coefficient lowered to give n = 2 the
+    gain-to-pull ratio of n = 128 at p = 1/2 or at p = 0.01, beside the group + KL 1 arm's n = 128."""
+    from studies.claims.groupstd import GROUP_KL, KL_EXT, KL_MID
+
+    ref = x["arms"].get(GROUP_KL)
+    out = [
+        "## Which part of w_n(p) does the work (diagnostic, not in the verdict)",
+        "",
+        "Under group + KL the ratio of the policy-gradient gain to the KL pull is w_n(p) / kl_coef. The arms "
+        f"below give n = 2 (and 8) kl_coef = w_2(1/2) / w_128(1/2) = {KL_MID:g} (the ratio n = 128 has at "
+        f"p = 1/2 with kl_coef = 1: the p-independent part of its gain) and w_2(0.01) / w_128(0.01) = "
+        f"{KL_EXT:g} (the ratio n = 128 has only at the extremes); same lr grid, tuning and reported seeds. "
+        "Top-budget record reward (reported seeds, mean ± 95% CI) at the tuned lr:",
+        "",
+        "| arm | n | reward | tuned lr |",
+        "|---|---|---|---|",
+    ]
+    rows = [(k, r) for k, r in x["diag"].items()] + ([(GROUP_KL, ref)] if ref else [])
+    for k, r in rows:
+        top = r["rows"][-1]
+        for n, (m, h) in sorted(top["per_n"].items()):
+            out.append(f"| {k} | {n} | {m:.3f} ± {h:.3f} | {top['lr'][n]:g} |")
+    edges = [(k, e) for k, r in x["diag"].items() for e in r["edges"]]
+    out += [
+        "",
+        "lr optima on a grid edge in these arms: "
+        + (
+            ", ".join(
+                f"{k} n={e['n']}@{budget_text(e['budget'])}: {e['lr']:g}"
+                + (" (saturated)" if e["saturated"] else "")
+                for k, e in edges
+            )
+            or "none"
+        )
+        + ".",
+    ]
+    return out
+
+
 def link_block(x: dict, cmd: str, out: Path, link: Path) -> str:
     """The paragraph `isocompute groupstd` keeps in docs/MECHANISMS.md: the verdicts, a link to the report."""
-    import os
-
     rel = os.path.relpath(Path(out), Path(link).parent)
     lines = [
         "## Group-std gain under a tuned lr (issue 24)",
@@ -312,6 +353,7 @@ def write_figure(x: dict, path: Path) -> None:
         d = np.array([v["diff"] for v in c])
         h = np.array([v["ci"] for v in c])
         ax[2].errorbar(bs, d, yerr=h, marker="o", capsize=3, label=a)
+    ns = sorted({n for r in res.values() for n in r["to_plateau"]["need"]})
     ax[1].set(
         xscale="log",
         yscale="log",
@@ -319,6 +361,8 @@ def write_figure(x: dict, path: Path) -> None:
         ylabel="n*(C)",
         title="n*(C), tuned lr (bootstrap 95%)",
     )
+    ax[1].set_yticks(ns, [str(n) for n in ns])
+    ax[1].minorticks_off()
     ax[1].legend(fontsize=7)
     first = next(iter(res.values()))["rows"][0]["extreme"]
     ax[2].axhline(0, color="k", lw=0.8)

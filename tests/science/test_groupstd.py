@@ -10,6 +10,8 @@ from studies.claims.groupstd import (
     ARMS,
     GROUP_KL,
     INCONCLUSIVE,
+    KL_EXT,
+    KL_MID,
     NONE_KL,
     RULED_OUT,
     SHOWN,
@@ -20,8 +22,10 @@ from studies.claims.groupstd import (
     measure_arm,
     records,
     spec,
+    studies_of,
     verdict,
 )
+from studies.claims.wgain import w_gain
 from studies.frontier import run_rewards
 from studies.sigmoid import sigmoid
 
@@ -191,6 +195,13 @@ def test_declaration_meets_the_issue():
     assert (base["scale_rewards"], base["kl_coef"]) == ("group", 1.0) and len(st.variants) == len(s.lrs)
     fb = spec(s, ARMS[2], fixed_batch=True)
     assert fb.kind == "fixed-batch" and fb.batch == (s.batch,) and fb.name != st.name
+    # the diagnostic arms: n = 2 given n = 128's gain-to-KL ratio at p = 1/2 and at p = 0.01
+    assert KL_MID == pytest.approx(float(w_gain(0.5, 2) / w_gain(0.5, 128)), abs=1e-4)
+    assert (
+        KL_EXT == pytest.approx(float(w_gain(0.01, 2) / w_gain(0.01, 128)), abs=1e-4) and KL_EXT < KL_MID < 1
+    )
+    dg = spec(s, s.diag[0], ns=s.diag_ns)
+    assert dg.n == (2, 8) and dict(dg.base)["kl_coef"] == KL_MID and dg.name in studies_of(s)
     llm = SIZES["llm"]
     assert llm.backend == "llm" and dict(llm.over)["lm"] == "tiny" and llm.bp == 16 and llm.top >= 2**18
 
