@@ -189,7 +189,14 @@ def _enable_client_token_auth() -> bool:
         )
     except ImportError:  # Ray < 2.59: `ray start --head` never turns token auth on by itself either
         return False
-    return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    # its "Token authentication is enabled for this Ray cluster" warning speaks to a head node, not to us
+    log = logging.getLogger(maybe_enable_token_auth_if_token_available.__module__)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        return maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        log.setLevel(level)
 
 
 def _auth_error(address: str) -> StudiesError:
