@@ -37,3 +37,47 @@ def invalidate_stale_kernels() -> None:
         stamp.write_text(key + "\n")
     except OSError:  # read-only install: Numba then caches elsewhere (or not at all); nothing to manage here
         return
+
+
+COMPILE_SECONDS = 60
+"""About how long the kernels of a first run take to compile with an empty cache: 57 s of CPU for the demo's
+two presets through run_many on the 2-core AMD EPYC, measured at load ~13 (benchmarks/sim_profile.py
+--compile); a rough figure for the notice."""
+NOTICE = f"compiling simulator kernels (first run only, ~{COMPILE_SECONDS} s)"
+_checked: set = set()
+
+
+def is_compiled(dispatcher, args: tuple) -> bool:
+    """Whether dispatcher(*args) runs without compiling: compiled in this process or found in Numba's cache.
+
+    Numba looks a call up by the argument types and, on disk, by an index key of (types, the CPU target, the
+    bytecode's hash) in the function's index file; this asks the same question with the same key (through
+    Numba's private cache API: if that changes, the answer is True, so at worst the notice is not shown)."""
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        if sig in dispatcher.overloads:
+            return True
+        cache = dispatcher._cache
+        key = cache._index_key(sig, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - a diagnostic: never fail a run over it
+        return True
+
+
+def notice_if_cold(key, calls) -> bool:
+    """Print `NOTICE` on stderr (above any tqdm bar) once per process if one of calls, (dispatcher, args)
+    pairs, would compile; `key` names the kind of run checked, so each is checked once. True if printed."""
+    if key in _checked:
+        return False
+    _checked.add(key)
+    if all(is_compiled(fn, args) for fn, args in calls):
+        return False
+    import sys
+
+    try:
+        from tqdm import tqdm
+
+        tqdm.write(NOTICE, file=sys.stderr)
+    except ImportError:
+        print(NOTICE, file=sys.stderr, flush=True)
+    return True

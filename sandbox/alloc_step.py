@@ -32,6 +32,7 @@ from sandbox.grpo import (
     HP_EPS,
     HP_KL,
     HP_LR,
+    HP_TINY,
     HP_WD,
     IP_ALLOC,
     IP_BP,
@@ -49,8 +50,11 @@ from sandbox.grpo import (
     ST_POS,
     ST_STEP,
     ST_T,
+    TINY,
     _any_nonzero,
     _categorical_counts,
+    _flush,
+    _flush_range,
     _opt_dense,
     _opt_row,
     _softmax_fast,
@@ -111,6 +115,7 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
     ent = hp[HP_ENT]
     adv_eps = hp[HP_ADV_EPS]
     budget = hp[HP_BUDGET]
+    tiny = hp[HP_TINY] if hp.shape[0] > HP_TINY else TINY
     par = hp[HP_A0: HP_A0 + al.N_PARAMS]
     has_priv = s_pr != 0.0
     quiet = kl == 0.0 and ent == 0.0
@@ -331,6 +336,9 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
                 if not silent[s]:
                     for kk in range(K):
                         pgrad[g, kk] += PG_[s, kk]
+        _flush_range(gshared, 0, S, tiny)  # as the fixed path (grpo.TINY)
+        for t in range(n_touched):
+            _flush_range(pgrad[touched[t]], 0, K, tiny)
         gn = _sumsq(gshared)
         for t in range(n_touched):
             g = touched[t]
@@ -342,24 +350,24 @@ def train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp
         acc[AC_UPDATES] += 1.0
         if S > 0:
             st[ST_T] += 1
-            pw[d, 0] *= b1
-            pw[d, 1] *= b2
+            pw[d, 0] = _flush(pw[d, 0] * b1, tiny)
+            pw[d, 1] = _flush(pw[d, 1] * b2, tiny)
             nz = _any_nonzero(gshared, 0, S)
             if nz:
                 moved[d] = True
             if nz or not (identity_if_zero or not moved[d]):
                 _opt_dense(theta, theta0, m1, m2, gshared, S, opt, lr, b1, b2, eps, wd,
-                           1.0 - pw[d, 0], 1.0 - pw[d, 1])
+                           1.0 - pw[d, 0], 1.0 - pw[d, 1], tiny)
         for t_i in range(n_touched):
             g = touched[t_i]
             row_t[g] += 1
-            pw[g, 0] *= b1
-            pw[g, 1] *= b2
+            pw[g, 0] = _flush(pw[g, 0] * b1, tiny)
+            pw[g, 1] = _flush(pw[g, 1] * b2, tiny)
             nz = _any_nonzero(pgrad[g], 0, K)
             if nz:
                 moved[g] = True
             if nz or not (identity_if_zero or not moved[g]):
                 _opt_row(theta, theta0, m1, m2, pgrad[g], S + g * K, K, opt, lr, b1, b2, eps, wd,
-                         1.0 - pw[g, 0], 1.0 - pw[g, 1])
+                         1.0 - pw[g, 0], 1.0 - pw[g, 1], tiny)
         st[ST_STEP] += 1
     return OK

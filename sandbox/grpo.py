@@ -22,14 +22,14 @@ One step, for each of the bp problems of the batch (shapes in comments):
    problems stay exactly independent; shared parameters use dense Adam. Work whose result is known to be
    zero or the identity is skipped exactly (`_train_kernel`).
 5. `_run_full` is the whole loop of one run (train to each evaluation step, evaluate, fill the row);
-   `_run_batch` runs many on numba threads (runner.run_many), each bit-identical to the run alone.
+   runner.run_many runs many on Python threads (it releases the GIL), each bit-identical to the run alone.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -45,6 +45,23 @@ PG, PPO, CISPO = 0, 1, 2
 # float hyperparameters hp[...]
 HP_LR, HP_B1, HP_B2, HP_EPS, HP_WD, HP_CLIP, HP_KL, HP_ENT, HP_ADV_EPS, HP_BUDGET = range(10)
 HP_A0 = 10  # hp[HP_A0: HP_A0 + allocators.N_PARAMS]: the allocator's parameters (sandbox/allocators.py)
+HP_TINY = HP_A0 + al.N_PARAMS  # hp[HP_TINY]: the flush threshold (TINY; 0: the unflushed arithmetic)
+TINY = 1e-30
+"""Flush threshold of the optimiser state (issue 27). Adam's first moment of a parameter that stops receiving
+gradient (a solved problem's row: its groups have no variance) decays as beta1^t, the bias-correction powers
+beta1^t, beta2^t likewise, and AdamW's pull toward theta0 = 0 shrinks a displacement geometrically. In IEEE
+doubles such a decay enters the subnormal range (beta1 = 0.9: ~6,700 updates) and then never reaches zero
+(0.9 x of a few subnormal ulps rounds back to itself), and x86 arithmetic on subnormals takes a slow path
+(a microcode assist on Intel): a step got slower the longer a run lasted (2^26-rollout runs 4.6x slower per
+step than 2^22 on an Intel Xeon). So the kernels set to exactly 0, after each update: |m1| < TINY,
+m2 < TINY^2 (m2 is a squared gradient), the powers below TINY, gradient entries |g| < TINY (before the norm
+and the moments, so g * g cannot underflow) and a decayed displacement |theta - theta0| < TINY.
+The same explicit arithmetic on every CPU (no FTZ/DAZ mode, which threads need not inherit). Effect: a
+power below TINY leaves 1 - power = 1 exactly; a moment below TINY moves theta by at most
+lr * TINY / ((1 - beta1) * adam_eps) = 1e-22 lr per update (adam_eps 1e-8), below half an ulp of any
+|theta| > 1e-6 lr, and m2 < TINY^2 changes sqrt(m2 / bc2) + eps by less than half an ulp of eps
+(adam_eps >= 1e-20). So tables are equal bit for bit to the unflushed arithmetic (hp[HP_TINY] = 0) on the
+runs tests/sandbox/test_sim_subnormal.py compares, including runs long enough to reach subnormals."""
 # int hyperparameters ip[...]
 (IP_N, IP_BP, IP_NEST, IP_OPT, IP_SCALE, IP_OBJ, IP_EPOCHS, IP_MB, IP_ZVF, IP_SAMPLE_STD, IP_SAMPLER,
  IP_LENS, IP_ALLOC) = range(13)
@@ -224,7 +241,7 @@ def _train_chunk(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     acc2 = np.concatenate([acc, np.zeros(N_ACC - acc.size)]) if acc.size < N_ACC else acc
     moved = np.ones(d + 1, dtype=np.bool_)
     code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2,
-                         pw, row_t, stamp, perm, st, acc2, hp2, ip2, rs, moved, al.new_history(d), m_end)
+                         pw, row_t, stamp, perm, st, acc2, hp2, ip2, rs, moved, None, m_end)
     acc[:] = acc2[: acc.size]
     return code
 
@@ -275,7 +292,8 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     A config with an allocator other than `fixed` (ip[IP_ALLOC]) runs `alloc_step.train_kernel_alloc`
     instead, which trains until m_end * bp * n rollouts are spent; this fixed path is the original one,
     untouched.
-    hist (d, allocators.N_HIST): the per-problem history the allocators read (unused here).
+    hist (d, allocators.N_HIST): the per-problem history the allocators read, or None for a fixed run: then
+    this specialisation has no allocator path (the cold compile of a fixed run is ~40% shorter, issue 22).
 
     pw: running powers (beta1^t, beta2^t) per private row (d, 2) and for the shared block (row d).
     moved (d + 1,) bool: whether private row g (row d: the shared block) has ever had a nonzero gradient.
@@ -284,10 +302,11 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     when that update is the identity (never moved: moments and displacement from theta0 are all zero; or
     plain SGD without decay). Its step counters and bias-correction powers still advance.
     """
-    if ip.shape[0] > IP_ALLOC and ip[IP_ALLOC] != al.A_FIXED:
-        return alloc_step.train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
-                                             theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip,
-                                             rs, moved, hist, m_end)
+    if hist is not None:  # pruned at compile time when hist is None: a fixed run never compiles the allocator
+        if ip.shape[0] > IP_ALLOC and ip[IP_ALLOC] != al.A_FIXED:
+            return alloc_step.train_kernel_alloc(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
+                                                 theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp,
+                                                 ip, rs, moved, hist, m_end)
     K = logp0.shape[1]
     n = ip[IP_N]
     bp = ip[IP_BP]
@@ -310,6 +329,7 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     kl = hp[HP_KL]
     ent = hp[HP_ENT]
     adv_eps = hp[HP_ADV_EPS]
+    tiny = hp[HP_TINY] if hp.shape[0] > HP_TINY else TINY
     has_priv = s_pr != 0.0
     quiet = kl == 0.0 and ent == 0.0  # then zero advantages give an exactly zero logit gradient
     identity_if_zero = opt == SGD and wd == 0.0  # a zero gradient leaves every parameter as it is
@@ -460,7 +480,10 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                     if not silent[b]:
                         for k in range(K):
                             pgrad[g, k] += PG_[i, k]
-            # --- gradient norm and divergence check
+            # --- gradient entries below TINY are 0 (their squares would underflow); norm, divergence check
+            _flush_range(gshared, 0, S, tiny)
+            for t in range(n_touched):
+                _flush_range(pgrad[touched[t]], 0, K, tiny)
             gn = _sumsq(gshared)
             for t in range(n_touched):
                 g = touched[t]
@@ -473,26 +496,26 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             # --- optimiser: dense on shared parameters
             if S > 0:
                 st[ST_T] += 1
-                pw[d, 0] *= b1
-                pw[d, 1] *= b2
+                pw[d, 0] = _flush(pw[d, 0] * b1, tiny)  # 1 - power is 1 exactly long before TINY
+                pw[d, 1] = _flush(pw[d, 1] * b2, tiny)
                 nz = _any_nonzero(gshared, 0, S)
                 if nz:
                     moved[d] = True
                 if nz or not (identity_if_zero or not moved[d]):
                     _opt_dense(theta, theta0, m1, m2, gshared, S, opt, lr, b1, b2, eps, wd,
-                               1.0 - pw[d, 0], 1.0 - pw[d, 1])
+                               1.0 - pw[d, 0], 1.0 - pw[d, 1], tiny)
             # --- lazy (per-row) optimiser on the private blocks of the problems in this update
             for t_i in range(n_touched):
                 g = touched[t_i]
                 row_t[g] += 1
-                pw[g, 0] *= b1
-                pw[g, 1] *= b2
+                pw[g, 0] = _flush(pw[g, 0] * b1, tiny)
+                pw[g, 1] = _flush(pw[g, 1] * b2, tiny)
                 nz = _any_nonzero(pgrad[g], 0, K)
                 if nz:
                     moved[g] = True
                 if nz or not (identity_if_zero or not moved[g]):
                     _opt_row(theta, theta0, m1, m2, pgrad[g], S + g * K, K, opt, lr, b1, b2, eps, wd,
-                             1.0 - pw[g, 0], 1.0 - pw[g, 1])
+                             1.0 - pw[g, 0], 1.0 - pw[g, 1], tiny)
         st[ST_STEP] += 1
     return OK
 
@@ -503,6 +526,28 @@ def _any_nonzero(x, lo, hi):
         if x[j] != 0.0:
             return True
     return False
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _flush(x, tiny):
+    """x, or exactly 0 where |x| < tiny (`TINY`); NaN stays NaN (the comparison is false), so divergence
+    checks still see it. A select, so the loops it is in still vectorise."""
+    return 0.0 if abs(x) < tiny else x
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _decay(t, t0, lr, wd, tiny):
+    """Decoupled decay t - lr wd (t - t0) toward t0; a displacement |t - t0| < tiny is set to 0 (t0), since
+    its geometric shrinking toward t0 = 0 would enter the subnormal range (`TINY`)."""
+    dlt = t - t0
+    return t0 if abs(dlt) < tiny else t - lr * wd * dlt
+
+
+@njit(cache=True, error_model="numpy")
+def _flush_range(x, lo, hi, tiny):
+    """`_flush` of x[lo:hi] in place (gradient entries, before the norm and the optimiser)."""
+    for j in range(lo, hi):
+        x[j] = _flush(x[j], tiny)
 
 
 @intrinsic
@@ -526,10 +571,11 @@ _U1 = np.uint64(1)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _adam4(theta, m1, m2, grad, j, i, lr, b1, b2, eps, bc1, bc2):
+def _adam4(theta, m1, m2, grad, j, i, lr, b1, b2, eps, bc1, bc2, tiny):
     """Adam (no decay) on theta[j:j+4] with gradient grad[i:i+4]: one basic block, every load before any
     store, unsigned indices, so that LLVM's SLP vectoriser packs the four lanes into one AVX2 vector (a loop
-    over 8 stays scalar). The IEEE operations per element are those of `_opt_update` (bit-identical)."""
+    over 8 stays scalar). The IEEE operations per element are those of `_opt_update`, the moments stored
+    flushed (`_flush`) as there (bit-identical)."""
     i0, j0 = np.uint64(i), np.uint64(j)  # unsigned indices: no negative-index wraparound selects, so the
     i1, j1 = i0 + _U1, j0 + _U1  # four addresses are provably adjacent
     i2, j2 = i1 + _U1, j1 + _U1
@@ -550,49 +596,60 @@ def _adam4(theta, m1, m2, grad, j, i, lr, b1, b2, eps, bc1, bc2):
     t1 = t1 - lr * (a1 / bc1) / (_llvm_sqrt(v1 / bc2) + eps)
     t2 = t2 - lr * (a2 / bc1) / (_llvm_sqrt(v2 / bc2) + eps)
     t3 = t3 - lr * (a3 / bc1) / (_llvm_sqrt(v3 / bc2) + eps)
+    tiny2 = tiny * tiny
+    a0, a1, a2, a3 = _flush(a0, tiny), _flush(a1, tiny), _flush(a2, tiny), _flush(a3, tiny)
+    v0, v1, v2, v3 = _flush(v0, tiny2), _flush(v1, tiny2), _flush(v2, tiny2), _flush(v3, tiny2)
     m1[j0], m1[j1], m1[j2], m1[j3] = a0, a1, a2, a3
     m2[j0], m2[j1], m2[j2], m2[j3] = v0, v1, v2, v3
     theta[j0], theta[j1], theta[j2], theta[j3] = t0, t1, t2, t3
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, bc1, bc2):
+def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, bc1, bc2, tiny=TINY):
     """`_opt_update` on theta[off:off+size] with gradient grad[:size], one branch-free loop per case so the
     K-long row vectorises; the same arithmetic per element (bit-identical). Adam rows of 8 use `_adam4`."""
     if size == ROW8 and opt != SGD and wd == 0.0:  # Adam on a row of 8: two SIMD blocks, same IEEE ops
-        _adam4(theta, m1, m2, grad, off, 0, lr, b1, b2, eps, bc1, bc2)
-        _adam4(theta, m1, m2, grad, off + 4, 4, lr, b1, b2, eps, bc1, bc2)
+        _adam4(theta, m1, m2, grad, off, 0, lr, b1, b2, eps, bc1, bc2, tiny)
+        _adam4(theta, m1, m2, grad, off + 4, 4, lr, b1, b2, eps, bc1, bc2, tiny)
         return
+    tiny2 = tiny * tiny
     if opt == SGD:
         for i in range(size):
             j = off + i
             if wd > 0.0:
-                theta[j] -= lr * wd * (theta[j] - theta0[j])
+                theta[j] = _decay(theta[j], theta0[j], lr, wd, tiny)
             theta[j] -= lr * grad[i]
     elif wd > 0.0:
         for i in range(size):
             j = off + i
-            theta[j] -= lr * wd * (theta[j] - theta0[j])
+            theta[j] = _decay(theta[j], theta0[j], lr, wd, tiny)
             gj = grad[i]
-            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
-            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
-            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+            a = b1 * m1[j] + (1.0 - b1) * gj
+            v = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (a / bc1) / (np.sqrt(v / bc2) + eps)
+            m1[j] = _flush(a, tiny)
+            m2[j] = _flush(v, tiny2)
     else:
         for i in range(size):
             j = off + i
             gj = grad[i]
-            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
-            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
-            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+            a = b1 * m1[j] + (1.0 - b1) * gj
+            v = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (a / bc1) / (np.sqrt(v / bc2) + eps)
+            m1[j] = _flush(a, tiny)
+            m2[j] = _flush(v, tiny2)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _opt_update(theta, theta0, m1, m2, grad, off, goff, size, opt, lr, b1, b2, eps, wd, bc1, bc2):
-    """SGD / Adam(W) on theta[off:off+size] with gradient grad[goff:goff+size]; decay pulls toward theta0."""
+def _opt_update(theta, theta0, m1, m2, grad, off, goff, size, opt, lr, b1, b2, eps, wd, bc1, bc2, tiny=TINY):
+    """SGD / Adam(W) on theta[off:off+size] with gradient grad[goff:goff+size]; decay pulls toward theta0.
+
+    The straightforward update, with the flushes of `TINY` (tiny = 0: none): the moments are stored as 0
+    below tiny (m1) and tiny^2 (m2) after theta's update, a decayed displacement below tiny becomes 0."""
     for i in range(size):
         j = off + i
         if wd > 0.0:
-            theta[j] -= lr * wd * (theta[j] - theta0[j])
+            theta[j] = _decay(theta[j], theta0[j], lr, wd, tiny)
         gj = grad[goff + i]
         if opt == SGD:
             theta[j] -= lr * gj
@@ -600,34 +657,41 @@ def _opt_update(theta, theta0, m1, m2, grad, off, goff, size, opt, lr, b1, b2, e
             m1[j] = b1 * m1[j] + (1.0 - b1) * gj
             m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
             theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+            m1[j] = _flush(m1[j], tiny)
+            m2[j] = _flush(m2[j], tiny * tiny)
 
 
 @njit(cache=True, error_model="numpy")
-def _opt_dense(theta, theta0, m1, m2, grad, size, opt, lr, b1, b2, eps, wd, bc1, bc2):
+def _opt_dense(theta, theta0, m1, m2, grad, size, opt, lr, b1, b2, eps, wd, bc1, bc2, tiny=TINY):
     """`_opt_update` on theta[:size] (the shared block), compiled so that the loop vectorises.
 
     Same arithmetic per element as `_opt_update` (bit-identical results); error_model="numpy" only drops
     Numba's zero-division checks, whose branches kept LLVM from vectorising (the dense Adam step over the
     2,344 mlp parameters at dim 64 was the largest single cost of a step).
     """
+    tiny2 = tiny * tiny
     if opt == SGD:
         for j in range(size):
             if wd > 0.0:
-                theta[j] -= lr * wd * (theta[j] - theta0[j])
+                theta[j] = _decay(theta[j], theta0[j], lr, wd, tiny)
             theta[j] -= lr * grad[j]
     elif wd > 0.0:
         for j in range(size):
-            theta[j] -= lr * wd * (theta[j] - theta0[j])
+            theta[j] = _decay(theta[j], theta0[j], lr, wd, tiny)
             gj = grad[j]
-            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
-            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
-            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+            a = b1 * m1[j] + (1.0 - b1) * gj
+            v = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (a / bc1) / (np.sqrt(v / bc2) + eps)
+            m1[j] = _flush(a, tiny)
+            m2[j] = _flush(v, tiny2)
     else:
         for j in range(size):
             gj = grad[j]
-            m1[j] = b1 * m1[j] + (1.0 - b1) * gj
-            m2[j] = b2 * m2[j] + (1.0 - b2) * gj * gj
-            theta[j] -= lr * (m1[j] / bc1) / (np.sqrt(m2[j] / bc2) + eps)
+            a = b1 * m1[j] + (1.0 - b1) * gj
+            v = b2 * m2[j] + (1.0 - b2) * gj * gj
+            theta[j] -= lr * (a / bc1) / (np.sqrt(v / bc2) + eps)
+            m1[j] = _flush(a, tiny)
+            m2[j] = _flush(v, tiny2)
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
@@ -842,7 +906,7 @@ N_STATS = 17
 S_TOKENS, S_BREW, S_ROLL, S_STEP = 13, 14, 15, 16  # S_ROLL: rollouts drawn so far; S_STEP: steps taken
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2, pw, row_t,
               stamp, perm, st, acc, hp, ip, rs, moved, hist, rs_eval, k_metric, sampled, snapshots, ev, e_lo,
               e_hi, prev_acc, p_train, p_val, stats, res):
@@ -850,7 +914,8 @@ def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     and (with snapshots) of p_train (E, d) / p_val (E, d_val) float32. res (3,) int64: rows filled so far,
     status code (OK; BAD_LOGITS / BAD_GRAD from training, 3 for non-finite metrics), step of divergence.
     prev_acc (N_ACC,) keeps the accumulators at the previous row between calls. The one loop of a run, used
-    by runner.run (one run) and `_run_batch` (threads over runs), so both give the same numbers bit for bit.
+    by runner.run (one run) and runner.run_many (Python threads over runs: nogil, so they run in parallel),
+    so both give the same numbers bit for bit.
     """
     n = ip[IP_N]
     row_p_train = np.empty(d)
@@ -894,22 +959,6 @@ def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
         for j in range(acc.shape[0]):
             prev_acc[j] = acc[j]
         res[0] = e + 1
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _run_batch(kind, X, U, F, dims, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2,
-               pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, hist, rs_eval, k_metric, sampled,
-               snapshots, ev, n_ev, prev_acc, p_train, p_val, stats, res, order, starts):
-    """R runs of one policy layout (arrays stacked on a leading run axis), threads over `starts`: thread t
-    runs order[starts[t]:starts[t+1]] one after the other (a balanced split made by the caller). Each run is
-    `_run_full` on its own slices, so it equals the run alone bit for bit."""
-    for t in prange(starts.shape[0] - 1):
-        for q in range(starts[t], starts[t + 1]):
-            r = order[q]
-            _run_full(kind, (X[r], U[r], F[r], dims[r]), S, s_sh, s_pr, d, offset[r], correct[r], lens[r],
-                      logp0[r], theta[r], theta0[r], m1[r], m2[r], pw[r], row_t[r], stamp[r], perm[r], st[r],
-                      acc[r], hp[r], ip[r], rs[r], moved[r], hist[r], rs_eval[r], k_metric[r], sampled[r],
-                      snapshots, ev[r], 0, n_ev[r], prev_acc[r], p_train[r], p_val[r], stats[r], res[r])
 
 
 # The allocator path's step lives in its own module (it imports the kernels above; resolved at compile time).

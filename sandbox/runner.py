@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from sandbox import allocators, grpo
+from sandbox import _cache, allocators, grpo
 from sandbox.blas import one_blas_thread
 from sandbox.config import SimConfig
 from sandbox.policies import Policy, build_policy
@@ -97,7 +98,7 @@ class RunState:
     ip: np.ndarray
     rs: np.ndarray
     rs_eval: np.ndarray
-    hist: np.ndarray
+    hist: np.ndarray | None
 
     @property
     def step(self) -> int:
@@ -125,7 +126,7 @@ def hyperparameters(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
     c = config
     code, params = allocators.parse(c.allocator, c.n)
     hp = np.array([c.effective_lr(), c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_eps, c.kl_coef,
-                   c.entropy_coef, c.adv_eps, float(c.budget), *params], dtype=np.float64)
+                   c.entropy_coef, c.adv_eps, float(c.budget), *params, grpo.TINY], dtype=np.float64)
     ip = np.array([c.n, c.bp, c.n_est, _OPT[c.optimizer], _SCALE[c.scale_rewards], _OBJ[c.objective],
                    c.ppo_epochs, c.minibatches, int(c.zero_variance_filter), int(c.adv_std == "sample"),
                    _SAMPLER[c.sampler], int(c.response_len > 0), code], dtype=np.int64)
@@ -134,6 +135,13 @@ def hyperparameters(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
 
 def prepare(config: SimConfig) -> RunState:
     """Problems, initial policy, optimiser state and random streams of a run at step 0."""
+    rstate = _initial_state(config)
+    rstate.logp0 = grpo.initial_log_probs(*rstate.policy.args(), rstate.theta, config.K)
+    return rstate
+
+
+def _initial_state(config: SimConfig) -> RunState:
+    """`prepare` without the KL reference logp0 (left uninitialised): no kernel call, so no compile."""
     if not isinstance(config, SimConfig):
         raise TypeError(f"expected a SimConfig, got {type(config).__name__}")
     problems = make_problems(config)
@@ -145,7 +153,7 @@ def prepare(config: SimConfig) -> RunState:
     hp, ip = hyperparameters(config)
     return RunState(
         config=config, problems=problems, policy=policy, theta=theta, theta0=policy.theta0.copy(),
-        logp0=grpo.initial_log_probs(*policy.args(), theta, config.K),
+        logp0=np.empty((d, config.K)),
         m1=np.zeros_like(theta), m2=np.zeros_like(theta),
         pw=np.ones((d + 1, 2)),  # running beta1^t, beta2^t per private row; row d for the shared block
         row_t=np.zeros(d, dtype=np.int64), stamp=np.zeros(d, dtype=np.int64),
@@ -153,8 +161,23 @@ def prepare(config: SimConfig) -> RunState:
         acc=np.zeros(grpo.N_ACC), hp=hp, ip=ip,
         rs=new_state(config.seed, 0),  # training stream: problem order and rollouts
         rs_eval=new_state(config.seed, 1),  # sampled metrics, so metric_mode never changes training
-        hist=allocators.new_history(d),  # per-problem history the allocators read
+        # per-problem history the allocators read; None for a fixed run (its kernels have no allocator path)
+        hist=None if config.allocator == "fixed" else allocators.new_history(d),
     )
+
+
+def notice_if_cold(config: SimConfig) -> bool:
+    """Say on stderr, before anything compiles, that the kernels of this kind of run are being compiled when
+    Numba's cache does not have them (sandbox/_cache.py: once per process and kind of run; True if said)."""
+    key = config.allocator == "fixed"
+    if key in _cache._checked:
+        return False
+    st = _initial_state(config)
+    ev, p_train, p_val, stats = _buffers(config)
+    run_args = (*st.policy.args(), *_kernel_args(st), config.snapshots, ev, 0, 1, st.acc.copy(), p_train,
+                p_val, stats, np.zeros(3, dtype=np.int64))
+    return _cache.notice_if_cold(key, [(grpo.initial_log_probs, (*st.policy.args(), st.theta, config.K)),
+                                       (grpo._run_full, run_args)])
 
 
 def _buffers(config: SimConfig, snapshots_shape: bool = True):
@@ -181,6 +204,7 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     if not isinstance(config, SimConfig):
         raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
     t0 = time.perf_counter()
+    notice_if_cold(config)
     rstate = prepare(config)
     ev, p_train, p_val, stats = _buffers(config)
     res = np.zeros(3, dtype=np.int64)
@@ -255,13 +279,6 @@ def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res,
                      reason=reason, info=info)
 
 
-def batch_key(config: SimConfig) -> tuple:
-    """Configs with equal keys share one array layout and can advance together in `run_many`: the same
-    policy model and sizes (any n, bp, seed, dataset, optimiser or objective)."""
-    c = config
-    return (c.model, c.d, c.d_val, c.K, c.dim, c.hidden, c.share, c.snapshots)
-
-
 def _cost(config: SimConfig) -> float:
     """Relative cost of a run for balancing threads: steps x problems per step, plus its evaluations."""
     c = config
@@ -269,28 +286,28 @@ def _cost(config: SimConfig) -> float:
         4.0 * c.n_evals * (c.d + c.d_val)
 
 
-def _split(costs: list[float], threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """Longest-processing-time-first split of runs over threads: (order, starts) for grpo._run_batch."""
+def _split(costs: list[float], threads: int) -> list[list[int]]:
+    """Longest-processing-time-first split of runs over threads: the runs of each thread, in order."""
     loads = [0.0] * threads
     lanes: list[list[int]] = [[] for _ in range(threads)]
     for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
         t = min(range(threads), key=lambda t: (loads[t], t))
         lanes[t].append(i)
         loads[t] += costs[i]
-    order = np.array([i for lane in lanes for i in lane], dtype=np.int64)
-    starts = np.cumsum([0] + [len(lane) for lane in lanes]).astype(np.int64)
-    return order, starts
+    return lanes
 
 
 @one_blas_thread
 def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimResult]:
-    """Run many configs in this process on `threads` numba threads (default and most: numba's thread count,
-    NUMBA_NUM_THREADS).
+    """Run many configs in this process on `threads` threads (default: numba's thread count,
+    NUMBA_NUM_THREADS; at most the number of runs).
 
-    Configs with the same `batch_key` advance in one parallel kernel call (`grpo._run_batch`), each run on
-    its own thread-local state; every result equals `run(config)` bit for bit (tests/sandbox/
-    test_sim_batch.py). Results come back in the order of `configs`; `info["seconds"]` is the group's wall
-    time shared out by cost.
+    Each run is `grpo._run_full` on its own state, called from a thread of a pool (the kernel releases the
+    GIL, so the threads run on separate cores); the runs share nothing, so every result equals `run(config)`
+    bit for bit whatever the thread count (tests/sandbox/test_sim_batch.py). Results come back in the order
+    of `configs`; `info["seconds"]` is the wall time shared out by cost. Python threads rather than a
+    numba prange: a `parallel=True` kernel cost ~60% of the first run's compile (issue 22) and bought
+    nothing here, each run being serial.
     """
     import numba
 
@@ -303,67 +320,32 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
     threads = numba.get_num_threads() if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    threads = min(threads, numba.config.NUMBA_NUM_THREADS)
-    groups: dict[tuple, list[int]] = {}
-    for i, c in enumerate(configs):
-        groups.setdefault(batch_key(c), []).append(i)
-    out: list[SimResult | None] = [None] * len(configs)
-    old_threads = numba.get_num_threads()
-    numba.set_num_threads(threads)
-    try:
-        for members in groups.values():
-            for i, r in zip(members, _run_group([configs[i] for i in members], threads), strict=True):
-                out[i] = r
-    finally:
-        numba.set_num_threads(old_threads)
-    return out  # type: ignore[return-value]
-
-
-def _run_group(configs: list[SimConfig], threads: int) -> list[SimResult]:
+    threads = min(threads, numba.config.NUMBA_NUM_THREADS, len(configs))
     t0 = time.perf_counter()
+    for c in {c.allocator == "fixed": c for c in configs}.values():
+        notice_if_cold(c)
     states = [prepare(c) for c in configs]
-    snap = configs[0].snapshots
-    bufs = [_buffers(c, snap) for c in configs]
-    R = len(configs)
-    E = max(b[0].size for b in bufs)
+    bufs = [_buffers(c) for c in configs]
+    res = [np.zeros(3, dtype=np.int64) for _ in configs]
 
-    def stack(arrays, pad_to=None, fill=0):
-        if pad_to is None:
-            return np.ascontiguousarray(np.stack(arrays))
-        shape = (len(arrays), pad_to, *arrays[0].shape[1:])
-        out = np.full(shape, fill, dtype=arrays[0].dtype)
-        for r, a in enumerate(arrays):
-            out[r, : a.shape[0]] = a
-        return out
+    def one(r: int) -> None:
+        rstate, (ev, p_train, p_val, stats) = states[r], bufs[r]
+        c = rstate.config
+        grpo._run_full(*rstate.policy.args(), *_kernel_args(rstate), c.snapshots, ev, 0, ev.size,
+                       rstate.acc.copy(), p_train, p_val, stats, res[r])
 
-    pol = states[0].policy
-    kind, _, S, s_sh, s_pr, d, _, _ = pol.args()
-    data = [s.policy.data for s in states]
-    ev = stack([b[0] for b in bufs], E)
-    n_ev = np.array([b[0].size for b in bufs], dtype=np.int64)
-    p_train = stack([b[1] for b in bufs], E, np.nan)
-    p_val = stack([b[2] for b in bufs], E, np.nan)
-    stats = stack([b[3] for b in bufs], E, np.nan)
-    fields_ = ("lens", "logp0", "theta", "theta0", "m1", "m2", "pw", "row_t", "stamp", "perm", "st", "acc",
-               "hp", "ip", "rs", "moved", "hist", "rs_eval")
-    arr = {f: stack([s.problems.lens if f == "lens" else getattr(s, f) for s in states]) for f in fields_}
-    prev_acc = arr["acc"].copy()
-    res = np.zeros((R, 3), dtype=np.int64)
-    order, starts = _split([_cost(c) for c in configs], min(threads, R))
-    X, U, F, dims = (stack([x[j] for x in data]) for j in range(4))
-    grpo._run_batch(kind, X, U, F, dims, S, s_sh, s_pr, d,
-                    stack([s.policy.offset for s in states]), stack([s.policy.correct for s in states]),
-                    arr["lens"], arr["logp0"], arr["theta"], arr["theta0"], arr["m1"], arr["m2"], arr["pw"],
-                    arr["row_t"], arr["stamp"], arr["perm"], arr["st"], arr["acc"], arr["hp"], arr["ip"],
-                    arr["rs"], arr["moved"], arr["hist"], arr["rs_eval"],
-                    np.array([c.k for c in configs], dtype=np.int64),
-                    np.array([c.metric_mode == "sampled" for c in configs]), snap, ev, n_ev, prev_acc,
-                    p_train, p_val, stats, res, order, starts)
+    def lane(runs: list[int]) -> None:  # OpenBLAS's thread count is process-wide: one_blas_thread holds it
+        for r in runs:
+            one(r)
+
+    lanes = _split([_cost(c) for c in configs], threads)
+    if threads == 1:
+        lane(lanes[0])
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for f in [pool.submit(lane, runs) for runs in lanes]:
+                f.result()
     wall = time.perf_counter() - t0
     costs = np.array([_cost(c) for c in configs])
-    results = []
-    for r, (c, s) in enumerate(zip(configs, states, strict=True)):
-        s.theta[:] = arr["theta"][r]  # the final parameters, as after run(c)
-        results.append(_result(c, s, bufs[r][0], p_train[r], p_val[r], stats[r], res[r],
-                               wall * costs[r] / costs.sum()))
-    return results
+    return [_result(c, s, b[0], b[1], b[2], b[3], r, wall * costs[i] / costs.sum())
+            for i, (c, s, b, r) in enumerate(zip(configs, states, bufs, res, strict=True))]
