@@ -280,6 +280,12 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
     if executor == "local":
         check_device(base)
     check_configs(configs)
+    if ship_code and executor != "ray":
+        raise StudiesError("--ship-code is for --executor ray")
+    if executor == "ray":
+        from studies.executors import check_ray_address
+
+        check_ray_address(address)  # unreachable, or the token refused: one line before --out exists
     check_output_dir(out_dir)
     with echo_warnings(), ResultStore(out_dir, study=study) as store:
         s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,

@@ -242,6 +242,24 @@ def _probe_auth(address: str, timeout: float = 10.0) -> None:
         channel.close()
 
 
+def check_ray_address(address: str | None) -> None:
+    """What `ray_session` checks before it connects (reachable, the token accepted), for a caller that wants
+    a bad address or token refused before it creates anything (the sweep command, before its --out)."""
+    if not _is_remote(address):
+        return
+    _check_reachable(address)
+    try:
+        import ray  # noqa: F401 - the probe's grpc stubs come with it
+    except ImportError:
+        raise StudiesError("the ray executor needs Ray: pip install 'isocompute[ray]'") from None
+    switched = _enable_client_token_auth()
+    try:
+        _probe_auth(address)
+    finally:
+        if switched:
+            os.environ.pop("RAY_AUTH_MODE", None)
+
+
 def _is_auth_failure(exc: BaseException) -> bool:
     seen = set()
     while exc is not None and id(exc) not in seen:

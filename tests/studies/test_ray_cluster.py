@@ -233,6 +233,7 @@ def test_a_sweep_on_a_two_node_cluster(tmp_path):
             lines = err.strip().splitlines()
             assert rc == 2 and out == "" and len(lines) == 1, err
             assert lines[0].startswith(f"error: the Ray cluster at {address}") and says in lines[0], err
+        assert not (tmp_path / "wrong").exists() and not (tmp_path / "none").exists()  # refused before --out
         assert "RAY_AUTH_MODE" in lines[0] and "~/.ray/auth_token" in lines[0]
 
         _wait_for("the worker node", worker.started, 180, [head.proc, worker.proc])

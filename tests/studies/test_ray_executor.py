@@ -145,6 +145,17 @@ def test_a_request_no_node_can_hold_fails_in_one_line():
     ex._check_feasible(gpu_run, [{"CPU": 2.0}, {"CPU": 1.0, "GPU": 1.0}])  # one node that can: no error
 
 
+def test_ship_code_without_the_ray_executor_is_bad_input(tmp_path):
+    from click.testing import CliRunner
+
+    from isocompute.cli import main
+
+    r = CliRunner().invoke(main, ["sweep", "n-vs-m", "--backend", "fake", "--n", "2", "--bp", "4", "--budget",
+                                  "64", "--ship-code", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2 and r.stderr.strip() == "error: --ship-code is for --executor ray", r.output
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("mode, names", [
     (None, ["no token was found", "~/.ray/auth_token", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE=disabled"]),
     ("token", ["refused this machine's auth token", "ray get-auth-token"]),
