@@ -212,6 +212,7 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
         lines += ["", f"Fixed total batch, the same rule read on its arms: **{v}.** {why}"]
     if fig is not None:
         lines += ["", f"![w_n(p) and n*(C) per arm]({os.path.relpath(Path(fig), Path(out).parent)})"]
+    lines += [""] + reading(x)
     lines += ["", "## The gain w_n(p)", ""] + DERIVATION + [""] + w_lines()
     ov = {k: v for k, v in size.over if k != "snapshots"}
     lines += [
@@ -261,6 +262,45 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
     return "\n".join(lines) + "\n"
 
 
+def _ctext(c: dict) -> str:
+    return f"n={c['n_large']} − n={c['n_small']} = {c['diff']:+.4f} [{c['lo']:+.4f}, {c['hi']:+.4f}]"
+
+
+def _side(c: dict) -> str:
+    """Where a contrast's CI lies: 'wins' (above 0), 'loses' (below 0) or 'does not differ' (contains 0)."""
+    if not (np.isfinite(c["lo"]) and np.isfinite(c["hi"])):
+        return "is not resolved"
+    return "wins" if c["lo"] > 0 else "loses" if c["hi"] < 0 else "does not differ (CI contains 0)"
+
+
+def reading(x: dict) -> list[str]:
+    """What the numbers say, in sentences drawn from them (each clause follows from the values shown)."""
+    arms = x["arms"]
+    out = []
+    for key, what in (("group-kl0", "group, no KL"), ("none-kl0", "none, no KL")):
+        if key not in arms:
+            continue
+        a = arms[key]
+        c = a["top"]
+        need = a["to_plateau"]["need"]
+        out.append(
+            f"{what}: at the top budget the largest n {_side(c)} ({_ctext(c)}); n* per budget "
+            f"{', '.join(map(str, a['stars']))}; compute to 95% of the plateau "
+            + ", ".join(f"n={n}: {budget_text(v) if v else '-'}" for n, v in need.items())
+            + "."
+        )
+    for key, what in (("group-kl1", "group + KL 1"), ("none-kl1", "none + KL 1")):
+        if key not in arms:
+            continue
+        top = arms[key]["rows"][-1]["per_n"]
+        out.append(
+            f"{what}: top-budget record reward "
+            + ", ".join(f"n={n}: {m:.3f}" for n, (m, _) in sorted(top.items()))
+            + f"; largest n {_side(arms[key]['top'])} ({_ctext(arms[key]['top'])})."
+        )
+    return ["## Reading", "", *(f"- {v}" for v in out)]
+
+
 def diag_lines(x: dict) -> list[str]:
     """Which part of w_n(p): n = 2 and 8 under group + KL with the KL coefficient lowered to give n = 2 the
     gain-to-pull ratio of n = 128 at p = 1/2 or at p = 0.01, beside the group + KL 1 arm's n = 128."""
@@ -284,6 +324,18 @@ def diag_lines(x: dict) -> list[str]:
         top = r["rows"][-1]
         for n, (m, h) in sorted(top["per_n"].items()):
             out.append(f"| {k} | {n} | {m:.3f} ± {h:.3f} | {top['lr'][n]:g} |")
+    if ref and len(x["diag"]) == 2:
+        (k1, r1), (k2, r2) = x["diag"].items()
+        big = ref["rows"][-1]["per_n"][max(ref["rows"][-1]["per_n"])][0]
+        small = ref["rows"][-1]["per_n"][min(ref["rows"][-1]["per_n"])][0]
+        a1, a2 = r1["rows"][-1]["per_n"][2][0], r2["rows"][-1]["per_n"][2][0]
+        out += [
+            "",
+            f"Reading: n = 2 goes from {small:.3f} (kl_coef 1) to {a1:.3f} at {k1} and {a2:.3f} at {k2}, "
+            f"against {big:.3f} for n = 128 at kl_coef 1: the share of the n = 128 - n = 2 gap that the "
+            f"p-independent part of the gain closes is {(a1 - small) / (big - small):.0%}, the extremes' "
+            f"ratio closes {(a2 - small) / (big - small):.0%}.",
+        ]
     edges = [(k, e) for k, r in x["diag"].items() for e in r["edges"]]
     out += [
         "",
