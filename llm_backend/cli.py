@@ -82,12 +82,14 @@ def prepare(cache_dir: str | None, force: bool) -> None:
                    "--digits/--terms/--operations then unused), smollm2, or a folder (as --model).")
 @click.option("--cache-dir", default=None, help="Cache root of the prepared model and default --out.")
 @click.option("--out", default=None,
-              help="Output folder of the splits (default <cache>/splits; a tiny LM: <cache>/splits/<lm>).")
+              help="Output folder of the splits (default <cache>/splits; a tiny LM: <cache>/splits/<lm>, a "
+                   "tiny LM folder: <folder>/splits).")
 @click.option("--engine", type=click.Choice(["vllm", "hf", "kv"]), default=None,
               help="Rollout engine (default vllm; a tiny LM: kv).")
 @click.option(
     "--count", type=int, default=64, show_default=True,
-    help="Problems per (digits, terms, operations) cell; a tiny LM: per task cell (48 cells).",
+    help="Problems per (digits, terms, operations) cell; a tiny LM: per task cell (12 cells, "
+    "llm_backend/tiny_tasks.py POOL_CELLS).",
 )
 @click.option(
     "--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2,2x1."
@@ -203,6 +205,8 @@ def calibrate(
     except ModelError as e:
         _fail(str(e))
     splits = _Path(out) if out else (_Path(cache_dir) if cache_dir else cache_root()) / "splits" / sub
+    if tiny and not out and not tiny_name(model):
+        splits = path / "splits"  # a pretrained folder keeps the splits calibrated on it
     _writable_dir(splits, "--out")
 
     from llm_backend.calibrate import calibrate as do_calibrate
@@ -214,7 +218,7 @@ def calibrate(
         if tiny:
             from llm_backend import tiny_tasks
 
-            problems = tiny_tasks.suite(count, seed)
+            problems = tiny_tasks.suite(count, seed, tiny_tasks.POOL_CELLS)
         else:
             problems = problem_suite(count, dig, trm, ops, seed)
     except ValueError as e:

@@ -115,7 +115,7 @@ def pretrain(cfg: PretrainConfig, progress: bool = False, log=None) -> tuple[Tin
 
 
 DEFAULTS = {
-    "tiny": PretrainConfig(size="tiny", steps=1000, batch=128, lr=3e-3),
+    "tiny": PretrainConfig(size="tiny", steps=1500, batch=128, lr=3e-3),
     "small": PretrainConfig(size="small", steps=1000, batch=128, lr=2e-3),
 }
 """The recipes of the shipped models (`isocompute llm pretrain --lm NAME` with no other flag)."""

@@ -149,10 +149,13 @@ def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Probl
         val = [allp[i] for i in order[:n_val]]
         train = [allp[i] for i in order[n_val:]]
     else:
-        # a tiny LM's splits are calibrated on it: <cache>/splits/<name>, then the shipped data/<name>
+        # a tiny LM's splits are calibrated on it: a folder's own <folder>/splits, else <cache>/splits/<name>
+        # and the shipped data/<name>
         sub = (tiny_name(cfg.model) or "tiny") if tiny else ""
         roots = [Path(cfg.data_dir)] if cfg.data_dir else [
             cache_root() / "splits" / sub if sub else cache_root() / "splits", PACKAGED_SPLITS / sub]
+        if tiny and not cfg.data_dir and not tiny_name(cfg.model):
+            roots.insert(0, Path(cfg.model).expanduser() / "splits")
         parts = MIXES.get(cfg.dataset, ((cfg.dataset, 1.0),))
         split_sets = []
         for name, _ in parts:

@@ -19,11 +19,15 @@ MAX_DIGITS = 4
 CELLS = tuple((op, a, b) for op in OPS for a in range(1, MAX_DIGITS + 1) for b in range(1, MAX_DIGITS + 1))
 """Every (operation, digits of a, digits of b) setting: 3 x 4 x 4 = 48 cells."""
 PRETRAIN_CELLS = tuple(
-    (op, a, b) for op, a, b in CELLS if (op != "mul" and max(a, b) <= 3) or (op == "mul" and a + b <= 3)
+    (op, a, b) for op, a, b in CELLS if (op != "mul" and max(a, b) <= 2) or (op == "mul" and a + b <= 3)
 )
-"""The cells pretraining draws from: sums and differences up to 3 x 3 digits, products up to 2 x 1. A
-0.2M model cannot learn longer products in minutes; leaving them out spends its steps where they move
-pass@1, and the calibration pool still holds every cell (the long ones become `hard` / `xhard`)."""
+"""The cells pretraining draws from: sums and differences up to 2 x 2 digits, products up to 2 x 1 (11
+cells). A 0.2M model needs ~10k examples to learn even the 100 one-digit sums, so minutes of pretraining
+only go this far; the calibration pool also holds 3-digit cells the model never saw (most become `hard`
+and `xhard`: generalisation, or its absence, beyond the pretraining data)."""
+POOL_CELLS = (*PRETRAIN_CELLS, ("mul", 2, 2))
+"""The calibration pool's cells (`isocompute llm calibrate --lm tiny`): the pretraining cells and one the
+model never saw (2 x 2 products), 12 cells."""
 MAX_ANSWER = 2 * MAX_DIGITS + 1
 """Characters of the longest answer (a 4 x 4 digit product has 8; a difference may carry a sign)."""
 MAX_NEW_TOKENS = MAX_ANSWER + 1
