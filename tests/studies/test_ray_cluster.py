@@ -195,7 +195,12 @@ def _stop(nodes: list[Node], others: list[subprocess.Popen]) -> list[str]:
     return left
 
 
+def _log(t0: float, what: str) -> None:
+    print(f"{time.monotonic() - t0:6.1f} s  {what}", flush=True)  # shown with the failure report
+
+
 def test_a_sweep_on_a_two_node_cluster(tmp_path):
+    t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="icray-", dir="/tmp"))
     token = secrets.token_hex(16)
     home = _home(root, "home", token)
@@ -218,7 +223,9 @@ def test_a_sweep_on_a_two_node_cluster(tmp_path):
         get_backend("sim").run(RunConfig(model="interference", n=2, bp=16, budget=2**9, seed=0))
         rc, out, err = _finish(reference, 420)
         assert rc == 0, err
+        _log(t0, "local reference done")
         _wait_for("the head", head.started, 180, [head.proc])
+        _log(t0, "head up")
         # a node joining a token cluster needs RAY_AUTH_MODE=token (`ray start --address` never turns it on)
         worker = Node(root, "worker", ["--address", address], _env(home, RAY_AUTH_MODE="token"))
         nodes.append(worker)
@@ -234,11 +241,13 @@ def test_a_sweep_on_a_two_node_cluster(tmp_path):
             assert rc == 2 and out == "" and len(lines) == 1, err
             assert lines[0].startswith(f"error: the Ray cluster at {address}") and says in lines[0], err
         assert not (tmp_path / "wrong").exists() and not (tmp_path / "none").exists()  # refused before --out
+        _log(t0, "auth refusals checked")
         assert "RAY_AUTH_MODE" in lines[0] and "~/.ray/auth_token" in lines[0]
 
         _wait_for("the worker node", worker.started, 180, [head.proc, worker.proc])
         head_id, worker_id = head.node_id(), worker.node_id()
         assert head_id and worker_id and head_id != worker_id
+        _log(t0, "worker node up")
 
         # the sweep on the cluster: runs on both nodes, the local executor's tables
         rc, out, err = _finish(_sweep(tmp_path / "ray", _env(home), *on_cluster), 300)
@@ -246,6 +255,7 @@ def test_a_sweep_on_a_two_node_cluster(tmp_path):
         placed = {rid: r["info"]["ray_node"] for rid, r in _records(tmp_path / "ray").items()}
         assert len(placed) == 6 and set(placed.values()) == {head_id, worker_id}, placed
         _equal_tables(tmp_path / "ray", tmp_path / "local")
+        _log(t0, f"sweep on both nodes done ({sorted(placed.values()).count(worker_id)} of 6 on the worker)")
 
         # again, and SIGKILL the worker node while it runs a run: Ray retries that run on the head
         sweep = _sweep(tmp_path / "killed", _env(home), *on_cluster)
@@ -257,6 +267,7 @@ def test_a_sweep_on_a_two_node_cluster(tmp_path):
 
         _wait_for("a run in flight on the worker node", worker_busy, 240)
         worker.kill()
+        _log(t0, "worker node killed")
         done_at_kill = set(_records(tmp_path / "killed"))
         assert len(done_at_kill) < 6  # mid-sweep
         rc, out, err = _finish(sweep, 300)
@@ -265,6 +276,7 @@ def test_a_sweep_on_a_two_node_cluster(tmp_path):
         assert len(placed) == 6
         assert {placed[rid] for rid in placed.keys() - done_at_kill} == {head_id}  # the lost run among them
         _equal_tables(tmp_path / "killed", tmp_path / "local")
+        _log(t0, "sweep through the node's death done")
     finally:
         survivors = _stop(nodes, others)
         shutil.rmtree(root, ignore_errors=True)
