@@ -486,7 +486,9 @@ def fit_report(
         }
     else:
         nsf = {"params": None, "r2": None, "status": "not fitted", "target": f"log2 {by}", "shape": "flat"}
-    if boot and "seed" in table.columns and ff.aggregate_ == "mean" and table["seed"].nunique() > 1:
+    numeric = ff._numeric_by(list(ff.curves_))  # an interval of n* needs an ordered grid (not --by allocator)
+    seeds = "seed" in table.columns and table["seed"].nunique() > 1
+    if boot and numeric and seeds and ff.aggregate_ == "mean":
         from studies.bootstrap import LEVEL, bootstrap_n_star
 
         iv = bootstrap_n_star(ff, table, [f["compute"] for f in frontier], reps=boot, seed_col="seed")
@@ -495,8 +497,9 @@ def fit_report(
         nsi = {"method": "seed bootstrap: seeds resampled with replacement, frontier refitted",
                "reps": int(iv["reps"]), "seeds": int(iv["seeds"]), "level": LEVEL}
     else:
-        nsi = {"method": None, "reason": "needs a seed column with >= 2 seeds and seed-mean aggregation"
-               if boot else "not asked (boot = 0)"}
+        why = ("not asked (boot = 0)" if not boot else f"{by} is not a positive number" if not numeric
+               else "needs a seed column with >= 2 seeds and seed-mean aggregation")
+        nsi = {"method": None, "reason": why}
     report = {
         "metric": metric,
         "by": by,
