@@ -131,6 +131,11 @@ class Size:
 
 
 _SIM_OVER = (("d", 256), ("d_val", 256), ("snapshots", False))
+LM_KL = 0.1
+"""The one KL setting of the tiny-LM arms: kl_coef is the same per-token reverse KL on both backends
+(llm_backend/grpo.py); 0.1 is the upper end of the usual GRPO range (DeepSeekMath used 0.04), a choice, not
+tuned: the simulator's kl_coef = 1 is a per-problem KL over K = 8 answers, not the same scale."""
+LM_ARMS = (Arm("group-kl0.1", "group", LM_KL), Arm("none-kl0.1", "none", LM_KL))
 SIZES = {
     "full": Size(
         "full",
@@ -162,7 +167,8 @@ SIZES = {
         boot=5,
     ),
     # issue 24 part 3 (tiny LM, `--backend llm --lm tiny`): easy split, bp 16, n 2..64, up to 2^18 rollouts,
-    # both scale arms at one KL setting, a 5-point lr grid; declared through the same code path
+    # both scale arms at one KL setting (LM_KL), a 5-point lr grid around the tiny LM's default 3e-4;
+    # declared through the same code path
     "llm": Size(
         "llm",
         "llm",
@@ -173,9 +179,24 @@ SIZES = {
         tune=2,
         lrs=(3e-5, 1e-4, 3e-4, 1e-3, 3e-3),
         over=(("lm", "tiny"),),
-        arms=(Arm("group-kl0", "group", 0.0), Arm("none-kl0", "none", 0.0)),
+        arms=LM_ARMS,
         boot=100,
-        verdict_arms=("group-kl0", "none-kl0"),
+        verdict_arms=tuple(a.key for a in LM_ARMS),
+    ),
+    # the machinery of part 3 on the tiny LM in minutes (a 512-rollout run costs ~40 s of CPU there)
+    "llm-quick": Size(
+        "llm-quick",
+        "llm",
+        ns=(2, 4),
+        bp=4,
+        budgets=(32, 64),
+        seeds=3,
+        tune=1,
+        lrs=(3e-4, 1e-3),
+        over=(("lm", "tiny"),),
+        arms=LM_ARMS,
+        boot=5,
+        verdict_arms=tuple(a.key for a in LM_ARMS),
     ),
 }
 PRESETS = {"sim": {"interference": {"model": "interference"}}, "llm": {"interference": {}}}
@@ -570,7 +591,7 @@ def groupstd(
     """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
     from studies.claims.groupstd_report import LINK_BEGIN, LINK_END, link_block, render, write_figure
 
-    key = "llm" if backend == "llm" else ("quick" if quick else "full")
+    key = ("llm-quick" if quick else "llm") if backend == "llm" else ("quick" if quick else "full")
     size = SIZES[key]
     default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
     given_results = results

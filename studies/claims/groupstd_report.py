@@ -202,7 +202,7 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
         "directory are not rerun). Every number is computed from the stored runs of the declared studies "
         "(studies/claims/groupstd.py, through studies.declared) or from studies/claims/wgain.py.",
     ]
-    if size.name == "quick":
+    if size.name.endswith("quick"):
         lines += ["", "**Quick mode**: tiny sizes for CI; the verdicts test the machinery, not the science."]
     if "verdict" in x:
         v, why = x["verdict"]
@@ -217,9 +217,10 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
     ov = {k: v for k, v in size.over if k != "snapshots"}
     lines += [
         "",
-        "## Simulator: n vs m",
+        "## Simulator: n vs m" if size.backend == "sim" else "## Tiny LM (llm backend): n vs m",
         "",
-        f"Setup: preset interference (Adam), easy, {', '.join(f'{k} = {v}' for k, v in ov.items())}, "
+        f"Setup: {'preset interference (Adam)' if size.backend == 'sim' else 'llm backend'}, easy, "
+        f"{', '.join(f'{k} = {v}' for k, v in ov.items())}, "
         f"bp = {size.bp}, n in {list(size.ns)}, budgets {budget_text(size.budgets[0])}..."
         f"{budget_text(size.top)} (each run to the top, 32 log-spaced evaluations), arms "
         + ", ".join(f"`{a.key}` ({a.label})" for a in size.arms)
@@ -253,10 +254,13 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
         "",
         x.get(
             "llm_note",
-            "Not run in this report: "
-            "`isocompute groupstd --backend llm` declares it through the same code path "
-            "(SIZES['llm']: easy split, bp 16, n 2..64, budgets to 2^18, both scale arms, 5 lrs, 4 reported "
-            "seeds) and needs the llm backend's `--lm tiny`.",
+            "Not run. `isocompute groupstd --backend llm` declares it through the same code path "
+            "(SIZES['llm']: easy split, bp 16, n 2..64, budgets to 2^18, group and none at kl_coef 0.1, "
+            "5 lrs, 4 reported seeds: 360 runs). The tiny LM runs (`isocompute run --backend llm --lm tiny "
+            "--n 4 --bp 16 --budget 512`: 38.6 s of CPU, 5 min 15 s wall on the shared 2-core machine at "
+            "load ~15, 2026-12-02), so one 2^18-rollout run is ~5.5 CPU-hours and the declared grid far "
+            "beyond a session; `isocompute groupstd --backend llm --quick` runs its machinery (n 2, 4, "
+            "bp 4, budget 64).",
         ),
     ]
     return "\n".join(lines) + "\n"
