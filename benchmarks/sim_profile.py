@@ -12,8 +12,16 @@ rollout counts), adv (baselines and advantages), grad (logit gradients of the gr
 (`batch_backward` and the private gradient rows), norm (gradient norm and divergence check), opt (Adam on
 the shared block and the touched private rows). Of an evaluation: logits, softmax, metrics.
 
-Usage: python benchmarks/sim_profile.py [--n 2,8,64] [--models tabular,interference] [--steps 20000]
-       [--json]
+--length (issue 27): CPU microseconds per step of one tabular run (easy, bp 32, n 2, seed 0) between 1/16 of
+its budget and the end, at budget 2^22 and 2^26, with the kernels' flush of tiny values (grpo.TINY), without
+it (hp[HP_TINY] = 0: the arithmetic before issue 27) and without it under FTZ/DAZ (sandbox/fpflags.py, the
+hardware's own flush, as a reference), all in this process; flat in run length means 2^26 / 2^22 near 1.
+--compile (issue 22): seconds (wall and CPU) of a first `sandbox.run_many` of the demo's two presets with an
+empty NUMBA_CACHE_DIR, in a fresh process, and of the same call again with that cache filled.
+--write writes docs/sim_profile.json and the table docs/SIM_PROFILE.md from what was measured.
+
+Usage: python benchmarks/sim_profile.py [--n 2,8,256] [--models tabular,interference] [--steps 20000]
+       [--length] [--compile] [--json] [--write]
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from sandbox.grpo import (  # noqa: E402
     SMALL_N,
     _any_nonzero,
     _categorical_counts,
+    _flush,
+    _flush_range,
     _opt_dense,
     _opt_row,
     _softmax_fast,
@@ -96,6 +106,7 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
     eps = hp[grpo.HP_EPS]
     wd = hp[grpo.HP_WD] if opt != ADAM else 0.0
     adv_eps = hp[grpo.HP_ADV_EPS]
+    tiny = hp[grpo.HP_TINY]
     has_priv = s_pr != 0.0
     identity_if_zero = opt == SGD and wd == 0.0
     batch = np.empty(bp, dtype=np.int64)
@@ -198,6 +209,9 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
                         pgrad[g, k] += PG_[b, k]
         t6 = _cycles()
         cyc[5] += t6 - t5
+        _flush_range(gshared, 0, S, tiny)
+        for t in range(n_touched):
+            _flush_range(pgrad[touched[t]], 0, K, tiny)
         gn = _sumsq(gshared)
         for t in range(n_touched):
             g = touched[t]
@@ -209,25 +223,25 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
         cyc[6] += t7 - t6
         if S > 0:
             st[grpo.ST_T] += 1
-            pw[d, 0] *= b1
-            pw[d, 1] *= b2
+            pw[d, 0] = _flush(pw[d, 0] * b1, tiny)
+            pw[d, 1] = _flush(pw[d, 1] * b2, tiny)
             nz = _any_nonzero(gshared, 0, S)
             if nz:
                 moved[d] = True
             if nz or not (identity_if_zero or not moved[d]):
                 _opt_dense(theta, theta0, m1, m2, gshared, S, opt, lr, b1, b2, eps, wd,
-                           1.0 - pw[d, 0], 1.0 - pw[d, 1])
+                           1.0 - pw[d, 0], 1.0 - pw[d, 1], tiny)
         for t_i in range(n_touched):
             g = touched[t_i]
             row_t[g] += 1
-            pw[g, 0] *= b1
-            pw[g, 1] *= b2
+            pw[g, 0] = _flush(pw[g, 0] * b1, tiny)
+            pw[g, 1] = _flush(pw[g, 1] * b2, tiny)
             nz = _any_nonzero(pgrad[g], 0, K)
             if nz:
                 moved[g] = True
             if nz or not (identity_if_zero or not moved[g]):
                 _opt_row(theta, theta0, m1, m2, pgrad[g], S + g * K, K, opt, lr, b1, b2, eps, wd,
-                         1.0 - pw[g, 0], 1.0 - pw[g, 1])
+                         1.0 - pw[g, 0], 1.0 - pw[g, 1], tiny)
         cyc[7] += _cycles() - t7
         st[grpo.ST_STEP] += 1
     return 0
@@ -359,21 +373,149 @@ def _eval_share(model, n, step_s, eval_s):
     return 32 * eval_s / (32 * eval_s + steps * step_s)
 
 
+def _per_step_after(cfg: SimConfig, tiny: float | None, ftz: bool) -> float:
+    """CPU microseconds per step from 1/16 of the run to its end (the state of a long run)."""
+    import contextlib
+
+    from sandbox.fpflags import flush_to_zero
+
+    st = prepare(cfg)
+    if tiny is not None:
+        st.hp[grpo.HP_TINY] = tiny
+    lo = cfg.steps // 16
+    st.train_to(lo)
+    with flush_to_zero() if ftz else contextlib.nullcontext():
+        t0 = time.process_time()
+        st.train_to(cfg.steps)
+        dt = time.process_time() - t0
+    return dt / (cfg.steps - lo) * 1e6
+
+
+def length(budgets=(2**22, 2**26)) -> dict:
+    """Per-step CPU cost against run length (issue 27), flushed / unflushed / unflushed under FTZ-DAZ."""
+    variants = {"flushed": (None, False), "unflushed": (0.0, False), "unflushed_ftz": (0.0, True)}
+    prepare(SimConfig(budget=2**12, n=2)).train_to(4)  # compile
+    out = {}
+    for b in budgets:
+        cfg = SimConfig(model="tabular", dataset="easy", bp=32, n=2, seed=0, budget=b)
+        out[f"2^{int(np.log2(b))}"] = {k: _per_step_after(cfg, *v) for k, v in variants.items()}
+    lo, hi = (f"2^{int(np.log2(b))}" for b in (budgets[0], budgets[-1]))
+    ratios = {k: out[hi][k] / out[lo][k] for k in variants}
+    return {"config": "tabular easy bp 32 n 2 seed 0", "us_per_step": out, "ratio_long_over_short": ratios,
+            "load": os.getloadavg()}
+
+
+_COMPILE_SNIPPET = """
+import time, resource, sandbox
+from sandbox import SimConfig
+cfgs = [SimConfig(model=m, dataset="easy", bp=32, budget=2**13, d=512, d_val=256, n_evals=24, n=n, seed=0)
+        for m in ("tabular", "interference") for n in (2, 256)]
+for i in range(2):
+    w, c = time.perf_counter(), time.process_time()
+    sandbox.run_many(cfgs, threads=2)
+    print(time.perf_counter() - w, time.process_time() - c)
+"""
+
+
+def compile_time() -> dict:
+    """Cold (empty NUMBA_CACHE_DIR) and warm seconds of the demo's first run_many, in a fresh process."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, NUMBA_CACHE_DIR=tmp)
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET], env=env, capture_output=True, text=True,
+                           check=True)
+        total = time.perf_counter() - t0
+    (cw, cc), (ww, wc) = (tuple(map(float, ln.split())) for ln in p.stdout.split("\n")[:2])
+    return {"cold_wall_s": cw, "cold_cpu_s": cc, "warm_wall_s": ww, "warm_cpu_s": wc,
+            "process_wall_s": total, "notice_printed": "compiling simulator kernels" in p.stderr,
+            "load": os.getloadavg()}
+
+
+def write_docs(rows, length_res, compile_res, root: str = "docs", load=None) -> None:
+    """docs/sim_profile.json (everything measured) and docs/SIM_PROFILE.md (the tables, generated from it;
+    `--from-json` rewrites the table from the committed JSON)."""
+    data = {"profile": rows, "length": length_res, "compile": compile_res,
+            "load": list(load) if load is not None else list(os.getloadavg())}
+    with open(os.path.join(root, "sim_profile.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    lines = ["# One simulator step, phase by phase", "",
+             "Generated by `python benchmarks/sim_profile.py --write` from docs/sim_profile.json (CPU "
+             "microseconds, one thread, bp 32, easy; the machine was shared: 1-minute load "
+             f"{data['load'][0]:.1f} at the end). Phases: see the benchmark's docstring.", ""]
+    if rows:
+        lines += ["| model | n | us/step | " + " | ".join(STEP_PHASES) + " | us/eval (cached) |",
+                  "|---|---:|---:|" + "---:|" * len(STEP_PHASES) + "---:|"]
+        for r in rows:
+            ev = r["run_evals"]["us_per_eval_cached"] or r["run_evals"]["us_per_eval_plain"]
+            lines.append(f"| {r['model']} | {r['n']} | {r['us_per_step']:.2f} | "
+                         + " | ".join(f"{r['us_per_step_phases'][p]:.2f}" for p in STEP_PHASES)
+                         + f" | {ev:.0f} |")
+        lines.append("")
+        tops = []
+        for r in rows:
+            ph = r["us_per_step_phases"]
+            top = max(ph, key=ph.get)
+            tops.append(f"{r['model']} n {r['n']}: {top} {ph[top] / r['us_per_step']:.0%}")
+        lines += ["Largest phase of a step: " + "; ".join(tops) + ".", ""]
+    if length_res:
+        lr = length_res
+        lines += [f"Per-step cost against run length ({lr['config']}; steps from 1/16 of the budget to the "
+                  "end; `--length`):", "",
+                  "| budget | flushed (grpo.TINY) | unflushed | unflushed, FTZ/DAZ |",
+                  "|---|---:|---:|---:|"]
+        for b, v in lr["us_per_step"].items():
+            lines.append(f"| {b} | {v['flushed']:.2f} | {v['unflushed']:.2f} | {v['unflushed_ftz']:.2f} |")
+        q = lr["ratio_long_over_short"]
+        lines += [f"| ratio | {q['flushed']:.2f} | {q['unflushed']:.2f} | {q['unflushed_ftz']:.2f} |", ""]
+    if compile_res:
+        c = compile_res
+        lines += [f"First run (`--compile`, the demo's presets through run_many, empty NUMBA_CACHE_DIR): "
+                  f"{c['cold_wall_s']:.1f} s wall, {c['cold_cpu_s']:.1f} s CPU cold; "
+                  f"{c['warm_wall_s']:.2f} s with the cache filled (load {c['load'][0]:.1f}).", ""]
+    with open(os.path.join(root, "SIM_PROFILE.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", default="2,8,64")
+    ap.add_argument("--n", default="2,8,256")
     ap.add_argument("--models", default="tabular,interference")
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--evals", type=int, default=32)
+    ap.add_argument("--length", action="store_true")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--no-profile", action="store_true", help="skip the phase table")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--write", action="store_true", help="docs/sim_profile.json and docs/SIM_PROFILE.md")
+    ap.add_argument("--from-json", action="store_true", help="rewrite docs/SIM_PROFILE.md from the JSON")
     args = ap.parse_args()
+    if args.from_json:
+        with open(os.path.join("docs", "sim_profile.json")) as f:
+            d = json.load(f)
+        write_docs(d["profile"], d["length"], d["compile"], load=d["load"])
+        return
     rows = []
-    for model in args.models.split(","):
-        for n in (int(x) for x in args.n.split(",")):
-            profile(model, n, 200, 2)  # compile
-            rows.append(profile(model, n, args.steps, args.evals))
+    if not args.no_profile:
+        for model in args.models.split(","):
+            for n in (int(x) for x in args.n.split(",")):
+                profile(model, n, 200, 2)  # compile
+                rows.append(profile(model, n, args.steps, args.evals))
+    length_res = length() if args.length else None
+    compile_res = compile_time() if args.compile else None
+    if args.write:
+        write_docs(rows, length_res, compile_res)
     if args.json:
-        print(json.dumps({"profile": rows}))
+        print(json.dumps({"profile": rows, "length": length_res, "compile": compile_res}))
+        return
+    if length_res:
+        print(json.dumps(length_res, indent=1))
+    if compile_res:
+        print(json.dumps(compile_res, indent=1))
+    if not rows:
         return
     print(f"{'model':<13}{'n':>4} {'us/step':>8}  " + " ".join(f"{p:>8}" for p in STEP_PHASES)
           + f"  {'us/eval':>8}  " + " ".join(f"{p:>8}" for p in EVAL_PHASES) + f"  {'cached':>8}"
