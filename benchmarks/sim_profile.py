@@ -34,6 +34,7 @@ for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MK
 import argparse  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from llvmlite import ir  # noqa: E402
@@ -476,8 +477,7 @@ def write_docs(rows, length_res, compile_res, root: str = "docs", load=None) -> 
         lines += [f"First run (`--compile`, the demo's presets through run_many, empty NUMBA_CACHE_DIR): "
                   f"{c['cold_wall_s']:.1f} s wall, {c['cold_cpu_s']:.1f} s CPU cold; "
                   f"{c['warm_wall_s']:.2f} s with the cache filled (load {c['load'][0]:.1f}).", ""]
-    with open(os.path.join(root, "SIM_PROFILE.md"), "w") as f:
-        f.write("\n".join(lines))
+    (Path(root) / "SIM_PROFILE.md").write_text("\n".join(lines))
 
 
 def main() -> None:
