@@ -157,6 +157,12 @@ def _is_remote(address: str | None) -> bool:
     return bool(address) and address != "auto" and not address.startswith("local")
 
 
+def _resolve_address(address: str | None) -> str:
+    """No address: RAY_ADDRESS if set, else a new local instance ("local"). Left to Ray, None would also join
+    whatever /tmp/ray/ray_current_cluster names (the last `ray start --head`, alive or killed)."""
+    return address or os.environ.get("RAY_ADDRESS") or "local"
+
+
 def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
     """Fail in seconds, in one line, on an unreachable HOST:PORT (Ray itself retries for minutes)."""
     if not _is_remote(address):
@@ -245,6 +251,7 @@ def _probe_auth(address: str, timeout: float = 10.0) -> None:
 def check_ray_address(address: str | None) -> None:
     """What `ray_session` checks before it connects (reachable, the token accepted), for a caller that wants
     a bad address or token refused before it creates anything (the sweep command, before its --out)."""
+    address = _resolve_address(address)
     if not _is_remote(address):
         return
     _check_reachable(address)
@@ -305,6 +312,7 @@ def ray_session(address: str | None, runtime_env: dict | None = None) -> Iterato
                                "to ray.init")
         yield
         return
+    address = _resolve_address(address)
     _check_reachable(address)
     switched = _is_remote(address) and _enable_client_token_auth()
     try:
@@ -316,7 +324,7 @@ def ray_session(address: str | None, runtime_env: dict | None = None) -> Iterato
         except (ConnectionError, ValueError, RuntimeError) as e:
             if _is_remote(address) and _is_auth_failure(e):
                 raise _auth_error(address) from None
-            where = address or "a new local instance"
+            where = address if _is_remote(address) else "a new local instance"
             raise StudiesError(f"cannot start or reach Ray at {where}: {_one_line(str(e))}") from None
         try:
             yield

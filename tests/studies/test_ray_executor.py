@@ -46,7 +46,8 @@ def local_ray():
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     register_backend("timed", TimedFake())
     # one declared GPU (none is needed: Ray only counts it) so that GPU runs queue for it
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)  # "local": never a cluster that a `ray start` left in /tmp/ray
     yield
     ray.shutdown()
 
@@ -182,6 +183,13 @@ def test_an_auth_failure_is_recognised_down_the_exception_chain():
     assert not ex._is_auth_failure(ConnectionError("Failed to connect to Ray cluster"))
 
 
+def test_no_address_is_ray_address_or_a_new_local_instance(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert ex._resolve_address(None) == "local"  # not the cluster /tmp/ray/ray_current_cluster names
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.2:6399")
+    assert ex._resolve_address(None) == "127.0.0.2:6399" and ex._resolve_address("auto") == "auto"
+
+
 def test_ship_code_puts_the_shipped_packages_on_the_workers(tmp_path, local_ray, monkeypatch):
     """Last in this file: it needs a Ray session of its own (Ray uploads py_modules only in ray.init). Ray
     also puts the driver's working directory on the workers' sys.path, ahead of everything: run from
@@ -200,3 +208,4 @@ def test_ship_code_puts_the_shipped_packages_on_the_workers(tmp_path, local_ray,
             assert "runtime_resources" in path.parts and REPO not in path.parents, path
     shipped = [Path(p).name for p in ex.code_runtime_env()["py_modules"]]
     assert shipped == ["studies", "sandbox", "llm_backend"]
+
