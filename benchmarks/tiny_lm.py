@@ -84,7 +84,7 @@ def timed(fn, reps: int) -> float:
     return statistics.median(ts)
 
 
-def rollout_compare(lm: str, bp: int, n: int, reps: int) -> dict:
+def rollout_compare(lm: str, bp: int, n: int, reps: int, try_vllm: bool = True) -> dict:
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -111,6 +111,8 @@ def rollout_compare(lm: str, bp: int, n: int, reps: int) -> dict:
     try:
         from llm_backend.engines import VLLMEngine, vllm_available
 
+        if not try_vllm:
+            raise RuntimeError("not tried (--no-vllm)")
         if not vllm_available():
             raise RuntimeError("vLLM not installed")
         vl = VLLMEngine(str(path), hf_tok, seed=0, max_model_len=64, kv_cache_gib=0.25, prefix_caching=True)
@@ -167,6 +169,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", default=None, help="write the JSON here too")
+    ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM attempt (its start-up is slow)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     import torch
@@ -184,7 +187,7 @@ def main() -> None:
         **cpu_facts(), "torch_threads": torch.get_num_threads(), "dtype": "float32",
         "loadavg_before": load0, "matmul_peak_gflops": peak,
         "end_to_end": [end_to_end(a.lm, int(n), a.bp, budget) for n in a.ns.split(",")],
-        "rollout": rollout_compare(a.lm, a.bp, 8, a.reps),
+        "rollout": rollout_compare(a.lm, a.bp, 8, a.reps, not a.no_vllm),
         "update": update_compare(a.lm, a.bp, 8, a.reps, peak),
         "loadavg_after": os.getloadavg(),
     }
