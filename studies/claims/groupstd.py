@@ -183,7 +183,8 @@ SIZES = {
         boot=100,
         verdict_arms=tuple(a.key for a in LM_ARMS),
     ),
-    # the machinery of part 3 on the tiny LM in minutes (a 512-rollout run costs ~40 s of CPU there)
+    # the machinery of part 3 on the tiny LM in minutes (a 512-rollout run with the tiny LM's 256 validation
+    # problems costs ~40 s of CPU; 32 problems and 4 evaluations keep a 64-rollout run near 10 s)
     "llm-quick": Size(
         "llm-quick",
         "llm",
@@ -193,7 +194,7 @@ SIZES = {
         seeds=3,
         tune=1,
         lrs=(3e-4, 1e-3),
-        over=(("lm", "tiny"),),
+        over=(("lm", "tiny"), ("d_val", 32), ("n_evals", 4)),
         arms=LM_ARMS,
         boot=5,
         verdict_arms=tuple(a.key for a in LM_ARMS),
