@@ -450,6 +450,21 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     """
     import torch
 
+    if cfg.engine == "kv":
+        # a tiny LM's step is thousands of small ops: one torch thread (the caller's count is restored), as
+        # pretraining uses; a second OpenMP thread mostly synchronises, and spins on a busy machine
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return _run(cfg, progress, stop_after, engine)
+        finally:
+            torch.set_num_threads(threads)
+    return _run(cfg, progress, stop_after, engine)
+
+
+def _run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, engine=None) -> LLMResult:
+    import torch
+
     from llm_backend import grpo
     from llm_backend.engines import cached_engine, make_engine
     from llm_backend.model import load_model, load_tokenizer
