@@ -27,6 +27,8 @@ ROLLOUT_JSONS = (
 ALLOWED = {"3.11", "2603.12151"}
 """Decimal-looking strings of README prose that are not measurements: the Python version and the paper's
 arXiv id."""
+VERSION = re.compile(r"(?:>=|<=|==|~=|\bversion|\bv)\s*$")
+"""A number right after a version comparison (`Ray >= 2.59`) or 'version' is a version, not a measurement."""
 
 NUMBER = re.compile(r"(?<![\w.^/-])[-+]?\d+\.\d+(?:e[-+]?\d+)?(?![\w.])|(?<![\w.])\d+(?:\.\d+)?e[-+]?\d+\b|±")
 """A decimal (0.0264, 3.6e7, +0.0014) or a ± sign: what a measured value looks like. Integers (seeds, grid
@@ -51,7 +53,7 @@ def stray_numbers(text: str) -> list[tuple[int, str]]:
     out = []
     for i, line in enumerate(_blank_blocks(text).splitlines(), 1):
         for m in NUMBER.finditer(line):
-            if m.group(0) not in ALLOWED:
+            if m.group(0) not in ALLOWED and not VERSION.search(line[: m.start()]):
                 out.append((i, m.group(0)))
     return out
 
@@ -122,14 +124,14 @@ def claims_paragraph(summary: dict | None) -> str:
         lead,
         f"In short ({summary['plan']} mode, {summary['seeds']} seeds; every choice of lr, base lr or arm "
         "made on held-out seeds; generated from docs/CLAIMS.json by `python -m studies.readme`):",
-        f"the tabular theory (small n wins) is {v.get('theory', 'n/a')};",
+        f"the tabular theory (small n wins): {v.get('theory', 'n/a')};",
         f"with the shared MLP preset at its constant lr{f' ({lr:g})' if lr else ''} n* goes from {ns[0]} to "
         f"{ns[-1]} over the budgets and at the top budget {_ct(f1['preset']['record'])} (best-so-far reward; "
         f"final reward: {_ct(f1['preset']['final'])});",
         f"with the best constant lr per n and budget (the lr envelope) {_ct(f1['envelope']['record'])};",
         f"under the paper's sqrt(batch) rule with its base lr tuned (chosen {f1['sqrt']['base']}) "
-        f"{_ct(f1['sqrt']['record'])}; finding 1 is {v.get('f1', 'n/a')};",
-        f"the pass@1 polarisation of small n (finding 5) is {v.get('f5', 'n/a')}.",
+        f"{_ct(f1['sqrt']['record'])}; finding 1: {v.get('f1', 'n/a')};",
+        f"the pass@1 polarisation of small n (finding 5): {v.get('f5', 'n/a')}.",
     ]
     if mech:
         parts.append(f"Under a per-n tuned lr, {len(mech['rises'])} of the {mech['of']} mechanism "

@@ -20,9 +20,10 @@ def test_the_rule_flags_prose_numbers_only():
         "<!-- x:begin -->", "generated 0.5", "<!-- x:end -->",
         "<!-- y -->", "generated 1.25", "<!-- y -->",
         "v1.2 of a file name like a.b.c is not a number; 0.75 is.",
+        "Ray >= 2.59 is a version, so is version 1.5; 2.5 is not.",
     ])
     got = readme.stray_numbers(text)
-    assert got == [(1, "+0.0264"), (1, "±"), (1, "0.0106"), (1, "3.6e7"), (13, "0.75")], got
+    assert got == [(1, "+0.0264"), (1, "±"), (1, "0.0106"), (1, "3.6e7"), (13, "0.75"), (14, "2.5")], got
 
 
 def test_readme_has_no_typed_numbers():
@@ -49,5 +50,5 @@ def test_claims_paragraph_quotes_the_summary():
     p = readme.claims_paragraph(s)
     assert "n* goes from 8 to 256" in p and "+0.0264 ± 0.0106" in p and "+0.0001 ± 0.0106" in p
     assert "-0.0200 ± 0.0106" in p and "chosen 0.001" in p and "0 of the 7" in p
-    assert "finding 1 is partly" in p
+    assert "finding 1: partly" in p
     assert "+0." not in readme.claims_paragraph(None)
