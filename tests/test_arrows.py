@@ -31,8 +31,11 @@ def imported_packages(path: Path) -> set[str]:
             names = [node.module]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             # "studies.plots" passed to importlib / a lazy registry; bare words are not module paths
+            # that name a module of ours ("isocompute.json" is a file name: isocompute/json.py does not exist)
             if "." in node.value and node.value.split(".", 1)[0] in OURS and " " not in node.value:
-                names = [node.value]
+                top, sub = node.value.split(".")[:2]
+                if (ROOT / top / f"{sub}.py").is_file() or (ROOT / top / sub).is_dir():
+                    names = [node.value]
         found |= {n.split(".", 1)[0] for n in names if n.split(".", 1)[0] in OURS}
     return found
 
@@ -50,3 +53,5 @@ def test_the_checker_sees_lazy_and_nested_imports(tmp_path):
     src.write_text("def f():\n    import paper_figs.cli\n"
                    "    return importlib.import_module('llm_backend.cli')\n")
     assert imported_packages(src) == {"paper_figs", "llm_backend"}
+    src.write_text("NAME = 'isocompute.json'\nMOD = 'studies.claims.report'\n")  # a file name is no import
+    assert imported_packages(src) == {"studies"}
