@@ -70,15 +70,23 @@ def prepare(cache_dir: str | Path | None = None, force: bool = False) -> Path:
         del config.quantization_config  # GGUF models refuse save_pretrained (docs/LLM_NOTES.md)
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh.load_state_dict(model.state_dict())
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    import shutil
+
+    # a temporary folder of this process's own: two processes preparing at once (xdist workers, parallel
+    # sweeps) never write into one folder; the first rename wins and the other's copy is dropped
+    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     fresh.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
-    tmp.rename(out)  # atomic: a half-written folder is never mistaken for a prepared model
+    if out.exists() and (force or not (is_hf_folder(out) and (out / "tokenizer_config.json").exists())):
+        shutil.rmtree(out, ignore_errors=True)  # forced, or a broken folder left by an older version
+    try:
+        tmp.rename(out)  # atomic: a half-written folder is never mistaken for a prepared model
+    except OSError:
+        if not (is_hf_folder(out) and (out / "tokenizer_config.json").exists()):
+            raise
+        shutil.rmtree(tmp)  # another process finished first: its folder is the same conversion
     return out
 
 
