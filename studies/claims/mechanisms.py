@@ -567,8 +567,18 @@ def main(argv: list[str] | None = None) -> None:
     md = "\n".join(lines) + "\n"
     out = a.out or Path("results/MECHANISMS-quick.md" if a.quick else "docs/MECHANISMS.md")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(md)
+    out.write_text(md + _kept_blocks(out))
     print(f"wrote {out}")
+
+
+def _kept_blocks(out) -> str:
+    """Marked blocks other generators write into this file (`isocompute groupstd --link`), kept across a
+    regeneration: each is theirs to rewrite, not this report's to drop."""
+    import re
+
+    old = out.read_text() if out.is_file() else ""
+    blocks = re.finditer(r"<!-- (\w+):begin[^>]*-->.*?<!-- \1:end -->", old, flags=re.S)
+    return "".join("\n" + m.group(0) + "\n" for m in blocks)
 
 
 if __name__ == "__main__":

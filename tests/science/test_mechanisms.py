@@ -103,3 +103,16 @@ def test_an_edge_whose_reward_has_stopped_moving_is_saturated():
     assert y["edge_detail"] and all(e["saturated"] for e in y["edge_detail"])
     e = y["edge_detail"][0]
     assert e["lr"] == 1e-1 and e["inner_lr"] == 1e-2 and abs(e["reward"] - e["inner"]) < 0.5 / SIZE.d
+
+
+def test_regeneration_keeps_other_generators_marked_blocks(tmp_path):
+    """docs/MECHANISMS.md carries the group-std study's block (isocompute groupstd --link); rewriting the
+    mechanisms report must keep it, and keep nothing else of the old text."""
+    from studies.claims.mechanisms import _kept_blocks
+
+    out = tmp_path / "M.md"
+    assert _kept_blocks(out) == ""
+    out.write_text("old report\n<!-- groupstd:begin (isocompute groupstd) -->\nverdict\n"
+                   "<!-- groupstd:end -->\ntail\n")
+    kept = _kept_blocks(out)
+    assert "verdict" in kept and "old report" not in kept and "tail" not in kept
