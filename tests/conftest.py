@@ -35,14 +35,17 @@ def pytest_configure(config: pytest.Config) -> None:
     pytest.importorskip = _strict_importorskip
 
 
+REAL_MODEL_FIXTURES = {"model_path", "tokenizer", "vllm_engine"}
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup, Makefile)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests on the session's in-process vLLM engine (~10 s and GBs to start) run in one xdist worker, so
-    no worker starts a second one; the other real-model tests spread over both workers (the prepared model
-    folder is written atomically per process: llm_backend.model.prepare)."""
+    """Tests of the real SmolLM2 model and vLLM share session fixtures (one prepared model, one in-process
+    vLLM engine, ~10 s and GBs each): one xdist worker runs them all, so no worker starts a second engine."""
     for item in items:
-        if "vllm_engine" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("vllm-engine"))
+        if (item.get_closest_marker("llm") or item.get_closest_marker("vllm")
+                or REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.xdist_group("real-model"))
 
 
 @pytest.hookimpl(hookwrapper=True)
