@@ -111,6 +111,12 @@ def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
+def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """0 where a query may attend, -inf elsewhere: the float mask SDPA adds to the scores (its boolean
+    argument means the same and is converted to this form inside every call)."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+
+
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x * cos + rotate_half(x) * sin (transformers' apply_rotary_pos_emb); cos/sin broadcast over heads."""
     h = x.shape[-1] // 2
@@ -189,6 +195,8 @@ class Body(nn.Module):
             mask = mask | torch.eye(L, dtype=torch.bool, device=input_ids.device)  # no empty row: no NaN
             causal = False
         x = self.embed_tokens(input_ids)
+        if mask is not None:  # additive form once per forward (SDPA converts a boolean mask at every call)
+            mask = additive_mask(mask, x.dtype)
         cos, sin = rope_tables(self.cfg, position_ids, x.dtype)
         cos, sin = cos[:, None], sin[:, None]  # broadcast over heads
         for layer in self.layers:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from llm_backend.engines import Rollouts
-from llm_backend.tiny_model import TinyLM, rope_tables, rotate
+from llm_backend.tiny_model import TinyLM, additive_mask, rope_tables, rotate
 
 
 def _norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -86,9 +86,12 @@ class KVEngine:
         head = self.model.lm_head.weight.detach()
         return m.embed_tokens.weight.detach(), layers, m.norm.weight.detach(), head
 
-    @torch.no_grad()
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int = 0) -> Rollouts:
+        with torch.no_grad():
+            return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed)
+
+    def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed) -> Rollouts:
         t0 = time.perf_counter()
         cfg = self.model.config
         dev = self.device
@@ -114,14 +117,18 @@ class KVEngine:
         rep = H // KVH
         emb, layers, norm_w, head_w = self._weights()
         S = P + T
-        caches = [(torch.zeros(B, KVH, S, hd, device=dev), torch.zeros(B, KVH, S, hd, device=dev))
+        # uninitialised: a decoding step reads positions < P + t + 1 only, all written by then
+        caches = [(torch.empty(B, KVH, S, hd, device=dev), torch.empty(B, KVH, S, hd, device=dev))
                   for _ in layers]
         key_ok = torch.ones(B, S, dtype=torch.bool, device=dev)
         key_ok[:, :P] = valid.repeat_interleave(n, 0)
+        key_add = additive_mask(key_ok[:, None, None, :])  # (B, 1, 1, S)
+        cos_all, sin_all = rope_tables(cfg, torch.arange(S, device=dev))  # (S, hd), indexed per step
 
         # prefill: the bp prompts once
         tri = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
-        mask = ((tri[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev)).unsqueeze(1)
+        mask = additive_mask(((tri[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev))
+                             .unsqueeze(1))
         cos, sin = rope_tables(cfg, pos)
         cos, sin = cos[:, None], sin[:, None]
         x = F.embedding(ids, emb)
@@ -157,9 +164,8 @@ class KVEngine:
             if bool(done.all()) or t == T - 1:
                 break
             x = F.embedding(tok.to(dev), emb)[:, None]  # (B, 1, d)
-            c, s = rope_tables(cfg, (start + t)[:, None])
-            c, s = c[:, None], s[:, None]
-            am = key_ok[:, None, None, : P + t + 1]
+            c, s = cos_all[start + t][:, None, None], sin_all[start + t][:, None, None]  # (B, 1, 1, hd)
+            am = key_add[..., : P + t + 1]
             for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
                 qkv = F.linear(_norm(x, ln1, eps), wqkv)
                 q = rotate(qkv[..., :qd].view(B, 1, H, hd).transpose(1, 2), c, s)
