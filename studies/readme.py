@@ -91,9 +91,7 @@ def summary_of(plan, outcomes) -> dict:
 
 
 def _preset_lr(plan) -> dict:
-    from studies.claims.common import PRESETS
-
-    lr = PRESETS[plan.backend]["interference"].get("lr")
+    lr = plan.presets["interference"].get("lr")
     return {"lr": lr} if lr is not None else {}
 
 

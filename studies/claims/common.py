@@ -34,10 +34,12 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "skills": {"model": "skills"},
     },
     "llm": {"interference": dict(CPU_LLM)},
+    "tiny": {"interference": {"lm": "tiny"}},
 }
 """Backend -> policy role -> RunConfig fields / backend options. A real LM plays the interference role. The
 simulator's lr is written out (its default, 0.1) so the preset and the lr study's "constant lr 0.1" are the
-same runs."""
+same runs. "tiny" is the llm backend on the shipped tiny LM (`--lm tiny`, its own defaults:
+llm_backend.config.TINY_DEFAULTS)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,13 @@ class Plan:
     large_min: int = 32
     pass1_ns: tuple[int, int] = (8, 128)
     """(small n, large n) of the pass@1 distribution comparison (finding 5)."""
+    lm: str | None = None
+    """The llm backend's model (`--lm`; None: SmolLM2's CPU preset); its PRESETS key when set."""
+
+    @property
+    def presets(self) -> dict[str, dict[str, Any]]:
+        """PRESETS of this plan: the backend's, or the tiny LM's for lm = "tiny"."""
+        return PRESETS[self.lm or self.backend]
 
     def budgets(self, top: int) -> list[int]:
         """Budgets 4x apart up to `top`, at most six, from 2^10 (below it the largest n has not stepped)."""
@@ -148,7 +157,29 @@ LLM_QUICK = Plan(
     large_min=8,
     pass1_ns=(2, 8),
 )
-PLANS = {("sim", False): FULL, ("sim", True): QUICK, ("llm", True): LLM_QUICK, ("llm", False): LLM_QUICK}
+TINY_QUICK = Plan(
+    "tiny-quick",
+    "llm",
+    seeds=2,
+    top=2**14,
+    side_top=2**14,
+    ns=(2, 8, 32),
+    side_ns=(2, 8, 32),
+    d=None,
+    lrs=(),
+    sqrt_lrs=(),
+    bp=16,
+    small_max=2,
+    large_min=32,
+    pass1_ns=(2, 32),
+    lm="tiny",
+)
+"""The tiny LM's quick plan (`isocompute claims --backend llm --lm tiny --quick`): bp 16, n 2 / 8 / 32 to
+2^14 rollouts (n = 32 takes 32 steps), 2 seeds; minutes on 2 cores."""
+PLANS = {("sim", False): FULL, ("sim", True): QUICK, ("llm", True): LLM_QUICK, ("llm", False): LLM_QUICK,
+         ("tiny", True): TINY_QUICK, ("tiny", False): TINY_QUICK}
+"""(backend, or "tiny" for the llm backend on the tiny LM; quick) -> Plan. The llm plans are CPU-sized
+either way."""
 
 
 @dataclass(frozen=True)
@@ -433,7 +464,7 @@ def setup_text(plan: Plan, st: StudySpec, extra: str = "") -> str:
     """`RunConfig(...)` of a study's shared fields, for the report's Setup lines."""
     from studies.declared import study_configs
 
-    cfg = study_configs(st, PRESETS[plan.backend], plan.backend)[0][1]
+    cfg = study_configs(st, plan.presets, plan.backend)[0][1]
     skip = {"n", "seed", "problem_seed", "backend", "options"}
     default = RunConfig().to_dict()
     fields = {k: v for k, v in cfg.to_dict().items() if k not in skip and v != default.get(k)}
