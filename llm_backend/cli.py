@@ -218,7 +218,7 @@ def calibrate(
         if tiny:
             from llm_backend import tiny_tasks
 
-            problems = tiny_tasks.suite(count, seed, tiny_tasks.POOL_CELLS)
+            problems = tiny_tasks.suite(count, seed, tiny_tasks.POOL_CELLS, tiny_tasks.POOL_SHARES)
         else:
             problems = problem_suite(count, dig, trm, ops, seed)
     except ValueError as e:

@@ -114,7 +114,8 @@ def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
 def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
     """0 where a query may attend, -inf elsewhere: the float mask SDPA adds to the scores (its boolean
     argument means the same and is converted to this form inside every call)."""
-    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+    out = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return out.masked_fill_(~allowed, float("-inf"))
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -28,6 +28,10 @@ and `xhard`: generalisation, or its absence, beyond the pretraining data)."""
 POOL_CELLS = (*PRETRAIN_CELLS, ("mul", 2, 2))
 """The calibration pool's cells (`isocompute llm calibrate --lm tiny`): the pretraining cells and one the
 model never saw (2 x 2 products), 12 cells."""
+POOL_SHARES = {("mul", 2, 2): 0.25}
+"""Per-cell share of `--count` in the pool (others: 1). The unseen 2 x 2 products are all pass@1 ~ 0 and are
+there for xhard: a quarter of the count keeps thousands of xhard problems without tipping the pool's
+pass@1 histogram toward 0 (docs/tiny_lm/base_pass1.md)."""
 MAX_ANSWER = 2 * MAX_DIGITS + 1
 """Characters of the longest answer (a 4 x 4 digit product has 8; a difference may carry a sign)."""
 MAX_NEW_TOKENS = MAX_ANSWER + 1
@@ -74,14 +78,14 @@ def generate(count: int, seed: int, op: str, a_digits: int, b_digits: int) -> li
     ]
 
 
-def suite(count: int, seed: int = 0, cells=CELLS) -> list[Problem]:
-    """Up to `count` distinct problems per cell, deduplicated across cells, in a seeded random order (the
-    calibration pool; a partial calibration then covers every cell evenly)."""
+def suite(count: int, seed: int = 0, cells=CELLS, shares: dict | None = None) -> list[Problem]:
+    """Up to `count` distinct problems per cell (times `shares[cell]` where given), deduplicated across cells,
+    in a seeded random order (the calibration pool; a partial calibration then covers every cell evenly)."""
     out, seen = [], set()
     for op, a, b in cells:
-        kept = 0
-        for p in generate(4 * count, seed, op, a, b):
-            if p.question not in seen and kept < count:
+        kept, cap = 0, max(1, round(count * (shares or {}).get((op, a, b), 1))) if count > 0 else 0
+        for p in generate(4 * cap, seed, op, a, b):
+            if p.question not in seen and kept < cap:
                 seen.add(p.question)
                 out.append(p)
                 kept += 1

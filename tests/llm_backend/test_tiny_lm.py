@@ -251,6 +251,10 @@ def test_calibrate_command_writes_tiny_splits(tmp_path):
                                    "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in open(tmp_path / "progress.jsonl")]
-    assert len(rows) == 2 * len(tiny_tasks.POOL_CELLS) and all(0 <= r["correct"] <= 4 for r in rows)
+    pool = tiny_tasks.suite(2, 0, tiny_tasks.POOL_CELLS, tiny_tasks.POOL_SHARES)
+    assert len(rows) == len(pool) == 2 * len(tiny_tasks.POOL_CELLS) - 1  # the 2 x 2 products: a quarter, >= 1
+    assert all(0 <= r["correct"] <= 4 for r in rows)
+    cells = {tiny_tasks.cell_name(*c) for c in tiny_tasks.POOL_CELLS}
+    assert {tiny_tasks.cell_of(r["pid"]) for r in rows} == cells
     for split in ("easy", "hard", "veasy", "xhard"):
         assert (tmp_path / f"{split}.train.jsonl").exists()
