@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from test_grpo import VOCAB, Cfg, tiny_llama  # noqa: E402  (pytest puts this folder on sys.path)
-from tolerance import assert_close_reordered  # noqa: E402
+from tolerance import adam_first_step_atol, assert_close_reordered, reduction_atol  # noqa: E402
 
 from llm_backend import grpo  # noqa: E402
 from llm_backend.packed import make_packed_batch  # noqa: E402
@@ -78,8 +78,14 @@ def test_packed_gradient_and_adamw_step_equal_the_padded_ones(layout, loss_agg):
     tokens = sum(len(p) + len(c) for p, c in zip(prompts, comps, strict=True))  # terms summed into a gradient
     for x, y in zip(g1, g2, strict=True):
         assert_close_reordered(y, x, terms=tokens)
-    for x, y in zip(p1, p2, strict=True):  # one AdamW step (lr 1e-2) from the same start
-        torch.testing.assert_close(y, x, atol=1e-6, rtol=1e-5)
+    # one AdamW step (lr 1e-2) from the same start: float32 round-off of the update (atol 1e-6, rtol 1e-5)
+    # plus the gradient's reordering error as Adam's per-element normalisation propagates it (tolerance.py);
+    # that propagation assumes the step was not clipped (clipping would rescale both gradients)
+    assert s1["grad_norm"] < cfg.max_grad_norm
+    for g, x, y in zip(g1, p1, p2, strict=True):
+        tol = 1e-6 + 1e-5 * x.abs() + adam_first_step_atol(g, reduction_atol(g, tokens), lr=1e-2)
+        worst = float(((y - x).abs() - tol).max())
+        assert worst <= 0, f"AdamW step differs beyond its tolerance by {worst:.2e}"
     assert s2["grad_norm"] == pytest.approx(s1["grad_norm"], rel=1e-5)
 
 
