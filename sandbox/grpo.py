@@ -21,8 +21,16 @@ One step, for each of the bp problems of the batch (shapes in comments):
    problem's moments and bias correction advance only on steps where it is in the batch, so independent
    problems stay exactly independent; shared parameters use dense Adam. Work whose result is known to be
    zero or the identity is skipped exactly (`_train_kernel`).
-5. `_run_full` is the whole loop of one run (train to each evaluation step, evaluate, fill the row);
-   runner.run_many runs many on Python threads (it releases the GIL), each bit-identical to the run alone.
+5. `_run_full` is the whole loop of one run (train to each evaluation step, evaluate, fill the row), a Python
+   loop over the two kernels; runner.run_many runs many on Python threads (the kernels release the GIL),
+   each bit-identical to the run alone.
+Compile cost (issue 22): Numba compiles each njit function once per argument-type signature and links a
+callee's machine code into every caller, while an `inline="always"` callee is copied into each call site as
+Numba IR and typed there again. The helpers here are therefore plain (separately compiled, once) calls
+unless inlining at the Numba level is needed for their arithmetic (`exp_nonpos`, `tanh_fast`: an inlined
+copy takes its caller's fastmath flags, a compiled one its own) or for SLP vectorisation (`_adam4`). LLVM
+still inlines the small ones (`_flush`, `uniform`) into their callers' loops, which still vectorise (per-step
+cost unchanged or lower, issue 22), and the IEEE operations are the same either way (same bits).
 """
 
 from __future__ import annotations
@@ -80,7 +88,7 @@ OK, BAD_LOGITS, BAD_GRAD = 0, 1, 2
 REASONS = {BAD_LOGITS: "non-finite logits", BAD_GRAD: "non-finite gradient", 3: "non-finite metrics"}
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _softmax_fast(z, logp, pi):
     """Stable log-softmax and softmax of one row z (K,) into logp and pi (as policies.softmax_row).
 
@@ -105,7 +113,7 @@ def _softmax_fast(z, logp, pi):
         logp[k] = z[k] - lse
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _softmax_pi(z, pi):
     """`_softmax_fast` without the log-probabilities (plain PG without KL / entropy needs only pi): the same
     operations for pi, so bit-identical pi, and no log call."""
@@ -284,7 +292,7 @@ def _categorical_counts(s, pi, n, first, need_rest, out):
     return c
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                   theta, theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, hist, m_end):
     """Run GRPO steps st[ST_STEP] .. m_end-1 in place on theta and the optimiser state. Returns a status code.
@@ -520,7 +528,7 @@ def _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     return OK
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _any_nonzero(x, lo, hi):
     for j in range(lo, hi):
         if x[j] != 0.0:
@@ -528,14 +536,14 @@ def _any_nonzero(x, lo, hi):
     return False
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _flush(x, tiny):
     """x, or exactly 0 where |x| < tiny (`TINY`); NaN stays NaN (the comparison is false), so divergence
     checks still see it. A select, so the loops it is in still vectorise."""
     return 0.0 if abs(x) < tiny else x
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _decay(t, t0, lr, wd, tiny):
     """Decoupled decay t - lr wd (t - t0) toward t0; a displacement |t - t0| < tiny is set to 0 (t0), since
     its geometric shrinking toward t0 = 0 would enter the subnormal range (`TINY`)."""
@@ -604,7 +612,7 @@ def _adam4(theta, m1, m2, grad, j, i, lr, b1, b2, eps, bc1, bc2, tiny):
     theta[j0], theta[j1], theta[j2], theta[j3] = t0, t1, t2, t3
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, bc1, bc2, tiny=TINY):
     """`_opt_update` on theta[off:off+size] with gradient grad[:size], one branch-free loop per case so the
     K-long row vectorises; the same arithmetic per element (bit-identical). Adam rows of 8 use `_adam4`."""
@@ -783,7 +791,7 @@ C_P, C_BEST, C_WORST, C_H, C_KL, C_LEN, C_ZV = range(7)
 N_CACHE = 7
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled,
                      rs, pass1_train, pass1_val, out, cache, cstamp, row_t, use_cache):
     """`_evaluate` that recomputes only the problems whose logits may have changed (issue 15), bit-identical.
@@ -806,10 +814,14 @@ def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     LP = np.empty((EVAL_CHUNK, K))
     smx = np.empty(EVAL_CHUNK)
     smxe = np.empty(EVAL_CHUNK * K)
-    work = np.zeros(work_size(kind, data[3], K, EVAL_CHUNK))
+    # int64 / bool values, not the literals 256, 0, True: Numba compiles a callee once per argument type, and
+    # a literal is a type of its own (with `nb = 0` it compiled `_softmax_rows` for nb = Literal[int](0) on
+    # top of int64, issue 22: each extra specialisation of a kernel costs its compile)
+    work = np.zeros(work_size(kind, data[3], K, np.int64(EVAL_CHUNK)))
+    need_logp = K > 0
     for lo in range(0, G, EVAL_CHUNK):
         hi = min(EVAL_CHUNK, G - lo) + lo
-        nb = 0
+        nb = np.int64(0)
         for g in range(lo, hi):
             stamp = row_t[g] if g < d else 0
             if reuse and cstamp[g] == stamp:
@@ -821,7 +833,7 @@ def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
             continue
         if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[:nb], Z[:nb], work):
             return False
-        _softmax_rows(Z, nb, PI, LP, True, smx, smxe)
+        _softmax_rows(Z, nb, PI, LP, need_logp, smx, smxe)
         for i in range(nb):
             g = idx[i]
             pi = PI[i]
@@ -890,7 +902,7 @@ def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
     Z = np.empty((EVAL_CHUNK, K))
     pi = np.empty(K)
     idx = np.empty(EVAL_CHUNK, dtype=np.int64)
-    work = np.zeros(work_size(kind, data[3], K, EVAL_CHUNK))
+    work = np.zeros(work_size(kind, data[3], K, np.int64(EVAL_CHUNK)))  # int64, as `_evaluate_cached`
     for lo in range(0, d, EVAL_CHUNK):
         nb = min(EVAL_CHUNK, d - lo)
         for i in range(nb):
@@ -906,59 +918,62 @@ N_STATS = 17
 S_TOKENS, S_BREW, S_ROLL, S_STEP = 13, 14, 15, 16  # S_ROLL: rollouts drawn so far; S_STEP: steps taken
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
 def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2, pw, row_t,
               stamp, perm, st, acc, hp, ip, rs, moved, hist, rs_eval, k_metric, sampled, snapshots, ev, e_lo,
               e_hi, prev_acc, p_train, p_val, stats, res):
-    """Evaluation points e_lo .. e_hi-1 of one run: train to step ev[e], evaluate, fill row e of stats (E, 16)
+    """Evaluation points e_lo .. e_hi-1 of one run: train to step ev[e], evaluate, fill row e of stats (E, 17)
     and (with snapshots) of p_train (E, d) / p_val (E, d_val) float32. res (3,) int64: rows filled so far,
     status code (OK; BAD_LOGITS / BAD_GRAD from training, 3 for non-finite metrics), step of divergence.
     prev_acc (N_ACC,) keeps the accumulators at the previous row between calls. The one loop of a run, used
-    by runner.run (one run) and runner.run_many (Python threads over runs: nogil, so they run in parallel),
-    so both give the same numbers bit for bit.
+    by runner.run (one run) and runner.run_many (Python threads over runs: both kernels release the GIL, so
+    they run in parallel), so both give the same numbers bit for bit.
+
+    A Python loop over two separately compiled kernels, `_train_kernel` and `_evaluate_cached` (issue 22):
+    as one Numba function it was a third compile that re-optimised and re-generated the machine code of both
+    (Numba links a callee's code into each caller and compiles the whole again), ~2 s of a 19 s cold compile
+    on an Intel Xeon; the loop costs two kernel calls per evaluation point (tens of microseconds). The row's
+    bookkeeping is the same IEEE arithmetic on float64 scalars, so the numbers are unchanged bit for bit.
     """
-    n = ip[IP_N]
-    row_p_train = np.empty(d)
-    row_p_val = np.empty(offset.shape[0] - d)
-    out = np.empty(12)
+    n = int(ip[IP_N])
     G = offset.shape[0]
+    row_p_train = np.empty(d)
+    row_p_val = np.empty(G - d)
+    out = np.empty(12)
     cache = np.zeros((G, N_CACHE))
     cstamp = np.full(G, -1, dtype=np.int64)
     fixed = ip.shape[0] <= IP_ALLOC or ip[IP_ALLOC] == al.A_FIXED  # the allocator kernel is not relied on
-    for e in range(e_lo, e_hi):
-        if ev[e] > 0:
-            code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0,
-                                 m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, hist, ev[e])
-            if code != OK:
-                res[1] = code
+    with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 -> inf / nan as in a kernel
+        for e in range(e_lo, e_hi):
+            if ev[e] > 0:
+                code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
+                                     theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, hist,
+                                     ev[e])
+                if code != OK:
+                    res[1] = code
+                    res[2] = st[ST_STEP]
+                    return
+            if not _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n,
+                                    k_metric, sampled, rs_eval, row_p_train, row_p_val, out, cache, cstamp,
+                                    row_t, fixed):
+                res[1] = 3
                 res[2] = st[ST_STEP]
                 return
-        if not _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n,
-                                k_metric, sampled, rs_eval, row_p_train, row_p_val, out, cache, cstamp, row_t,
-                                fixed):
-            res[1] = 3
-            res[2] = st[ST_STEP]
-            return
-        if snapshots:
-            for i in range(d):
-                p_train[e, i] = row_p_train[i]
-            for i in range(row_p_val.shape[0]):
-                p_val[e, i] = row_p_val[i]
-        for j in range(12):
-            stats[e, j] = out[j]
-        if ev[e] > 0:
-            d_roll = acc[AC_ROLL] - prev_acc[AC_ROLL]
-            d_upd = acc[AC_UPDATES] - prev_acc[AC_UPDATES]
-            stats[e, 10] = (acc[AC_TOK] - prev_acc[AC_TOK]) / d_roll if d_roll > 0 else 0.0
-            stats[e, 11] = (acc[AC_ZV] - prev_acc[AC_ZV]) / (acc[AC_GROUPS] - prev_acc[AC_GROUPS])
-            stats[e, 12] = (acc[AC_GNORM] - prev_acc[AC_GNORM]) / d_upd if d_upd != 0.0 else 0.0
-            stats[e, S_BREW] = acc[AC_BREW]
-        stats[e, S_TOKENS] = acc[AC_TOKENS]
-        stats[e, S_ROLL] = acc[AC_ROLL]
-        stats[e, S_STEP] = st[ST_STEP]
-        for j in range(acc.shape[0]):
-            prev_acc[j] = acc[j]
-        res[0] = e + 1
+            if snapshots:
+                p_train[e, :d] = row_p_train
+                p_val[e, : G - d] = row_p_val
+            stats[e, :12] = out
+            if ev[e] > 0:
+                d_roll = acc[AC_ROLL] - prev_acc[AC_ROLL]
+                d_upd = acc[AC_UPDATES] - prev_acc[AC_UPDATES]
+                stats[e, 10] = (acc[AC_TOK] - prev_acc[AC_TOK]) / d_roll if d_roll > 0 else 0.0
+                stats[e, 11] = (acc[AC_ZV] - prev_acc[AC_ZV]) / (acc[AC_GROUPS] - prev_acc[AC_GROUPS])
+                stats[e, 12] = (acc[AC_GNORM] - prev_acc[AC_GNORM]) / d_upd if d_upd != 0.0 else 0.0
+                stats[e, S_BREW] = acc[AC_BREW]
+            stats[e, S_TOKENS] = acc[AC_TOKENS]
+            stats[e, S_ROLL] = acc[AC_ROLL]
+            stats[e, S_STEP] = st[ST_STEP]
+            prev_acc[:] = acc
+            res[0] = e + 1
 
 
 # The allocator path's step lives in its own module (it imports the kernels above; resolved at compile time).

@@ -329,7 +329,10 @@ def batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ, grad_shared, pg
     K = DZ.shape[1]
     if S > 0 and s_sh != 0.0:
         if s_sh != 1.0:
-            GZ = DZ * s_sh
+            GZ = np.empty((nb, K))  # DZ * s_sh as a loop: an array expression is a compile of its own
+            for b in range(nb):
+                for k in range(K):
+                    GZ[b, k] = DZ[b, k] * s_sh
             _shared_backward(kind, theta, data, idx, GZ, grad_shared, work)
         else:
             _shared_backward(kind, theta, data, idx, DZ, grad_shared, work)

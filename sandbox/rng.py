@@ -41,7 +41,7 @@ def new_state(seed: int, stream: int = 0) -> np.ndarray:
     return st
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def next_u64(s):
     """xoshiro256** (Blackman & Vigna 2018): next 64-bit output; advances s in place."""
     s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
@@ -58,7 +58,7 @@ def next_u64(s):
     return result
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def uniform(s):
     """Uniform double in [0, 1) with 53 random bits."""
     return (next_u64(s) >> _U11) * _INV53
@@ -74,7 +74,7 @@ def shuffle(s, a):
         a[i], a[j] = a[j], a[i]
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _stirling_tail(k):
     if k <= 9:
         return _TAIL[int(k)]

@@ -172,12 +172,22 @@ def notice_if_cold(config: SimConfig) -> bool:
     key = config.allocator == "fixed"
     if key in _cache._checked:
         return False
-    st = _initial_state(config)
-    ev, p_train, p_val, stats = _buffers(config)
-    run_args = (*st.policy.args(), *_kernel_args(st), config.snapshots, ev, 0, 1, st.acc.copy(), p_train,
-                p_val, stats, np.zeros(3, dtype=np.int64))
-    return _cache.notice_if_cold(key, [(grpo.initial_log_probs, (*st.policy.args(), st.theta, config.K)),
-                                       (grpo._run_full, run_args)])
+    return _cache.notice_if_cold(key, kernel_calls(_initial_state(config)))
+
+
+def kernel_calls(rs: RunState) -> list[tuple]:
+    """(dispatcher, args) of every kernel a run of rs.config calls (what `notice_if_cold` checks): the KL
+    reference, the training kernel and the cached evaluation, with arguments of the types `grpo._run_full`
+    passes."""
+    c = rs.config
+    G = c.d + c.d_val
+    pol = (*rs.policy.args(), rs.problems.lens, rs.logp0, rs.theta)
+    train = (*pol, rs.theta0, rs.m1, rs.m2, rs.pw, rs.row_t, rs.stamp, rs.perm, rs.st, rs.acc, rs.hp, rs.ip,
+             rs.rs, rs.moved, rs.hist, np.int64(1))
+    evaluate = (*pol, c.n, c.k, c.metric_mode == "sampled", rs.rs_eval, np.empty(c.d), np.empty(c.d_val),
+                np.empty(12), np.zeros((G, grpo.N_CACHE)), np.zeros(G, dtype=np.int64), rs.row_t, True)
+    return [(grpo.initial_log_probs, (*rs.policy.args(), rs.theta, c.K)), (grpo._train_kernel, train),
+            (grpo._evaluate_cached, evaluate)]
 
 
 def _buffers(config: SimConfig, snapshots_shape: bool = True):
@@ -302,7 +312,7 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
     """Run many configs in this process on `threads` threads (default: numba's thread count,
     NUMBA_NUM_THREADS; at most the number of runs).
 
-    Each run is `grpo._run_full` on its own state, called from a thread of a pool (the kernel releases the
+    Each run is `grpo._run_full` on its own state, called from a thread of a pool (its kernels release the
     GIL, so the threads run on separate cores); the runs share nothing, so every result equals `run(config)`
     bit for bit whatever the thread count (tests/sandbox/test_sim_batch.py). Results come back in the order
     of `configs`; `info["seconds"]` is the wall time shared out by cost. Python threads rather than a
