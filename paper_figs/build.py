@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, FigureSpec, StudySpec
+from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, TINY_GRID, TINY_PRESETS, FigureSpec, StudySpec
 from studies import declared
 from studies.config import RunConfig, StudiesError
 from studies.declared import import_runs
@@ -37,30 +37,34 @@ class FigureDataWarning(UserWarning):
     """Runs left out of a figure (diverged or failed); the message names them."""
 
 
-def presets_for(backend: str) -> dict[str, dict[str, Any]]:
-    return PRESETS if backend == "sim" else LLM_PRESETS
+def presets_for(backend: str, lm: str | None = None) -> dict[str, dict[str, Any]]:
+    """The roles' RunConfig fields: the simulator's presets, SmolLM2's CPU preset, or the tiny LM's."""
+    if backend == "sim":
+        return PRESETS
+    return TINY_PRESETS if lm == "tiny" else LLM_PRESETS
 
 
-def study_configs(st: StudySpec, backend: str = "sim") -> list[tuple[str | None, RunConfig]]:
+def study_configs(st: StudySpec, backend: str = "sim", lm: str | None = None
+                  ) -> list[tuple[str | None, RunConfig]]:
     """(variant label or None, RunConfig) for every run of one study spec (studies.declared)."""
-    return declared.study_configs(st, presets_for(backend), backend)
+    return declared.study_configs(st, presets_for(backend, lm), backend)
 
 
-def sized(st: StudySpec, size: str, backend: str = "sim") -> StudySpec:
+def sized(st: StudySpec, size: str, backend: str = "sim", lm: str | None = None) -> StudySpec:
     if size not in SIZES:
         raise StudiesError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
     if backend == "llm":  # the CPU-sized grid; the simulator's own overrides (response_len...) do not apply
-        return replace(st, **LLM_GRID, base=(), variants=())
+        return replace(st, **(TINY_GRID if lm == "tiny" else LLM_GRID), base=(), variants=())
     return st.scaled(**SIZES[size]) if SIZES[size] else st
 
 
-def needed_studies(specs: Iterable[FigureSpec], size: str = "quick", backend: str = "sim"
-                   ) -> dict[str, StudySpec]:
+def needed_studies(specs: Iterable[FigureSpec], size: str = "quick", backend: str = "sim",
+                   lm: str | None = None) -> dict[str, StudySpec]:
     """Unique studies of the given figures (by name); two figures naming one study must declare it equally."""
     out: dict[str, StudySpec] = {}
     for spec in specs:
         for st in spec.studies:
-            st = sized(st, size, backend)
+            st = sized(st, size, backend, lm)
             if st.name in out and out[st.name] != st:
                 raise RuntimeError(f"study {st.name!r} is declared differently by two figures")
             out[st.name] = st
@@ -74,9 +78,10 @@ def run_studies(
     jobs: int | None = None,
     progress: bool = True,
     reuse: Iterable[Path] = (),
+    lm: str | None = None,
 ) -> declared.Plan:
     """Run every missing run of the figures' studies into one results directory (studies.declared)."""
-    return declared.run_studies(studies, results, presets_for(backend), backend, jobs, progress, reuse,
+    return declared.run_studies(studies, results, presets_for(backend, lm), backend, jobs, progress, reuse,
                                 study="paper_figs", desc="figure runs")
 
 
@@ -225,8 +230,10 @@ def build(
     progress: bool = True,
     log=print,
     reuse: Iterable[Path] = (),
+    lm: str | None = None,
 ) -> dict[str, dict]:
-    """Run/reuse studies, draw every figure, save PNG + PDF to `out`, optionally write the gallery."""
+    """Run/reuse studies, draw every figure, save PNG + PDF to `out`, optionally write the gallery.
+    `lm`: the llm backend's model ("tiny": the shipped tiny LM at TINY_GRID; None: SmolLM2 at LLM_GRID)."""
     refused = [s for s in specs if backend not in s.backends]
     for spec in refused:
         why = f"figure {spec.id} needs the {' or '.join(spec.backends)} backend, not {backend}"
@@ -234,9 +241,9 @@ def build(
             raise StudiesError(why)
         log(f"{spec.id}: refused: {why}")
     specs = [s for s in specs if backend in s.backends]
-    studies = needed_studies(specs, size, backend)
+    studies = needed_studies(specs, size, backend, lm)
     t0 = time.perf_counter()
-    plan = run_studies(studies, results, backend, jobs, progress, reuse)
+    plan = run_studies(studies, results, backend, jobs, progress, reuse, lm)
     log(
         f"studies ready in {time.perf_counter() - t0:.1f} s ({sum(len(v) for v in plan.values())} runs, "
         f"results in {results})"

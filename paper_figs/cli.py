@@ -33,6 +33,13 @@ def _ids(value: tuple[str, ...]) -> list[str]:
     help="Engine that runs the studies.",
 )
 @click.option(
+    "--lm",
+    type=click.Choice(["smollm2", "tiny"]),
+    default=None,
+    help="Model of --backend llm: smollm2 (default; bp 4, n 2..8 to 256 rollouts) or tiny (the shipped "
+    "0.2M-parameter LM; bp 16, n 2..32 to 2^14: paper_figs.specs.TINY_GRID).",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("results/figs/img"),
@@ -70,7 +77,7 @@ def _ids(value: tuple[str, ...]) -> list[str]:
 )
 @click.option("--list", "list_only", is_flag=True, help="List the figure ids and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bars and no per-figure log: only the files written.")
-def figs(only, backend, out, results, jobs, size, gallery_path, reuse, list_only, quiet) -> None:
+def figs(only, backend, lm, out, results, jobs, size, gallery_path, reuse, list_only, quiet) -> None:
     from paper_figs import build
     from paper_figs.registry import figures
 
@@ -79,6 +86,8 @@ def figs(only, backend, out, results, jobs, size, gallery_path, reuse, list_only
         for fid, spec in reg.items():
             click.echo(f"{fid:10s} {build.heading(spec)}")
         return
+    if lm is not None and backend != "llm":
+        raise click.UsageError("--lm takes --backend llm")
     if only and not _ids(only):  # `--only ''` must not silently mean every figure (hundreds of runs)
         raise click.UsageError("--only names no figure id; drop it to build all (`--list` shows the ids)")
     ids = _ids(only) or list(reg)
@@ -110,6 +119,7 @@ def figs(only, backend, out, results, jobs, size, gallery_path, reuse, list_only
             progress=not quiet,
             log=(lambda _msg: None) if quiet else click.echo,
             reuse=reuse,
+            lm=None if lm == "smollm2" else lm,
         )
     except StudiesError as e:
         raise click.UsageError(str(e)) from None

@@ -31,7 +31,8 @@ def make(tables):
     axes[0, 0].set_title("token-based compute")
     axes[0, 1].set_title("rollout-based compute")
     plots.nstar_legend(fig)
-    style.title(fig, "24", "n*(C) in tokens vs rollouts (easy, bp = 32)")
+    bp = ", ".join(str(int(b)) for b in sorted(set(t["bp"])))
+    style.title(fig, "24", f"n*(C) in tokens vs rollouts (easy, bp = {bp})", style.engine_of(t))
     return fig
 
 

@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 
 from studies.declared import CPU_LLM, POW2, Overrides, StudySpec
 
-__all__ = ["CPU_LLM", "LLM_GRID", "LLM_PRESETS", "POW2", "PRESETS", "FigureSpec", "Overrides", "StudySpec"]
+__all__ = ["CPU_LLM", "LLM_GRID", "LLM_PRESETS", "POW2", "PRESETS", "TINY_GRID", "TINY_PRESETS", "FigureSpec",
+           "Overrides", "StudySpec"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tabular": {"model": "tabular"},
@@ -33,6 +34,13 @@ it plays the interference role; the tabular / linear / mlp roles have no LLM cou
 
 LLM_GRID: dict[str, Any] = {"n": (2, 4, 8), "bp": (4,), "budget": 256, "seeds": 1}
 """Every study's grid on `--backend llm` (CPU-sized: minutes on 2 cores, not hours)."""
+
+TINY_PRESETS: dict[str, dict[str, Any]] = {"interference": {"lm": "tiny"}}
+"""`--backend llm --lm tiny`: the shipped tiny LM (its own defaults, llm_backend.config.TINY_DEFAULTS) in the
+interference role."""
+
+TINY_GRID: dict[str, Any] = {"n": (2, 8, 32), "bp": (16,), "budget": 2**14, "seeds": 2}
+"""Every study's grid on the tiny LM: ~1,000x cheaper per rollout than SmolLM2, so 64x the budget."""
 
 
 @dataclass(frozen=True)

@@ -182,9 +182,16 @@ def metric_label(metric: str, k: int | None = None) -> str:
     return text
 
 
-def title(fig: Figure, paper: str, text: str) -> None:
-    """Figure title naming the paper figure it mirrors, e.g. 'Paper Fig. 6 (sim): ...'."""
-    fig.suptitle(f"Paper Fig. {paper} (simulator): {text}" if paper else text)
+def title(fig: Figure, paper: str, text: str, engine: str = "simulator") -> None:
+    """Figure title naming the paper figure it mirrors and what ran it: 'Paper Fig. 6 (simulator): ...'."""
+    fig.suptitle(f"Paper Fig. {paper} ({engine}): {text}" if paper else text)
+
+
+def engine_of(t) -> str:
+    """What made a table's runs, for a title: "simulator", or the llm backend's model (e.g. "LM tiny")."""
+    if "backend" not in t or t.empty or str(t["backend"].iloc[0]) == "sim":
+        return "simulator"
+    return f"LM {t['model'].iloc[0]}" if "model" in t else "LM"
 
 
 def empty_panel(ax: Axes, message: str) -> None:
