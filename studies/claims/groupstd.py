@@ -116,6 +116,10 @@ class Size:
     """Diagnostic arms (not in the verdict), run at `diag_ns` only: which part of w_n(p) does the work."""
     diag_ns: tuple[int, ...] = ()
     """(group arm, none arm) the verdict rule reads: the KL arms (the LM size: its one KL setting)."""
+    staged: bool = False
+    """Run the tuning seeds on the whole lr grid first, then the reported seeds only at the lrs the tuning
+    seeds chose for some readout budget (build_staged): the same selection, without the reported-seed runs
+    at lrs no readout reads."""
 
     @property
     def top(self) -> int:
@@ -184,6 +188,7 @@ SIZES = {
         arms=LM_ARMS,
         boot=100,
         verdict_arms=tuple(a.key for a in LM_ARMS),
+        staged=True,
     ),
     # the machinery of part 3 on the tiny LM in minutes (a 512-rollout run with the tiny LM's 256 validation
     # problems costs ~40 s of CPU; 32 problems and 4 evaluations keep a 64-rollout run near 10 s)
@@ -521,19 +526,63 @@ def wall_seconds(t: Tables, names) -> float:
     return tot
 
 
+def chosen_lrs(table: pd.DataFrame, size: Size, metric: str = "val_mean") -> set[tuple[int, str]]:
+    """(n, lr label) pairs the tuning seeds choose at some readout budget (`choose`, budget by budget)."""
+    rec = records(table, [float(b) for b in size.budgets], metric)
+    out: set[tuple[int, str]] = set()
+    for b in size.budgets:
+        try:
+            pick = choose(rec, float(b), size)
+        except ValueError:  # no n has stepped at this budget
+            continue
+        out |= {(int(n), v) for n, v in zip(pick["n"], pick["variant"], strict=True)}
+    return out
+
+
+def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs: int, progress: bool):
+    """Stage 1: every study's runs on the tuning seeds (the whole lr grid). Stage 2: the reported seeds at the
+    (n, lr) pairs stage 1 chose for a readout budget. The selection is the unstaged one (the tuning seeds
+    alone choose); readouts at other budgets (compute to plateau) see a reported-seed value only where their
+    choice was run, and leave the others out."""
+    from studies.declared import study_configs
+    from studies.executors import run_sweep
+    from studies.store import ResultStore
+
+    full = {name: study_configs(st, PRESETS[size.backend], size.backend) for name, st in studies.items()}
+    tune = set(size.tune_seeds)
+    stage1 = {name: [(lab, c) for lab, c in runs if c.seed in tune] for name, runs in full.items()}
+    with ResultStore(results, study="groupstd") as store:
+        run_sweep([c for runs in stage1.values() for _, c in runs], store, jobs=jobs, progress=progress,
+                  desc="groupstd tuning runs")
+    t1 = Tables(results, stage1)
+    plan = {}
+    for name, runs in full.items():
+        tab = t1[name]
+        keep = chosen_lrs(tab, size) if len(tab) else set()
+        plan[name] = stage1[name] + [(lab, c) for lab, c in runs
+                                     if c.seed not in tune and (int(c.n), lab) in keep]
+    with ResultStore(results, study="groupstd") as store:
+        run_sweep([c for runs in plan.values() for _, c in runs if c.seed not in tune], store, jobs=jobs,
+                  progress=progress, desc="groupstd reported runs")
+    return plan
+
+
 def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> tuple[dict, Tables, float]:
     t0 = time.perf_counter()
     studies = studies_of(size)
-    plan = run_studies(
-        studies,
-        results,
-        PRESETS[size.backend],
-        size.backend,
-        jobs,
-        progress,
-        study="groupstd",
-        desc="groupstd runs",
-    )
+    if size.staged:
+        plan = build_staged(studies, size, results, jobs, progress)
+    else:
+        plan = run_studies(
+            studies,
+            results,
+            PRESETS[size.backend],
+            size.backend,
+            jobs,
+            progress,
+            study="groupstd",
+            desc="groupstd runs",
+        )
     t = Tables(results, plan)
     x = measure(t, size, jobs, progress)
     x["wall"] = {
