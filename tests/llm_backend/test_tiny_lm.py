@@ -147,6 +147,12 @@ def test_tiny_defaults_and_engine_checks():
         LLMConfig(engine="kv")
     with pytest.raises(ConfigError, match="kv"):
         LLMConfig(model="tiny", engine="hf")
+    # vLLM loads the tiny folder (checked by hand: `isocompute run --backend llm --lm tiny --option
+    # engine=vllm`); its context must not exceed the model's positions or vLLM refuses the config
+    from llm_backend.tiny_model import SIZES
+
+    v = config_for("tiny", engine="vllm")
+    assert v.engine == "vllm" and v.max_model_len == SIZES["tiny"].max_position_embeddings
 
 
 @pytest.fixture(scope="module")
