@@ -2,12 +2,13 @@
 
 1. rollouts/s of whole runs (`llm_backend.runner.run`: rollout + rewards + packed update + evaluations at
    the study schedule, model loading included) at bp 16 with n = 2, 8, 64 (targets: >= 5,000 at n 8,
-   >= 1,000 at n 2);
+   >= 1,000 at n 2): one run on one core, and two runs at once on the two cores (how sweeps use them);
 2. rollout only: the kv engine vs transformers `generate` (HFEngine on LlamaForCausalLM loaded from the same
    folder, same prompts and sampling; target >= 10x) and vLLM where it loads on this model;
 3. the update phase (packed forward + backward + AdamW on one step's batch) with our module and with
    transformers' LlamaForCausalLM (same weights), and against the float32 matmul peak measured here
-   (model FLOPs = 6 * parameters * trained tokens; attention excluded, so this is a lower bound).
+   (model FLOPs = 6 * parameters * trained tokens; attention excluded, so this is a lower bound); with AMX
+   also the bf16 update (bf16 compute copy, float32 master weights and AdamW state).
 
 Usage: .venv/bin/python benchmarks/tiny_lm.py [--lm tiny] [--budget 2^14] [--threads 1] [--json]
        [--out docs/tiny_lm/benchmark.json]
@@ -55,11 +56,11 @@ def matmul_peak(threads: int, size: int = 512, reps: int = 20) -> float:
     return 2 * size**3 / best / 1e9
 
 
-def end_to_end(lm: str, n: int, bp: int, budget: int) -> dict:
+def end_to_end(lm: str, n: int, bp: int, budget: int, seed: int = 0) -> dict:
     from llm_backend.config import config_for
     from llm_backend.runner import run
 
-    cfg = config_for(lm, dataset="easy", n=n, bp=bp, budget=budget, n_evals=8)
+    cfg = config_for(lm, dataset="easy", n=n, bp=bp, budget=budget, n_evals=8, seed=seed)
     t = time.perf_counter()
     res = run(cfg)
     wall = time.perf_counter() - t
@@ -71,6 +72,26 @@ def end_to_end(lm: str, n: int, bp: int, budget: int) -> dict:
         "tokens": int(steps[-1]["tokens"]), "evals": len(res.table["m"]),
         "val_mean_first_last": [float(res.table["val_mean"][0]), float(res.table["val_mean"][-1])],
     }
+
+
+def _e2e_child(args) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    return end_to_end(*args)
+
+
+def two_runs_at_once(lm: str, n: int, bp: int, budget: int) -> dict:
+    """Two runs (seeds 0 and 1) in two processes at once, one core each, as `--jobs 2` sweeps run them:
+    rollouts/s of the machine = both runs' rollouts over the wall time until the later one ends."""
+    import multiprocessing as mp
+
+    t = time.perf_counter()
+    with mp.get_context("spawn").Pool(2) as pool:
+        parts = pool.map(_e2e_child, [(lm, n, bp, budget, s) for s in (0, 1)])
+    wall = time.perf_counter() - t  # includes both processes' start-up and imports
+    return {"n": n, "bp": bp, "budget": budget, "runs": 2, "wall_s": wall,
+            "rollouts_per_s": 2 * budget / wall, "run_wall_s": [p["wall_s"] for p in parts]}
 
 
 def timed(fn, reps: int) -> float:
@@ -152,6 +173,13 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
         t = timed(lambda m=model, o=opt: grpo.train_step(m, o, pb, cfg), reps)
         out[f"{name}_update_s"] = t
+    if cpu_facts()["isa"] == "AMX":  # bf16 forward/backward on AMX, float32 master (grpo.MasterWeights)
+        import copy
+
+        master = copy.deepcopy(own)
+        mixed = grpo.MasterWeights(master)
+        opt = torch.optim.AdamW(master.parameters(), lr=1e-6)
+        out["own_bf16_update_s"] = timed(lambda: grpo.train_step(master, opt, pb, cfg, None, mixed), reps)
     params = sum(p.numel() for p in own.parameters())
     gflop = 6 * params * trained / 1e9
     out.update(parameters=params, model_gflop=gflop, own_gflops=gflop / out["own_update_s"],
@@ -187,6 +215,7 @@ def main() -> None:
         **cpu_facts(), "torch_threads": torch.get_num_threads(), "dtype": "float32",
         "loadavg_before": load0, "matmul_peak_gflops": peak,
         "end_to_end": [end_to_end(a.lm, int(n), a.bp, budget) for n in a.ns.split(",")],
+        "two_runs_at_once": [two_runs_at_once(a.lm, int(n), a.bp, budget) for n in a.ns.split(",")],
         "rollout": rollout_compare(a.lm, a.bp, 8, a.reps, not a.no_vllm),
         "update": update_compare(a.lm, a.bp, 8, a.reps, peak),
         "loadavg_after": os.getloadavg(),
