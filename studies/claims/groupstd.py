@@ -613,13 +613,15 @@ def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> t
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Markdown report (default docs/GROUP_STD.md, or results/GROUP_STD-quick.md with --quick).",
+    help="Markdown report (default docs/GROUP_STD.md, --backend llm docs/GROUP_STD_TINY.md, with --quick "
+    "results/GROUP_STD-<mode>.md).",
 )
 @click.option(
     "--fig",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Figure (default docs/figs/group_std.png; none with --quick unless given).",
+    help="Figure (default docs/figs/group_std.png, --backend llm docs/figs/group_std_tiny.png; none with "
+    "--quick unless given).",
 )
 @click.option(
     "--link",
@@ -641,17 +643,20 @@ def groupstd(
     progress: bool,
 ) -> None:
     """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
-    from studies.claims.groupstd_report import LINK_BEGIN, LINK_END, link_block, render, write_figure
+    from studies.claims.groupstd_report import link_block, link_markers, render, write_figure
 
     key = ("llm-quick" if quick else "llm") if backend == "llm" else ("quick" if quick else "full")
     size = SIZES[key]
     default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
     given_results = results
     results = results or default_results
-    out = out or (Path("docs/GROUP_STD.md") if key == "full" else Path(f"results/GROUP_STD-{key}.md"))
-    if fig is None and key == "full":
-        fig = Path("docs/figs/group_std.png")
-    if link is None and key == "full":
+    committed = {"full": ("GROUP_STD.md", "group_std.png"),
+                 "llm": ("GROUP_STD_TINY.md", "group_std_tiny.png")}  # the two committed experiments
+    if out is None:
+        out = Path("docs") / committed[key][0] if key in committed else Path(f"results/GROUP_STD-{key}.md")
+    if fig is None and key in committed:
+        fig = Path("docs/figs") / committed[key][1]
+    if link is None and key in committed:
         link = Path("docs/MECHANISMS.md")
     if link is not None and not link.is_file():
         raise click.UsageError(f"--link {link}: no such Markdown file")
@@ -673,7 +678,7 @@ def groupstd(
         write_figure(x, fig)
     atomic_write_text(out, render(x, cmd, fig, out))
     if link is not None:
-        write_marked_block(link, LINK_BEGIN, LINK_END, link_block(x, cmd, out, link))
+        write_marked_block(link, *link_markers(size.backend), link_block(x, cmd, out, link))
     click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
     click.echo(f"wrote {out}")
 

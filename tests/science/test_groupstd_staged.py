@@ -24,3 +24,19 @@ def test_staged_build_reads_out_as_the_full_grid(tmp_path):
     assert full["verdict"] == staged["verdict"]
     runs = sum(len(v) for v in t.plan.values())
     assert runs < full["wall"]["runs"]  # the reported seeds ran at the chosen lrs only
+
+
+def test_the_two_experiments_keep_their_own_blocks_in_mechanisms(tmp_path):
+    from studies.claims.groupstd_report import link_markers
+    from studies.claims.mechanisms import _kept_blocks
+    from studies.store import write_marked_block
+
+    doc = tmp_path / "MECHANISMS.md"
+    doc.write_text("# Mechanisms\n")
+    write_marked_block(doc, *link_markers("sim"), "simulator verdict")
+    write_marked_block(doc, *link_markers("llm"), "tiny LM verdict")
+    write_marked_block(doc, *link_markers("sim"), "simulator verdict, rerun")
+    text = doc.read_text()
+    assert "simulator verdict, rerun" in text and "tiny LM verdict" in text and text.count("simulator") == 1
+    kept = _kept_blocks(doc)  # a regeneration of the mechanisms report keeps both
+    assert "tiny LM verdict" in kept and "simulator verdict, rerun" in kept
