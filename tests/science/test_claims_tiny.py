@@ -29,7 +29,17 @@ def test_bad_lm_is_one_line_and_exit_2(args, tmp_path):
 
 
 @pytest.mark.slow
-def test_claims_on_the_tiny_lm_run_through_the_pipeline(tmp_path):
+def test_claims_on_the_tiny_lm_run_through_the_pipeline(tmp_path, monkeypatch):
+    """The command at a smaller plan (the committed quick plan takes ~2 min: 6 runs of 2^14 rollouts)."""
+    from dataclasses import replace
+
+    from studies.claims import common, report
+
+    small = replace(TINY_QUICK, top=2**9, side_top=2**9, ns=(2, 4), side_ns=(2, 4), bp=4, large_min=4,
+                    pass1_ns=(2, 4))
+    monkeypatch.setitem(common.PLANS, ("tiny", True), small)
+    monkeypatch.setitem(report.PLANS, ("tiny", True), small)
+    monkeypatch.setitem(common.PRESETS, "tiny", {"interference": {"lm": "tiny", "d_val": 16, "n_evals": 4}})
     out = tmp_path / "claims.md"
     r = CliRunner().invoke(main, ["claims", "--backend", "llm", "--lm", "tiny", "--quick", "--jobs", "2",
                                   "--results", str(tmp_path / "results"), "--out", str(out)])
