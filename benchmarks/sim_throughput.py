@@ -9,18 +9,27 @@ timed too (the weak baseline). Both are timed over a few hundred steps in the sa
 Times are CPU seconds of this process (time.process_time), which a shared machine disturbs less than wall
 time; the simulated run includes problem generation and all evaluations.
 
+--single (issue 27): one interference run at n = 256, bp = 32, d = d_val = 1024, 32 evaluations, to --budget,
+with 1 and with 2 threads (sandbox.run `threads`: training on one, the evaluations on the others), best of
+--reps wall times taken alternately in this process, as rollouts per second of wall time (target 8e8 on 2
+cores), with the tables checked equal bit for bit; --ref COMMIT times that commit's simulator on the same run
+in the same process (its sandbox/ read from git, one thread), for the ratio against it. --out FILE writes the
+JSON object (docs/sim_throughput.json).
+
 Usage: python benchmarks/sim_throughput.py [--budget 2^27] [--baseline-steps 200] [--json]
+       python benchmarks/sim_throughput.py --single [--budget 2^27] [--reps 3] [--ref COMMIT] [--out FILE]
 """
 
 from __future__ import annotations
 
 import os
 
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -31,6 +40,8 @@ from sandbox.problems import make_problems  # noqa: E402
 
 TARGET_RATE = 5e8
 TARGET_RATIO = 100.0
+TARGET_SINGLE = 8e8
+"""Issue 27: one interference run at n = 256 on 2 cores, rollouts per second of wall time."""
 
 
 def _count(text: str) -> int:
@@ -113,9 +124,9 @@ def loop_step_seconds(cfg: SimConfig, steps: int) -> float:
 
 def measure(model: str, dim: int, budget: int, baseline_steps: int) -> dict:
     cfg = SimConfig(model=model, dim=dim, bp=32, K=8, n=256, d=1024, d_val=1024, budget=budget, n_evals=32)
-    run(SimConfig(**{**cfg.to_dict(), "budget": cfg.batch * 4}))  # compile / load the kernel cache
+    run(SimConfig(**{**cfg.to_dict(), "budget": cfg.batch * 4}), threads=1)  # compile / load the kernel cache
     t0 = time.process_time()
-    res = run(cfg)
+    res = run(cfg, threads=1)
     sim_s = time.process_time() - t0
     rollouts = cfg.steps * cfg.batch
     rate = rollouts / sim_s
@@ -130,13 +141,96 @@ def measure(model: str, dim: int, budget: int, baseline_steps: int) -> dict:
             "meets_rate": rate >= TARGET_RATE, "meets_ratio": rate / base_rate >= TARGET_RATIO}
 
 
+def single_run(budget: int, reps: int = 3, threads=(1, 2), ref: str | None = None) -> dict:
+    """Wall time of one interference run (n = 256, bp = 32) with each thread count, best of `reps` taken in
+    turn, and with `ref`'s simulator (one thread) in the same rotation; tables checked equal across counts."""
+    cfg = SimConfig(model="interference", bp=32, K=8, n=256, d=1024, d_val=1024, budget=budget, n_evals=32)
+    small = SimConfig(**{**cfg.to_dict(), "budget": cfg.batch * 4})
+    runners = {f"threads={t}": (lambda c, t=t: run(c, threads=t)) for t in threads}
+    for f in runners.values():
+        f(small)  # compile / load the kernel cache
+    old = None
+    if ref:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from sim_sweep import _old_config, old_sandbox
+
+        old = old_sandbox(ref)
+        if old is not None:
+            old.run(_old_config(old, small))
+            runners[f"ref {ref}"] = lambda c: old.run(_old_config(old, c))
+    load0 = os.getloadavg()
+    wall = {k: [] for k in runners}
+    cpu = {k: [] for k in runners}
+    tables = {}
+    names = list(runners)
+    for rep in range(reps):
+        for name in names if rep % 2 == 0 else names[::-1]:
+            w, c = time.perf_counter(), time.process_time()
+            res = runners[name](cfg)
+            wall[name].append(time.perf_counter() - w)
+            cpu[name].append(time.process_time() - c)
+            tables[name] = res.table
+    rollouts = cfg.steps * cfg.batch
+    first = tables[names[0]]
+    floats = [c for c in first if first[c].dtype.kind == "f"]
+    same = {k: all(np.array_equal(first[c], t[c], equal_nan=True) for c in floats) for k, t in tables.items()}
+    rows = {k: {"wall_s": min(wall[k]), "cpu_s": min(cpu[k]), "rollouts_per_s": rollouts / min(wall[k]),
+                "walls_s": wall[k], "table_equals_threads_1": same[k]} for k in runners}
+    two = rows.get("threads=2")
+    out = {"model": "interference", "n": 256, "bp": 32, "d": 1024, "d_val": 1024, "budget": budget,
+           "steps": cfg.steps, "evals": int(first["m"].size), "reps": reps, "runs": rows,
+           "ratio_2_over_1_threads": rows["threads=1"]["wall_s"] / two["wall_s"] if two else None,
+           "target_rollouts_per_s": TARGET_SINGLE,
+           "meets_target": bool(two and two["rollouts_per_s"] >= TARGET_SINGLE),
+           "load_before": list(load0), "load_after": list(os.getloadavg()),
+           "cpu": _cpu_name()}
+    if old is not None:
+        base = rows[f"ref {ref}"]["wall_s"]
+        out["ref"] = ref
+        out["ratio_vs_ref"] = {k: base / r["wall_s"] for k, r in rows.items() if k.startswith("threads")}
+    return out
+
+
+def _cpu_name() -> str:
+    """The CPU model and its widest SIMD (from /proc/cpuinfo; '' where that is not readable)."""
+    try:
+        info = open("/proc/cpuinfo").read()
+    except OSError:
+        return ""
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
+    simd = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else ""
+    return f"{model}, {simd}, {os.cpu_count()} cores".replace(", ,", ",")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", default="2^27", help="rollouts per simulated run (default 2^27)")
     ap.add_argument("--baseline-steps", type=int, default=200)
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--single", action="store_true", help="one interference run at n = 256, 1 vs 2 threads")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--ref", default=None, help="with --single: an older commit timed in the same process")
+    ap.add_argument("--out", help="with --single: write the JSON object to this file")
     args = ap.parse_args()
     budget = _count(args.budget)
+    if args.single:
+        out = single_run(budget, args.reps, ref=args.ref)
+        out["command"] = "python benchmarks/sim_throughput.py " + " ".join(sys.argv[1:])
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(json.dumps(out, indent=1) + "\n")
+        if args.json:
+            print(json.dumps(out))
+            return
+        for k, r in out["runs"].items():
+            print(f"{k:<16} {r['wall_s']:7.3f} s wall {r['cpu_s']:7.3f} s CPU {r['rollouts_per_s']:10.3g} "
+                  f"rollouts/s  same table: {r['table_equals_threads_1']}")
+        verdict = "met" if out["meets_target"] else "not met"
+        print(f"2 threads / 1: x{out['ratio_2_over_1_threads']:.2f}; target {TARGET_SINGLE:.0e} rollouts/s "
+              f"on 2 threads: {verdict} (load {out['load_before'][0]:.1f} -> {out['load_after'][0]:.1f}, "
+              f"{out['cpu']})")
+        return
     rows = [measure(m, 64, budget, args.baseline_steps) for m in ("tabular", "interference", "mlp")]
     if args.json:
         print(json.dumps(rows, indent=1))

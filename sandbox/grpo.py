@@ -791,7 +791,6 @@ C_P, C_BEST, C_WORST, C_H, C_KL, C_LEN, C_ZV = range(7)
 N_CACHE = 7
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
 def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled,
                      rs, pass1_train, pass1_val, out, cache, cstamp, row_t, use_cache):
     """`_evaluate` that recomputes only the problems whose logits may have changed (issue 15), bit-identical.
@@ -804,7 +803,23 @@ def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     batch_logits, same operations) and stored. The sums run over g in the same order as `_evaluate`, and
     sampled metrics draw from rs for every problem as there, so `out` and the pass@1 vectors are equal bit
     for bit (tests/sandbox/test_sim_speed.py). use_cache=False (or a shared part) recomputes every problem.
+
+    Two kernels (issue 27): `_eval_problems` fills the cache chunk by chunk (chunks of EVAL_CHUNK problems,
+    independent of each other, so `_run_full` may split them over threads) and `_eval_reduce` sums it.
     """
+    if not _eval_problems(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric,
+                          cache, cstamp, row_t, use_cache, 0, 1):
+        return False
+    return _eval_reduce(d, sampled, k_metric, rs, pass1_train, pass1_val, out, cache)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _eval_problems(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, cache,
+                   cstamp, row_t, use_cache, c_first, c_step):
+    """The per-problem part of `_evaluate_cached`: chunks c_first, c_first + c_step, ... of EVAL_CHUNK
+    problems (chunk c: problems c * EVAL_CHUNK ...) into cache / cstamp. A chunk reads and writes only its
+    own problems' rows, so the chunks can run in any order or on any thread with the same result. False if
+    some logits are non-finite."""
     K = logp0.shape[1]
     G = offset.shape[0]
     reuse = use_cache and (S == 0 or s_sh == 0.0)
@@ -819,7 +834,7 @@ def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     # top of int64, issue 22: each extra specialisation of a kernel costs its compile)
     work = np.zeros(work_size(kind, data[3], K, np.int64(EVAL_CHUNK)))
     need_logp = K > 0
-    for lo in range(0, G, EVAL_CHUNK):
+    for lo in range(c_first * EVAL_CHUNK, G, c_step * EVAL_CHUNK):
         hi = min(EVAL_CHUNK, G - lo) + lo
         nb = np.int64(0)
         for g in range(lo, hi):
@@ -855,6 +870,14 @@ def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
                 c[C_KL] = klv
                 c[C_LEN] = ln
                 c[C_ZV] = p**n + (1.0 - p) ** n
+    return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _eval_reduce(d, sampled, k_metric, rs, pass1_train, pass1_val, out, cache):
+    """The sums of `_evaluate_cached` over the cache (G, N_CACHE), in the order of g (sampled metrics draw
+    from rs problem by problem). False if a metric is non-finite."""
+    G = cache.shape[0]
     for j in range(out.shape[0]):
         out[j] = 0.0
     for g in range(G):
@@ -920,19 +943,32 @@ S_TOKENS, S_BREW, S_ROLL, S_STEP = 13, 14, 15, 16  # S_ROLL: rollouts drawn so f
 
 def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2, pw, row_t,
               stamp, perm, st, acc, hp, ip, rs, moved, hist, rs_eval, k_metric, sampled, snapshots, ev, e_lo,
-              e_hi, prev_acc, p_train, p_val, stats, res):
+              e_hi, prev_acc, p_train, p_val, stats, res, eval_threads=0):
     """Evaluation points e_lo .. e_hi-1 of one run: train to step ev[e], evaluate, fill row e of stats (E, 17)
     and (with snapshots) of p_train (E, d) / p_val (E, d_val) float32. res (3,) int64: rows filled so far,
     status code (OK; BAD_LOGITS / BAD_GRAD from training, 3 for non-finite metrics), step of divergence.
     prev_acc (N_ACC,) keeps the accumulators at the previous row between calls. The one loop of a run, used
-    by runner.run (one run) and runner.run_many (Python threads over runs: both kernels release the GIL, so
+    by runner.run (one run) and runner.run_many (Python threads over runs: the kernels release the GIL, so
     they run in parallel), so both give the same numbers bit for bit.
 
-    A Python loop over two separately compiled kernels, `_train_kernel` and `_evaluate_cached` (issue 22):
-    as one Numba function it was a third compile that re-optimised and re-generated the machine code of both
-    (Numba links a callee's code into each caller and compiles the whole again), ~2 s of a 19 s cold compile
-    on an Intel Xeon; the loop costs two kernel calls per evaluation point (tens of microseconds). The row's
-    bookkeeping is the same IEEE arithmetic on float64 scalars, so the numbers are unchanged bit for bit.
+    A Python loop over separately compiled kernels (`_train_kernel`, `_eval_problems`, `_eval_reduce`; issue
+    22): as one Numba function it was a further compile that re-optimised and re-generated the machine code
+    of all of them (Numba links a callee's code into each caller and compiles the whole again), ~2 s of a
+    19 s cold compile on an Intel Xeon; the loop costs a few kernel calls per evaluation point (tens of
+    microseconds). The row's bookkeeping is the same IEEE arithmetic on float64 scalars.
+
+    eval_threads >= 1 (issue 27, one run on several cores): the evaluations run on that many threads of their
+    own while this one goes on training, by a fixed partition of the work: training here; evaluation chunk c
+    (EVAL_CHUNK problems, `_eval_problems`) on evaluation thread c % eval_threads; the sums (`_eval_reduce`,
+    which also draws the sampled metrics from rs_eval) on evaluation thread 0, point after point. At each
+    evaluation point this thread copies what an evaluation reads (theta, the rows' update counters row_t,
+    the accumulators and the step) and queues it. A chunk's result depends only on that copy and on its own
+    problems' cache rows, which one thread updates in the points' order (after the previous point's sums
+    have read them), and the sums run in the serial order; so every row is the same bit for bit whatever
+    eval_threads is, 0 (all on this thread, in order) included (tests/sandbox/test_sim_threads.py; a chunk
+    racing ahead of the sums was caught there). The first failure in the serial order (a training failure
+    before point e, or a non-finite evaluation at e) decides `res` as in the serial loop; later rows stay
+    unfilled.
     """
     n = int(ip[IP_N])
     G = offset.shape[0]
@@ -942,38 +978,99 @@ def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     cache = np.zeros((G, N_CACHE))
     cstamp = np.full(G, -1, dtype=np.int64)
     fixed = ip.shape[0] <= IP_ALLOC or ip[IP_ALLOC] == al.A_FIXED  # the allocator kernel is not relied on
-    with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 -> inf / nan as in a kernel
+
+    def problems(th, rt, c_first, c_step) -> bool:
+        return _eval_problems(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, th, n, k_metric,
+                              cache, cstamp, rt, fixed, c_first, c_step)
+
+    def finish(e, acc_e, acc_p, step_e) -> bool:
+        """The sums of point e and its row (acc_e, acc_p: accumulators at this and the previous row)."""
+        if not _eval_reduce(d, sampled, k_metric, rs_eval, row_p_train, row_p_val, out, cache):
+            return False
+        if snapshots:
+            p_train[e, :d] = row_p_train
+            p_val[e, : G - d] = row_p_val
+        stats[e, :12] = out
+        with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 -> inf / nan as in a kernel
+            if ev[e] > 0:
+                d_roll = acc_e[AC_ROLL] - acc_p[AC_ROLL]
+                d_upd = acc_e[AC_UPDATES] - acc_p[AC_UPDATES]
+                stats[e, 10] = (acc_e[AC_TOK] - acc_p[AC_TOK]) / d_roll if d_roll > 0 else 0.0
+                stats[e, 11] = (acc_e[AC_ZV] - acc_p[AC_ZV]) / (acc_e[AC_GROUPS] - acc_p[AC_GROUPS])
+                stats[e, 12] = (acc_e[AC_GNORM] - acc_p[AC_GNORM]) / d_upd if d_upd != 0.0 else 0.0
+                stats[e, S_BREW] = acc_e[AC_BREW]
+        stats[e, S_TOKENS] = acc_e[AC_TOKENS]
+        stats[e, S_ROLL] = acc_e[AC_ROLL]
+        stats[e, S_STEP] = step_e
+        return True
+
+    def train(e):
+        return _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1,
+                             m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, hist, ev[e])
+
+    if eval_threads < 1:
         for e in range(e_lo, e_hi):
             if ev[e] > 0:
-                code = _train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
-                                     theta0, m1, m2, pw, row_t, stamp, perm, st, acc, hp, ip, rs, moved, hist,
-                                     ev[e])
+                code = train(e)
                 if code != OK:
                     res[1] = code
                     res[2] = st[ST_STEP]
                     return
-            if not _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n,
-                                    k_metric, sampled, rs_eval, row_p_train, row_p_val, out, cache, cstamp,
-                                    row_t, fixed):
+            if not (problems(theta, row_t, 0, 1) and finish(e, acc, prev_acc, st[ST_STEP])):
                 res[1] = 3
                 res[2] = st[ST_STEP]
                 return
-            if snapshots:
-                p_train[e, :d] = row_p_train
-                p_val[e, : G - d] = row_p_val
-            stats[e, :12] = out
-            if ev[e] > 0:
-                d_roll = acc[AC_ROLL] - prev_acc[AC_ROLL]
-                d_upd = acc[AC_UPDATES] - prev_acc[AC_UPDATES]
-                stats[e, 10] = (acc[AC_TOK] - prev_acc[AC_TOK]) / d_roll if d_roll > 0 else 0.0
-                stats[e, 11] = (acc[AC_ZV] - prev_acc[AC_ZV]) / (acc[AC_GROUPS] - prev_acc[AC_GROUPS])
-                stats[e, 12] = (acc[AC_GNORM] - prev_acc[AC_GNORM]) / d_upd if d_upd != 0.0 else 0.0
-                stats[e, S_BREW] = acc[AC_BREW]
-            stats[e, S_TOKENS] = acc[AC_TOKENS]
-            stats[e, S_ROLL] = acc[AC_ROLL]
-            stats[e, S_STEP] = st[ST_STEP]
             prev_acc[:] = acc
             res[0] = e + 1
+        return
+
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    lanes = max(1, min(int(eval_threads), -(-G // EVAL_CHUNK)))
+    failed = threading.Event()  # set at the first failed evaluation: the later ones are skipped
+
+    def chunk_job(th, rt, lane, before) -> bool:
+        if before is not None:  # the previous point's sums must have read the cache rows this job rewrites
+            before.result()
+        return not failed.is_set() and problems(th, rt, lane, lanes)
+
+    def finish_job(e, chunk_futs, acc_e, acc_p, step_e) -> bool:
+        ok = all([f.result() for f in chunk_futs]) and not failed.is_set() and finish(e, acc_e, acc_p, step_e)
+        if not ok:
+            failed.set()
+        return ok
+
+    pools = [ThreadPoolExecutor(max_workers=1) for _ in range(lanes)]  # one thread per lane: points in order
+    jobs = []
+    train_fail = None
+    acc_p = prev_acc.copy()
+    try:
+        for e in range(e_lo, e_hi):
+            if failed.is_set():  # the run ends at that evaluation: training further is wasted
+                break
+            if ev[e] > 0:
+                code = train(e)
+                if code != OK:
+                    train_fail = (code, int(st[ST_STEP]))
+                    break
+            th, rt, acc_e, step_e = theta.copy(), row_t.copy(), acc.copy(), int(st[ST_STEP])
+            before = jobs[-1][1] if jobs else None
+            chunk_futs = [pool.submit(chunk_job, th, rt, lane, before) for lane, pool in enumerate(pools)]
+            jobs.append((e, pools[0].submit(finish_job, e, chunk_futs, acc_e, acc_p, step_e), acc_e, step_e))
+            acc_p = acc_e
+    finally:
+        for pool in pools:
+            pool.shutdown(wait=True)
+    for e, fut, acc_e, step_e in jobs:  # the serial loop's order: the first failure decides
+        if not fut.result():
+            res[1] = 3
+            res[2] = step_e
+            return
+        prev_acc[:] = acc_e
+        res[0] = e + 1
+    if train_fail is not None:
+        res[1], res[2] = train_fail
 
 
 # The allocator path's step lives in its own module (it imports the kernels above; resolved at compile time).

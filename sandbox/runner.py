@@ -177,17 +177,19 @@ def notice_if_cold(config: SimConfig) -> bool:
 
 def kernel_calls(rs: RunState) -> list[tuple]:
     """(dispatcher, args) of every kernel a run of rs.config calls (what `notice_if_cold` checks): the KL
-    reference, the training kernel and the cached evaluation, with arguments of the types `grpo._run_full`
-    passes."""
+    reference, the training kernel and the two of the cached evaluation, with arguments of the types
+    `grpo._run_full` passes."""
     c = rs.config
     G = c.d + c.d_val
     pol = (*rs.policy.args(), rs.problems.lens, rs.logp0, rs.theta)
     train = (*pol, rs.theta0, rs.m1, rs.m2, rs.pw, rs.row_t, rs.stamp, rs.perm, rs.st, rs.acc, rs.hp, rs.ip,
              rs.rs, rs.moved, rs.hist, np.int64(1))
-    evaluate = (*pol, c.n, c.k, c.metric_mode == "sampled", rs.rs_eval, np.empty(c.d), np.empty(c.d_val),
-                np.empty(12), np.zeros((G, grpo.N_CACHE)), np.zeros(G, dtype=np.int64), rs.row_t, True)
+    cache = np.zeros((G, grpo.N_CACHE))
+    problems = (*pol, c.n, c.k, cache, np.zeros(G, dtype=np.int64), rs.row_t, True, 0, 1)
+    reduce = (c.d, c.metric_mode == "sampled", c.k, rs.rs_eval, np.empty(c.d), np.empty(c.d_val),
+              np.empty(12), cache)
     return [(grpo.initial_log_probs, (*rs.policy.args(), rs.theta, c.K)), (grpo._train_kernel, train),
-            (grpo._evaluate_cached, evaluate)]
+            (grpo._eval_problems, problems), (grpo._eval_reduce, reduce)]
 
 
 def _buffers(config: SimConfig, snapshots_shape: bool = True):
@@ -208,11 +210,35 @@ def _kernel_args(rs: RunState) -> tuple:
             c.metric_mode == "sampled")
 
 
+def _threads(threads: int | None) -> int:
+    """A thread count: numba's (NUMBA_NUM_THREADS, by default the number of cores) when None, at most that."""
+    import numba
+
+    threads = numba.get_num_threads() if threads is None else int(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    return min(threads, numba.config.NUMBA_NUM_THREADS)
+
+
+def _eval_threads(config: SimConfig, threads: int) -> int:
+    """Evaluation threads of one run given `threads` for it (grpo._run_full `eval_threads`): all of them when
+    there are 2 or more and its problems fill more than one evaluation chunk, else 0 (evaluate on the
+    training thread). With one chunk (d + d_val <= grpo.EVAL_CHUNK, the tests' small runs) the hand-off costs
+    about what it saves. The table does not depend on this choice."""
+    return threads if threads > 1 and config.d + config.d_val > grpo.EVAL_CHUNK else 0
+
+
 @one_blas_thread
-def run(config: SimConfig, progress: bool = False) -> SimResult:
-    """Train one simulated GRPO run (sandbox/grpo.py) and return its learning-curve table."""
+def run(config: SimConfig, progress: bool = False, threads: int | None = None) -> SimResult:
+    """Train one simulated GRPO run (sandbox/grpo.py) and return its learning-curve table.
+
+    threads (default numba's thread count, NUMBA_NUM_THREADS): with 2 or more the evaluations run on that
+    many threads of their own while training goes on (`_eval_threads`; grpo._run_full, a fixed partition of
+    the work); the table is the same bit for bit whatever the count. progress=True evaluates on this thread
+    (it reports each point as it is reached)."""
     if not isinstance(config, SimConfig):
         raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
+    threads = _threads(threads)
     t0 = time.perf_counter()
     notice_if_cold(config)
     rstate = prepare(config)
@@ -222,7 +248,8 @@ def run(config: SimConfig, progress: bool = False) -> SimResult:
     args = (*rstate.policy.args(), *_kernel_args(rstate), config.snapshots, ev)
     chunks = [(e, e + 1) for e in range(ev.size)] if progress else [(0, ev.size)]
     for lo, hi in chunks:
-        grpo._run_full(*args, lo, hi, prev_acc, p_train, p_val, stats, res)
+        grpo._run_full(*args, lo, hi, prev_acc, p_train, p_val, stats, res,
+                       eval_threads=0 if progress else _eval_threads(config, threads))
         if res[1] != grpo.OK:
             break
         if progress:
@@ -317,20 +344,18 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
     bit for bit whatever the thread count (tests/sandbox/test_sim_batch.py). Results come back in the order
     of `configs`; `info["seconds"]` is the wall time shared out by cost. Python threads rather than a
     numba prange: a `parallel=True` kernel cost ~60% of the first run's compile (issue 22) and bought
-    nothing here, each run being serial.
+    nothing here. With more threads than runs, each run also evaluates on a thread of its own beside its
+    training (as `run` with threads > 1; the same tables).
     """
-    import numba
-
     configs = list(configs)
     for c in configs:
         if not isinstance(c, SimConfig):
             raise TypeError(f"run_many() expects SimConfigs, got {type(c).__name__}")
     if not configs:
         return []
-    threads = numba.get_num_threads() if threads is None else int(threads)
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
-    threads = min(threads, numba.config.NUMBA_NUM_THREADS, len(configs))
+    threads = _threads(threads)
+    spare = threads // len(configs)  # threads per run: beyond 1, its evaluation threads
+    threads = min(threads, len(configs))
     t0 = time.perf_counter()
     for c in {c.allocator == "fixed": c for c in configs}.values():
         notice_if_cold(c)
@@ -342,7 +367,7 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
         rstate, (ev, p_train, p_val, stats) = states[r], bufs[r]
         c = rstate.config
         grpo._run_full(*rstate.policy.args(), *_kernel_args(rstate), c.snapshots, ev, 0, ev.size,
-                       rstate.acc.copy(), p_train, p_val, stats, res[r])
+                       rstate.acc.copy(), p_train, p_val, stats, res[r], eval_threads=_eval_threads(c, spare))
 
     def lane(runs: list[int]) -> None:  # OpenBLAS's thread count is process-wide: one_blas_thread holds it
         for r in runs:
