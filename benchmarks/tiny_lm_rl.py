@@ -48,7 +48,8 @@ def main() -> None:
              "| seed | n | bp | compute | val avg@4 base | val avg@4 final | gain | run wall s |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['seed']} | {r['n']} | {r['bp']} | {r['budget']} | {r['val_base']:.3f} | "
-              f"{r['val_final']:.3f} | {r['gain']:+.3f} | {r['wall_s']:.0f} |" for r in sorted(rows, key=lambda r: r["seed"])]
+              f"{r['val_final']:.3f} | {r['gain']:+.3f} | {r['wall_s']:.0f} |"
+              for r in sorted(rows, key=lambda r: r["seed"])]
     lines += ["", f"Mean gain {summary['mean_gain']:+.3f} (sd over seeds {summary['sd_gain']:.3f})."]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

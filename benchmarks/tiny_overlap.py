@@ -81,9 +81,10 @@ def main() -> None:
               "this early)."]
     gains = "; ".join(f"{name} {max(v['mean'] for v in r['per_n'].values()) - r['base']:+.3f}"
                       for name, r in res.items())
-    lines += ["", f"Best gain over the base model at this budget: {gains}. The SmolLM2 study trains on its 25 "
-              "easy problems (lr 3e-5, sqrt rule), the tiny LM on its calibrated easy split at its own default "
-              "lr: the same budget is early in the tiny LM's run, so this compares directions, not sizes."]
+    lines += ["", f"Best gain over the base model at this budget: {gains}. The SmolLM2 study trains on its "
+              "25 easy problems (lr 3e-5, sqrt rule), the tiny LM on its calibrated easy split at its own "
+              "default lr: the same budget is early in the tiny LM's run, so this compares directions, not "
+              "sizes."]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
