@@ -15,7 +15,8 @@ measured cost of one draw (both measured here; a model of the floor, not a bound
 issue-15 evaluation / softmax / Adam-row work); each older simulator is compiled cold in its temporary
 package (minutes), outside the timings. --out writes the JSON object to a file; --readme-line FILE prints
 the README's speed line generated from such a file, and --update-readme README.md puts it between the
-`<!-- sim_sweep -->` markers there.
+`<!-- sim_sweep -->` markers there. The line also gives one interference run at n = 256 on 1 and 2 threads
+(benchmarks/sim_throughput.py --single, wall time; skip with --no-single).
 
 Usage: python benchmarks/sim_sweep.py [--budget 2^26] [--seeds 8] [--threads 2] [--ref bbdf947] [--quick]
        [--json] [--out docs/sim_sweep.json] [--readme-line docs/sim_sweep.json] [--update-readme README.md]
@@ -142,10 +143,20 @@ def readme_line(out: dict) -> str:
         cases = ", ".join(f"{k} x{v['ratio']:.2f}" for k, v in ab["cases"].items())
         text += (f"; run() alone against {ab['ref']} in the same process (median CPU time, budget "
                  f"2^{int(np.log2(ab['budget']))}): {cases}")
-    return text + (f"; one step at n = 2 costs {tab['us_per_step_n2']:.1f} us (tabular) and "
-                   f"{inter['us_per_step_n2']:.1f} us (interference) on one thread against modelled floors "
-                   "of "
-                   f"{tab['floor_us']:.1f} and {inter['floor_us']:.1f} us.")
+    text += (f"; one step at n = 2 costs {tab['us_per_step_n2']:.1f} us (tabular) and "
+             f"{inter['us_per_step_n2']:.1f} us (interference) on one thread against modelled floors of "
+             f"{tab['floor_us']:.1f} and {inter['floor_us']:.1f} us")
+    one = out.get("single_run")
+    if one:
+        r1, r2 = one["runs"]["threads=1"], one["runs"]["threads=2"]
+        same = r1["table_equals_threads_1"] and r2["table_equals_threads_1"]
+        text += (f"; one interference run at n = {one['n']} (bp {one['bp']}, budget "
+                 f"2^{int(np.log2(one['budget']))}, {one['evals']} evaluations): {r1['rollouts_per_s']:.3g} "
+                 f"rollouts/s of wall time on 1 thread, {r2['rollouts_per_s']:.3g} on 2 "
+                 f"(x{one['ratio_2_over_1_threads']:.2f}, {'the same table' if same else 'TABLES DIFFER'}; "
+                 f"target {one['target_rollouts_per_s']:.0e} on 2: "
+                 f"{'met' if one['meets_target'] else 'not met'}; 1-min load {one['load_before'][0]:.1f})")
+    return text + "."
 
 
 def update_readme(path: Path, line: str) -> None:
@@ -166,6 +177,8 @@ def main() -> None:
     ap.add_argument("--readme-line", metavar="JSON", help="print the README line generated from JSON; no run")
     ap.add_argument("--update-readme", metavar="README", help="with --readme-line: write it into README")
     ap.add_argument("--machine", default="", help="words describing the machine and its load, for the README")
+    ap.add_argument("--single-budget", default="2^27", help="budget of the single interference run (n = 256)")
+    ap.add_argument("--no-single", action="store_true", help="skip the single-run measurement")
     args = ap.parse_args()
     if args.readme_line:
         line = readme_line(json.loads(Path(args.readme_line).read_text()))
@@ -198,7 +211,7 @@ def main() -> None:
     sub = [adapter.sim_config(c) for c in sweep_configs(sub_budget, 1, [2, 8, 64])]
     sub_steps = sum(c.steps for c in sub)
     t0 = time.perf_counter()
-    singles = [sandbox.run(c) for c in sub]
+    singles = [sandbox.run(c, threads=1) for c in sub]  # the one-run-at-a-time path on one thread
     loop_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     many = sandbox.run_many(sub, threads=threads)
@@ -225,6 +238,13 @@ def main() -> None:
     first = next(iter(refs.values()), None)
     ref_s = first["loop_s"] if first else None
 
+    single = None
+    if not args.no_single:  # one interference run at n = 256 on 1 and 2 threads (sim_throughput --single)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from sim_throughput import single_run
+
+        single = single_run(_count(args.single_budget), reps=3)
+
     per_step = {}
     for p in PRESETS:
         c2 = next(c for c in sub if c.model == p and c.n == 2)
@@ -243,6 +263,7 @@ def main() -> None:
                    "ref": args.ref or None, "ref_loop_s": ref_s,
                    "ratio_vs_ref": first["ratio"] if first else None, "refs": refs},
         "per_step": per_step,
+        "single_run": single,
         "command": "python benchmarks/sim_sweep.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "machine": args.machine or None,
     }
