@@ -24,6 +24,7 @@ Column meanings beyond docs/DESIGN.md's vocabulary:
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -220,6 +221,17 @@ def _threads(threads: int | None) -> int:
     return min(threads, numba.config.NUMBA_NUM_THREADS)
 
 
+def _idle_core() -> bool:
+    """Whether the 1-minute load average leaves a core idle besides the calling thread. When it does not,
+    evaluation threads compete with their own run's training thread for the cores, and a thread preempted
+    while it holds the GIL stalls the others: one interference run (n = 256, budget 2^27) took 0.83x the
+    speed on 2 threads at load 7 on the 2-core Intel machine (benchmarks/sim_throughput.py --single)."""
+    try:
+        return os.getloadavg()[0] + 1.0 <= (os.cpu_count() or 1)
+    except OSError:
+        return False
+
+
 def _eval_threads(config: SimConfig, threads: int) -> int:
     """Evaluation threads of one run given `threads` for it (grpo._run_full `eval_threads`): all of them when
     there are 2 or more and its problems fill more than one evaluation chunk, else 0 (evaluate on the
@@ -232,13 +244,14 @@ def _eval_threads(config: SimConfig, threads: int) -> int:
 def run(config: SimConfig, progress: bool = False, threads: int | None = None) -> SimResult:
     """Train one simulated GRPO run (sandbox/grpo.py) and return its learning-curve table.
 
-    threads (default numba's thread count, NUMBA_NUM_THREADS): with 2 or more the evaluations run on that
-    many threads of their own while training goes on (`_eval_threads`; grpo._run_full, a fixed partition of
-    the work); the table is the same bit for bit whatever the count. progress=True evaluates on this thread
-    (it reports each point as it is reached)."""
+    threads: with 2 or more the evaluations run on that many threads of their own while training goes on
+    (`_eval_threads`; grpo._run_full, a fixed partition of the work); the table is the same bit for bit
+    whatever the count. Default: numba's thread count (NUMBA_NUM_THREADS) when the load leaves a core idle
+    (`_idle_core`), else 1. progress=True evaluates on this thread (it reports each point as it is
+    reached)."""
     if not isinstance(config, SimConfig):
         raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
-    threads = _threads(threads)
+    threads = _threads(threads) if threads is not None or _idle_core() else 1
     t0 = time.perf_counter()
     notice_if_cold(config)
     rstate = prepare(config)
@@ -344,8 +357,9 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
     bit for bit whatever the thread count (tests/sandbox/test_sim_batch.py). Results come back in the order
     of `configs`; `info["seconds"]` is the wall time shared out by cost. Python threads rather than a
     numba prange: a `parallel=True` kernel cost ~60% of the first run's compile (issue 22) and bought
-    nothing here. With more threads than runs, each run also evaluates on a thread of its own beside its
-    training (as `run` with threads > 1; the same tables).
+    nothing here. With more threads than runs, each run also evaluates on threads of its own beside its
+    training (as `run` with threads > 1, and with the default only when the load leaves a core idle; the
+    same tables).
     """
     configs = list(configs)
     for c in configs:
@@ -353,8 +367,9 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
             raise TypeError(f"run_many() expects SimConfigs, got {type(c).__name__}")
     if not configs:
         return []
+    auto = threads is None
     threads = _threads(threads)
-    spare = threads // len(configs)  # threads per run: beyond 1, its evaluation threads
+    spare = threads // len(configs) if not auto or _idle_core() else 1  # per run; beyond 1: evaluation
     threads = min(threads, len(configs))
     t0 = time.perf_counter()
     for c in {c.allocator == "fixed": c for c in configs}.values():
