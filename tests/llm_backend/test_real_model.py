@@ -1,5 +1,5 @@
 """Real SmolLM2-135M-Instruct: vLLM weight sync and log-prob agreement, GRPO steps, resume (the SIGKILL
-resume runs on the tiny LM: test_kill_resume.py).
+resume runs on the tiny LM: test_sigkill_resume.py).
 
 Sized for a 2-core CPU (tiny bp, n, max_new_tokens); the whole file runs in a few minutes.
 """
@@ -164,6 +164,7 @@ def test_vllm_bf16_engine_tracks_the_float32_trainer_after_sync(model_path):
     assert r["sync"] < 10.0
 
 
+@pytest.mark.xdist_group("vllm-engine")  # takes the session engine by request (tests/conftest.py)
 def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
     import importlib.util
 
@@ -234,7 +235,7 @@ def test_vllm_resumed_run_ends_at_the_same_parameters(model_path, tmp_path, vllm
     """With vLLM rollouts too (seeded per call): stop after step 1's checkpoint, resume, compare. Only the
     stopped run writes a checkpoint (1.6 GB of weights and AdamW moments each): the uninterrupted run needs
     none and the resumed one only reads (checkpoint_every is no part of the resume key, runner._config_key).
-    The SIGKILL variant runs on the tiny LM (tests/llm_backend/test_kill_resume.py)."""
+    The SIGKILL variant runs on the tiny LM (tests/llm_backend/test_sigkill_resume.py)."""
     from llm_backend.runner import run
 
     kw = {**_RESUME_RUN, "engine": "vllm", "budget": 4, "n_evals": 1, "seed": 3}

@@ -95,7 +95,9 @@ def test_claims_llm_real_model(tmp_path):
         small_max=2,
         large_min=4,
     )
-    tiny = dict(common.CPU_LLM) | {"engine": "hf", "max_new_tokens": 8, "d_val": 4, "n_evals": 2}
+    # float32: transformers generate under bf16 autocast (CPU_LLM's dtype with AMX) is the slow path on CPU
+    tiny = dict(common.CPU_LLM) | {"engine": "hf", "max_new_tokens": 8, "d_val": 4, "n_evals": 2,
+                                   "engine_dtype": "float32", "train_dtype": "float32"}
     presets = {"interference": tiny}
     old = common.PRESETS["llm"]
     common.PRESETS["llm"] = presets
