@@ -16,7 +16,8 @@ issue-15 evaluation / softmax / Adam-row work); each older simulator is compiled
 package (minutes), outside the timings. --out writes the JSON object to a file; --readme-line FILE prints
 the README's speed line generated from such a file, and --update-readme README.md puts it between the
 `<!-- sim_sweep -->` markers there. The line also gives one interference run at n = 256 on 1 and 2 threads
-(benchmarks/sim_throughput.py --single, wall time; skip with --no-single).
+(benchmarks/sim_throughput.py --single, wall time; skip with --no-single). --ab-into JSON --ref REF measures
+only run() against REF, interleaved in this process (median CPU time per config), into JSON's "ab" entry.
 
 Usage: python benchmarks/sim_sweep.py [--budget 2^26] [--seeds 8] [--threads 2] [--ref bbdf947] [--quick]
        [--json] [--out docs/sim_sweep.json] [--readme-line docs/sim_sweep.json] [--update-readme README.md]
@@ -90,6 +91,35 @@ def _old_config(mod, cfg: sandbox.SimConfig):
     return mod.SimConfig(**{k: v for k, v in cfg.to_dict().items() if k in fields})
 
 
+def ab_runs(ref: str, budget: int, reps: int = 3) -> dict | None:
+    """run() (one thread) against the simulator at `ref` on the same configs in this process, interleaved
+    (new, old, old, new, ...), median CPU seconds per config; ratio = ref's time / ours (above 1: faster
+    now). None if git cannot produce `ref`."""
+    old = old_sandbox(ref)
+    if old is None:
+        return None
+    cfgs = {f"{p} n={n}": sandbox.SimConfig(model=p, bp=32, n=n, budget=budget) for p in PRESETS
+            for n in (2, 256)}
+    for c in cfgs.values():
+        small = sandbox.SimConfig(**{**c.to_dict(), "budget": c.batch * 4})
+        sandbox.run(small, threads=1)
+        old.run(_old_config(old, small))
+    times: dict = {k: {"new": [], "old": []} for k in cfgs}
+    load0 = os.getloadavg()
+    for rep in range(reps):
+        for k, c in cfgs.items():
+            pair = (("new", lambda c=c: sandbox.run(c, threads=1)),
+                    ("old", lambda c=c: old.run(_old_config(old, c))))
+            for tag, f in pair if rep % 2 == 0 else pair[::-1]:
+                t0 = time.process_time()
+                f()
+                times[k][tag].append(time.process_time() - t0)
+    cases = {k: {"cpu_s": float(np.median(v["new"])), "ref_cpu_s": float(np.median(v["old"])),
+                 "ratio": float(np.median(v["old"]) / np.median(v["new"]))} for k, v in times.items()}
+    return {"ref": ref, "budget": budget, "reps": reps, "cases": cases, "load_before": list(load0),
+            "load_after": list(os.getloadavg())}
+
+
 def measured_floor(cfg: sandbox.SimConfig) -> dict:
     """Flops and random draws of one GRPO step of `cfg` and their cost at rates measured on this machine."""
     a = np.random.default_rng(0).standard_normal((256, 256))
@@ -142,7 +172,7 @@ def readme_line(out: dict) -> str:
     if ab:
         cases = ", ".join(f"{k} x{v['ratio']:.2f}" for k, v in ab["cases"].items())
         text += (f"; run() alone against {ab['ref']} in the same process (median CPU time, budget "
-                 f"2^{int(np.log2(ab['budget']))}): {cases}")
+                 f"2^{int(np.log2(ab['budget']))}, its time over ours): {cases}")
     text += (f"; one step at n = 2 costs {tab['us_per_step_n2']:.1f} us (tabular) and "
              f"{inter['us_per_step_n2']:.1f} us (interference) on one thread against modelled floors of "
              f"{tab['floor_us']:.1f} and {inter['floor_us']:.1f} us")
@@ -179,12 +209,22 @@ def main() -> None:
     ap.add_argument("--machine", default="", help="words describing the machine and its load, for the README")
     ap.add_argument("--single-budget", default="2^27", help="budget of the single interference run (n = 256)")
     ap.add_argument("--no-single", action="store_true", help="skip the single-run measurement")
+    ap.add_argument("--ab-into", metavar="JSON", help="only the interleaved run() A/B against the first "
+                    "--ref (budget --subset-budget), added to JSON as its 'ab' entry; no sweep")
     args = ap.parse_args()
     if args.readme_line:
         line = readme_line(json.loads(Path(args.readme_line).read_text()))
         if args.update_readme:
             update_readme(Path(args.update_readme), line)
         print(line)
+        return
+    if args.ab_into:
+        ab = ab_runs(args.ref.split(",")[0], _count(args.subset_budget))
+        out = json.loads(Path(args.ab_into).read_text())
+        out["ab"] = ab
+        out["ab_command"] = "python benchmarks/sim_sweep.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        Path(args.ab_into).write_text(json.dumps(out, indent=1) + "\n")
+        print(json.dumps(ab, indent=1))
         return
     budget, seeds, sub_budget = _count(args.budget), args.seeds, _count(args.subset_budget)
     ns = [2**k for k in range(1, 10)]
