@@ -61,13 +61,16 @@ def end_to_end(lm: str, n: int, bp: int, budget: int, seed: int = 0) -> dict:
     from llm_backend.runner import run
 
     cfg = config_for(lm, dataset="easy", n=n, bp=bp, budget=budget, n_evals=8, seed=seed)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     res = run(cfg)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
     steps = res.steps
     return {
-        "n": n, "bp": bp, "budget": budget, "steps": len(steps), "wall_s": wall,
+        "n": n, "bp": bp, "budget": budget, "steps": len(steps), "wall_s": wall, "cpu_s": cpu,
         "rollouts_per_s": budget / wall,
+        # on a shared machine the process gets a fraction of a core: rollouts per CPU second is what an
+        # idle core would give (one thread: wall = CPU when nothing else runs)
+        "rollouts_per_cpu_s": budget / cpu,
         "t_rollout_s": sum(s["t_rollout"] for s in steps), "t_train_s": sum(s["t_train"] for s in steps),
         "tokens": int(steps[-1]["tokens"]), "evals": len(res.table["m"]),
         "val_mean_first_last": [float(res.table["val_mean"][0]), float(res.table["val_mean"][-1])],
@@ -91,7 +94,9 @@ def two_runs_at_once(lm: str, n: int, bp: int, budget: int) -> dict:
         parts = pool.map(_e2e_child, [(lm, n, bp, budget, s) for s in (0, 1)])
     wall = time.perf_counter() - t  # includes both processes' start-up and imports
     return {"n": n, "bp": bp, "budget": budget, "runs": 2, "wall_s": wall,
-            "rollouts_per_s": 2 * budget / wall, "run_wall_s": [p["wall_s"] for p in parts]}
+            "rollouts_per_s": 2 * budget / wall, "run_wall_s": [p["wall_s"] for p in parts],
+            "run_cpu_s": [p["cpu_s"] for p in parts],
+            "two_cores_rollouts_per_cpu_s": sum(budget / p["cpu_s"] for p in parts)}
 
 
 def timed(fn, reps: int) -> float:
