@@ -78,7 +78,8 @@ def test_llm_quick_report_measures_what_applies_and_refuses_the_rest(fake_llm, t
 
 @pytest.mark.llm
 def test_claims_llm_real_model(tmp_path):
-    """The real SmolLM2 through transformers generate at the smallest sizes (a minute or two on 2 cores)."""
+    """The real SmolLM2 through transformers generate at the smallest sizes: n = 2 and 4 at bp 2 to a budget
+    of 8 rollouts (3 GRPO steps in all; ~30 s on one core)."""
     from dataclasses import replace
 
     from studies.claims import common
@@ -88,16 +89,17 @@ def test_claims_llm_real_model(tmp_path):
         name="llm-tiny",
         ns=(2, 4),
         side_ns=(2, 4),
-        top=16,
-        side_top=16,
+        top=8,
+        side_top=8,
         bp=2,
         pass1_ns=(2, 4),
         small_max=2,
         large_min=4,
     )
-    # float32: transformers generate under bf16 autocast (CPU_LLM's dtype with AMX) is the slow path on CPU
+    # float32: transformers generate under bf16 autocast (CPU_LLM's dtype with AMX) is the slow path on CPU;
+    # no train-sample evaluation (f1 and f5 read val): half of the run's time went to evaluating
     tiny = dict(common.CPU_LLM) | {"engine": "hf", "max_new_tokens": 8, "d_val": 4, "n_evals": 2,
-                                   "engine_dtype": "float32", "train_dtype": "float32"}
+                                   "engine_dtype": "float32", "train_dtype": "float32", "train_eval": False}
     presets = {"interference": tiny}
     old = common.PRESETS["llm"]
     common.PRESETS["llm"] = presets
