@@ -205,6 +205,7 @@ SIZES = {
         arms=LM_ARMS,
         boot=5,
         verdict_arms=tuple(a.key for a in LM_ARMS),
+        staged=True,
     ),
 }
 PRESETS = {"sim": {"interference": {"model": "interference"}}, "llm": {"interference": {}}}
@@ -643,19 +644,26 @@ def groupstd(
     progress: bool,
 ) -> None:
     """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
-    from studies.claims.groupstd_report import link_block, link_markers, render, write_figure
+    from studies.claims.groupstd_report import (
+        link_block,
+        link_markers,
+        readme_line,
+        readme_markers,
+        render,
+        write_figure,
+    )
 
     key = ("llm-quick" if quick else "llm") if backend == "llm" else ("quick" if quick else "full")
     size = SIZES[key]
     default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
     given_results = results
     results = results or default_results
-    committed = {"full": ("GROUP_STD.md", "group_std.png"),
-                 "llm": ("GROUP_STD_TINY.md", "group_std_tiny.png")}  # the two committed experiments
+    committed = {"full": ("docs/GROUP_STD.md", "docs/figs/group_std.png"),
+                 "llm": ("docs/GROUP_STD_TINY.md", "docs/figs/group_std_tiny.png")}  # the committed two
     if out is None:
-        out = Path("docs") / committed[key][0] if key in committed else Path(f"results/GROUP_STD-{key}.md")
+        out = Path(committed[key][0]) if key in committed else Path(f"results/GROUP_STD-{key}.md")
     if fig is None and key in committed:
-        fig = Path("docs/figs") / committed[key][1]
+        fig = Path(committed[key][1])
     if link is None and key in committed:
         link = Path("docs/MECHANISMS.md")
     if link is not None and not link.is_file():
@@ -679,6 +687,8 @@ def groupstd(
     atomic_write_text(out, render(x, cmd, fig, out))
     if link is not None:
         write_marked_block(link, *link_markers(size.backend), link_block(x, cmd, out, link))
+    if key in committed and Path("README.md").is_file():  # the science section's line, from the same data
+        write_marked_block(Path("README.md"), *readme_markers(size.backend), readme_line(x, cmd, out))
     click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
     click.echo(f"wrote {out}")
 

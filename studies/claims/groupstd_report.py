@@ -389,6 +389,22 @@ def link_block(x: dict, cmd: str, out: Path, link: Path) -> str:
     return "\n".join(lines)
 
 
+def readme_markers(backend: str) -> tuple[str, str]:
+    """README.md's generated line of each experiment (the README rule: numbers only inside such blocks)."""
+    name = "groupstd-sim" if backend == "sim" else "groupstd-tiny"
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def readme_line(x: dict, cmd: str, out: Path) -> str:
+    """One paragraph for README.md's science section: what ran, the verdict and its numbers, the report."""
+    what = "the simulator" if x["size"].backend == "sim" else "the tiny LM (`--lm tiny`)"
+    line = (f"Group-std gain as the mechanism on {what}, under an lr tuned on held-out seeds (`{cmd}`, "
+            f"[{out}]({out}))")
+    if "verdict" not in x:
+        return line + "."
+    return f"{line}: **{x['verdict'][0]}**. {x['verdict'][1]}"
+
+
 def write_figure(x: dict, path: Path) -> None:
     """Three panels: w_n(p) curves; n*(C) per arm with bootstrap intervals; the largest − smallest n contrast
     per arm with its 95% CI."""
@@ -451,4 +467,4 @@ def write_figure(x: dict, path: Path) -> None:
 
 
 __all__ = ["LINK_BEGIN", "LINK_END", "TINY_LINK_BEGIN", "TINY_LINK_END", "link_block", "link_markers",
-           "render", "w_lines", "write_figure"]
+           "readme_line", "readme_markers", "render", "w_lines", "write_figure"]

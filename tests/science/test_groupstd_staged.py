@@ -40,3 +40,19 @@ def test_the_two_experiments_keep_their_own_blocks_in_mechanisms(tmp_path):
     assert "simulator verdict, rerun" in text and "tiny LM verdict" in text and text.count("simulator") == 1
     kept = _kept_blocks(doc)  # a regeneration of the mechanisms report keeps both
     assert "tiny LM verdict" in kept and "simulator verdict, rerun" in kept
+
+
+@pytest.mark.slow
+def test_the_tiny_lm_quick_experiment_end_to_end(tmp_path):
+    """`isocompute groupstd --backend llm --quick`: the tiny-LM experiment's machinery on real runs."""
+    from click.testing import CliRunner
+
+    from studies.claims.groupstd import groupstd
+
+    out = tmp_path / "GS.md"
+    res = CliRunner().invoke(groupstd, ["--backend", "llm", "--quick", "--results", str(tmp_path / "r"),
+                                        "--out", str(out), "--jobs", "2"])
+    assert res.exit_code == 0, res.output
+    md = out.read_text()
+    assert "Tiny LM (llm backend): n vs m" in md and "Verdict (n vs m, the issue's rule)" in md
+    assert "lm = tiny" in md and "AdamW lr grid" in md
