@@ -179,6 +179,7 @@ def test_import_runs_copies_only_finished_runs(tmp_path):
     assert build.import_runs([done], dst, [src]) == 0  # already present: nothing copied twice
 
 
+@pytest.mark.slow
 def test_cli_builds_a_figure_end_to_end_and_never_reruns(tmp_path, monkeypatch):
     """Real simulator runs (fig02 needs 6 one-step runs), PNG + PDF + gallery; a second build reuses every run
     file untouched and writes the same gallery text."""
@@ -285,6 +286,7 @@ def test_cli_gallery_needs_every_figure(tmp_path):
     assert r.exit_code == 2 and "drop --only" in r.output and not (tmp_path / "g.md").exists()
 
 
+@pytest.mark.slow  # spawns a pool
 def test_figures_drawn_in_a_pool_equal_the_serial_ones(tmp_path):
     """build(jobs=2) draws registry figures in spawned processes: the same PNG bytes, summaries and gallery
     entries, in the same order, as jobs=1 on the same stored runs (fig02 + fig05: 72 small runs)."""

@@ -18,6 +18,8 @@ from studies.claims.report import studies_of
 from studies.declared import Tables, study_configs
 from studies.frontier import fit_report
 
+pytestmark = pytest.mark.slow  # one whole quick report (~40 s on one core), shared by the module
+
 KEYS = ["theory"] + [f"f{i}" for i in range(1, 12)] + ["mechanism"]
 
 

@@ -65,7 +65,8 @@ def _check_consistent(out):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and PR_SET_PDEATHSIG")
-@pytest.mark.parametrize("backend", ["fake", pytest.param("sim", marks=pytest.mark.slow)])
+@pytest.mark.slow  # starts and kills 4 sweeps per backend
+@pytest.mark.parametrize("backend", ["fake", "sim"])
 def test_sigkilled_sweep_resumes_to_identical_results(tmp_path, backend):
     def _sweep_args(out):
         return ["sweep", "n-vs-m", "--out", str(out), *GRIDS[backend]]

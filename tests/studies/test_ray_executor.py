@@ -72,6 +72,7 @@ def _infos(path):
         return {run_id: st.record(run_id)["info"] for run_id in st.manifest["runs"] if st.is_finished(run_id)}
 
 
+@pytest.mark.slow  # starts Ray
 def test_ray_equals_local_on_a_small_sweep(tmp_path, local_ray):
     bad = RunConfig(backend="fake", n=32, bp=4, budget=2**10, options=(("fail", True),))
     cfgs = n_vs_m(RunConfig(backend="fake", bp=4, budget=2**10, n_evals=8), [2, 4, 8], seeds=2) + [bad]
@@ -85,6 +86,7 @@ def test_ray_equals_local_on_a_small_sweep(tmp_path, local_ray):
     assert ray.is_initialized()  # an instance the caller started is left running
 
 
+@pytest.mark.slow
 def test_ray_equals_local_with_the_simulator(tmp_path, local_ray):
     base = RunConfig(model="tabular", bp=8, budget=2**12, d=32, n_evals=6,
                      d_val=16, options=(("dim", 8),))
@@ -94,6 +96,7 @@ def test_ray_equals_local_with_the_simulator(tmp_path, local_ray):
     _tables_equal(tmp_path / "ray", tmp_path / "local")
 
 
+@pytest.mark.slow
 def test_gpu_runs_never_share_the_gpu(tmp_path, local_ray):
     cfgs = [RunConfig(backend="timed", device="cuda", n=n, bp=4, budget=2**10, options=(("sleep", 1.0),))
             for n in (2, 4, 8)]
@@ -190,6 +193,7 @@ def test_no_address_is_ray_address_or_a_new_local_instance(monkeypatch):
     assert ex._resolve_address(None) == "127.0.0.2:6399" and ex._resolve_address("auto") == "auto"
 
 
+@pytest.mark.slow
 def test_ship_code_puts_the_shipped_packages_on_the_workers(tmp_path, local_ray, monkeypatch):
     """Last in this file: it needs a Ray session of its own (Ray uploads py_modules only in ray.init). Ray
     also puts the driver's working directory on the workers' sys.path, ahead of everything: run from

@@ -77,6 +77,7 @@ def test_figs_on_the_tiny_lm(monkeypatch, tmp_path):
     assert r.exit_code == 2 and "--lm takes --backend llm" in r.output
 
 
+@pytest.mark.slow  # starts Ray
 def test_the_ray_executor_runs_the_tiny_lm_as_the_local_one(swept, tmp_path):
     import pandas as pd
 
