@@ -2,11 +2,12 @@
 trains on
 and how many rollouts n_i each gets, within the step's rollout budget bp * n.
 
-The same spec strings `name[:args]`, parameter defaults and rules as the simulator's (sandbox/allocators.py,
-whose docstring cites each paper; tests/test_allocator_parity.py checks the rules agree), in pure Python:
-llm_backend never imports sandbox. An allocator only plans draws (problems, n_i) and says which drawn groups
-go into the update; runner.py generates, grades, updates the per-problem `History` and runs the unchanged
-GRPO step on the kept groups. Every drawn rollout counts as compute, discarded ones too.
+The simulator's spec strings `name[:args]` and parameter defaults (one grammar:
+isocompute.contract.allocspec) and its rules (sandbox/allocators.py, whose docstring cites each paper;
+tests/test_allocator_parity.py checks the rules agree), in pure Python: llm_backend never imports sandbox. An
+allocator only plans draws (problems, n_i) and says which drawn groups go into the update; runner.py
+generates, grades, updates the per-problem `History` and runs the unchanged GRPO step on the kept groups.
+Every drawn rollout counts as compute, discarded ones too.
 
 Allocators on this backend:
 - `fixed`: every problem n (today's path in runner.py, bit for bit).
@@ -31,33 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-NAMES = ("fixed", "knapsack", "dynamic-sampling", "skip-zero-var", "schedule", "variance", "gvm", "ada")
-"""Every allocator name of the simulator (sandbox.allocators.NAMES): the spec vocabulary shared by both
-backends."""
+from isocompute.contract.allocspec import NAMES, AllocatorError, AllocSpec, parse_double, split
+from isocompute.contract.allocspec import parse as parse_spec
+
 IMPLEMENTED = ("fixed", "knapsack", "dynamic-sampling", "skip-zero-var", "schedule:double@F")
 """What the llm backend runs (the error for the others lists these)."""
-MAX_FRACTIONS = 5
-
-
-class AllocatorError(ValueError):
-    """A spec string that names no allocator of this backend or gives it bad parameters (one line)."""
-
-
-def _kv(name: str, args: str, defaults: dict[str, float]) -> dict[str, float]:
-    out = dict(defaults)
-    if not args:
-        return out
-    for part in args.split(","):
-        key, sep, val = part.partition("=")
-        key = key.strip()
-        if not sep or key not in defaults:
-            raise AllocatorError(f"allocator {name}: bad argument {part!r}; give key=value with keys "
-                                 f"{', '.join(defaults)}")
-        try:
-            out[key] = float(val)
-        except ValueError:
-            raise AllocatorError(f"allocator {name}: {key} must be a number, got {val!r}") from None
-    return out
 
 
 def _not_here(what: str) -> AllocatorError:
@@ -65,50 +44,22 @@ def _not_here(what: str) -> AllocatorError:
                           f"the llm backend has {', '.join(IMPLEMENTED)}")
 
 
-def parse(spec: str, n: int) -> tuple[str, dict[str, float]]:
-    """(name, parameters) of a spec at base group size n, with sandbox.allocators.parse's defaults and
-    checks; AllocatorError (one line) if the spec is bad or names an allocator this backend lacks."""
-    name, _, args = str(spec).strip().partition(":")
+def parse(spec: str, n: int) -> AllocSpec:
+    """The AllocSpec of a spec at base group size n (isocompute.contract.allocspec.parse); AllocatorError (one
+    line) if the spec is bad or names an allocator this backend lacks."""
+    name, args = split(spec)
     if name not in NAMES:
         raise AllocatorError(f"unknown allocator {name!r}; the llm backend has {', '.join(IMPLEMENTED)}")
-    if name == "fixed":
-        if args:
-            raise AllocatorError(f"allocator fixed takes no arguments, got {args!r}")
-        return name, {}
-    if name == "knapsack":
-        kv = _kv(name, args, {"nmin": 2.0, "nmax": 4.0 * n, "prior": 0.5, "oracle": 0.0, "ema": 1.0})
-        if not 1 <= kv["nmin"] <= n <= kv["nmax"]:
-            raise AllocatorError(f"knapsack needs 1 <= nmin <= n <= nmax, got nmin={kv['nmin']:g}, n={n}, "
-                                 f"nmax={kv['nmax']:g}")
-        if not 0.0 <= kv["prior"] <= 1.0 or not 0.0 < kv["ema"] <= 1.0:
-            raise AllocatorError("knapsack needs prior in [0, 1] and ema in (0, 1]")
-        if kv["oracle"] != 0.0:
-            raise AllocatorError("knapsack:oracle=1 needs the true pass@1, which the llm backend lacks")
-        return name, kv
-    if name == "dynamic-sampling":
-        kv = _kv(name, args, {"rounds": 4.0})
-        if not 1 <= kv["rounds"] <= 64:
-            raise AllocatorError(f"dynamic-sampling needs 1 <= rounds <= 64, got {kv['rounds']:g}")
-        return name, kv
-    if name == "skip-zero-var":
-        kv = _kv(name, args, {"p": 0.5, "streak": 1.0})
-        if not 0.0 <= kv["p"] <= 1.0 or kv["streak"] < 1:
-            raise AllocatorError("skip-zero-var needs p in [0, 1] and streak >= 1")
-        return name, kv
+    if name in ("variance", "gvm", "ada"):
+        raise _not_here(name)
     if name == "schedule":
-        kind, at, fr = args.partition("@")
-        if kind == "zv" and at:
+        if args.startswith("zv@"):
             raise _not_here("schedule:zv@T")
-        if kind != "double" or not at:
-            raise AllocatorError(f"schedule takes double@F1,F2,... (compute fractions), got {args!r}")
-        try:
-            fracs = sorted(float(f) for f in fr.split(","))
-        except ValueError:
-            raise AllocatorError(f"schedule fractions must be numbers, got {fr!r}") from None
-        if not fracs or len(fracs) > MAX_FRACTIONS or not all(0.0 < f < 1.0 for f in fracs):
-            raise AllocatorError(f"schedule needs 1..{MAX_FRACTIONS} fractions in (0, 1), got {fr!r}")
-        return name, {f"f{j}": f for j, f in enumerate(fracs)}
-    raise _not_here(name)
+        return parse_double(args)
+    s = parse_spec(spec, n)
+    if s.params.get("oracle", 0.0) != 0.0:
+        raise AllocatorError("knapsack:oracle=1 needs the true pass@1, which the llm backend lacks")
+    return s
 
 
 # ---------------------------------------------------------------- the rules (pure, tested directly)
@@ -249,8 +200,8 @@ class Allocator:
     name = "fixed"
     ema = 1.0
 
-    def __init__(self, spec: str, n: int, bp: int, params: dict[str, float]):
-        self.spec, self.n, self.bp, self.params = spec, n, bp, params
+    def __init__(self, spec: AllocSpec, n: int, bp: int):
+        self.spec, self.n, self.bp, self.params = spec, n, bp, spec.params
 
     def group_size(self, ctx: StepContext) -> int:
         return self.n
@@ -282,9 +233,9 @@ class Allocator:
 class Knapsack(Allocator):
     name = "knapsack"
 
-    def __init__(self, spec, n, bp, params):
-        super().__init__(spec, n, bp, params)
-        self.ema = params["ema"]
+    def __init__(self, spec, n, bp):
+        super().__init__(spec, n, bp)
+        self.ema = self.params["ema"]
 
     def sizes(self, ctx, problems, n_step):
         prior = self.params["prior"]
@@ -328,11 +279,10 @@ class SkipZeroVar(Allocator):
 
 
 class Schedule(Allocator):
-    name = "schedule"
+    name = "schedule:double"
 
     def group_size(self, ctx):
-        fracs = [self.params[k] for k in sorted(self.params)]
-        n_step = schedule_n(self.n, ctx.spent / ctx.budget, fracs)
+        n_step = schedule_n(self.n, ctx.spent / ctx.budget, self.spec.fractions)
         return min(n_step, (ctx.budget - ctx.spent) // ctx.bp)
 
 
@@ -341,12 +291,5 @@ _CLASSES = {c.name: c for c in (Allocator, Knapsack, DynamicSampling, SkipZeroVa
 
 def make(spec: str, n: int, bp: int) -> Allocator:
     """The allocator object of a spec at base group size n and bp problems per step."""
-    name, params = parse(spec, n)
-    return _CLASSES[name](str(spec).strip(), n, bp, params)
-
-
-def label(spec: str, n: int) -> str:
-    """The table's `allocator` value: `fixed-n8` for fixed runs, else the spec string itself (as the
-    simulator's sandbox.allocators.label)."""
-    spec = str(spec).strip()
-    return f"fixed-n{n}" if spec == "fixed" else spec
+    s = parse(spec, n)
+    return _CLASSES[s.kind](s, n, bp)

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
+from isocompute.contract import options
+from isocompute.contract.config import ConfigError, EngineConfig, check_choice, check_options, check_updates
+from isocompute.contract.options import ADV_STDS as ADV_STD
+from isocompute.contract.options import OBJECTIVES, SCALE_REWARDS, ZERO_PASS1
 from llm_backend.allocators import AllocatorError
 from llm_backend.allocators import parse as parse_allocator
 from llm_backend.engines import DTYPES, ENGINES
 
-SCALE_REWARDS = ("group", "batch", "none")
-ADV_STD = ("sample", "population")
-OBJECTIVES = ("pg", "ppo", "cispo")
-LR_RULES = ("constant", "linear", "sqrt")
+__all__ = ["ADV_STD", "CPU_DTYPE", "DATASETS", "LOSS_AGG", "OBJECTIVES", "SCALE_REWARDS", "TINY_DEFAULTS",
+           "TRAIN_LAYOUTS", "ZERO_PASS1", "ConfigError", "LLMConfig", "config_for", "cpu_dtype", "validate"]
+
 LOSS_AGG = ("token_mean", "seq_mean")
 TRAIN_LAYOUTS = ("packed", "padded")
-ZERO_PASS1 = 1e-3
-"""zero_frac counts problems with pass@1 below this (with k samples: none correct), as the simulator."""
-DATASETS = ("easy", "hard", "xhard", "veasy", "dual", "tri", "arith")
+DATASETS = (*options.DATASETS, "arith")
+"""The calibrated difficulty presets and `arith` (uncalibrated generated arithmetic, for tests)."""
 
 
 def cpu_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -35,12 +37,8 @@ CPU_DTYPE = cpu_dtype()
 """cpu_dtype() of this machine: the default of LLMConfig.engine_dtype and train_dtype."""
 
 
-class ConfigError(ValueError):
-    """An impossible or inconsistent configuration; the message is one line meant for the user."""
-
-
 @dataclass(frozen=True)
-class LLMConfig:
+class LLMConfig(EngineConfig):
     """Hyperparameters of one GRPO run. Vocabulary from docs/DESIGN.md: compute C = bp * n * m in rollouts."""
 
     # --- allocation (docs/PAPER.md "The question") ---
@@ -174,31 +172,6 @@ class LLMConfig:
     def __post_init__(self) -> None:
         validate(self)
 
-    @property
-    def batch(self) -> int:
-        return self.bp * self.n
-
-    @property
-    def steps(self) -> int:
-        """m, the number of optimiser steps the budget pays for."""
-        return self.budget // self.batch
-
-    def effective_lr(self) -> float:
-        """Learning rate after the batch-scaling rule (docs/PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
-        ratio = self.batch / self.lr_ref_batch
-        if self.lr_rule == "linear":
-            return self.lr * ratio
-        if self.lr_rule == "sqrt":
-            return self.lr * ratio**0.5
-        return self.lr
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
 
 TINY_DEFAULTS = {
     "engine": "kv",
@@ -226,14 +199,9 @@ def config_for(model: str | None = None, **kw) -> LLMConfig:
     return LLMConfig(model=model, **{**base, **kw})
 
 
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
-
-
 def validate(c: LLMConfig) -> None:
     """Check one config; raise ConfigError with a one-line message quoting the bad values."""
-    _choice("engine", c.engine, ENGINES)
+    check_choice("engine", c.engine, ENGINES)
     if c.engine in ("kv", "hf"):
         from llm_backend.model import is_tiny
 
@@ -243,14 +211,11 @@ def validate(c: LLMConfig) -> None:
         if c.engine == "hf" and tiny:
             raise ConfigError("the tiny LMs sample with engine kv (or vllm); transformers generate is in "
                               "benchmarks/tiny_lm.py only")
-    _choice("engine_dtype", c.engine_dtype, DTYPES)
-    _choice("train_dtype", c.train_dtype, DTYPES)
-    _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)
-    _choice("adv_std", c.adv_std, ADV_STD)
-    _choice("objective", c.objective, OBJECTIVES)
-    _choice("lr_rule", c.lr_rule, LR_RULES)
-    _choice("loss_agg", c.loss_agg, LOSS_AGG)
-    _choice("train_layout", c.train_layout, TRAIN_LAYOUTS)
+    check_choice("engine_dtype", c.engine_dtype, DTYPES)
+    check_choice("train_dtype", c.train_dtype, DTYPES)
+    check_options(c)
+    check_choice("loss_agg", c.loss_agg, LOSS_AGG)
+    check_choice("train_layout", c.train_layout, TRAIN_LAYOUTS)
     if c.dataset not in DATASETS and not c.dataset.endswith(".jsonl"):
         raise ConfigError(
             f"unknown dataset {c.dataset!r}; choose one of {', '.join(DATASETS)} or a .jsonl path"
@@ -271,15 +236,7 @@ def validate(c: LLMConfig) -> None:
         raise ConfigError(f"need 0 < temperature <= 2 and 0 < top_p <= 1; got {c.temperature}, {c.top_p}")
     if not c.adv_eps >= 0 or not c.clip_eps > 0:
         raise ConfigError(f"need adv_eps >= 0 and clip_eps > 0; got {c.adv_eps}, {c.clip_eps}")
-    if c.ppo_epochs < 1 or c.minibatches < 1 or c.minibatches > c.bp:
-        raise ConfigError(
-            f"need ppo_epochs >= 1 and 1 <= minibatches <= bp, got {c.ppo_epochs}, {c.minibatches}"
-        )
-    if c.objective == "pg" and (c.ppo_epochs != 1 or c.minibatches != 1):
-        raise ConfigError(
-            f"ppo_epochs = {c.ppo_epochs} and minibatches = {c.minibatches} need objective ppo or cispo "
-            "(plain pg makes exactly one update per batch)"
-        )
+    check_updates(c)
     try:
         parse_allocator(c.allocator, c.n)
     except AllocatorError as e:

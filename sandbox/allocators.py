@@ -2,8 +2,9 @@
 on
 and how many rollouts n_i each gets, within the step's rollout budget bp * n.
 
-A config names one allocator by a spec string `name[:args]` (SimConfig.allocator); `parse` turns it once into
-a numeric code and a parameter vector the kernel reads (grpo.HP_A0..). The rules are small pure njit
+A config names one allocator by a spec string `name[:args]` (SimConfig.allocator; the grammar is
+isocompute.contract.allocspec); `encode` turns it once into a numeric code and a parameter vector the kernel
+reads (grpo.HP_A0..). The rules are small pure njit
 functions on arrays, tested on hand-computed cases (tests/sandbox/test_sim_allocators.py); the GRPO step
 (`alloc_step.train_kernel_alloc`) only calls them. Every drawn rollout counts as compute, discarded ones too.
 
@@ -65,15 +66,24 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from isocompute.contract.allocspec import parse
+
 A_FIXED, A_KNAPSACK, A_DYNAMIC, A_SKIPZV, A_SCHEDULE, A_VARIANCE, A_GVM, A_ADA, A_SCHED_ZV = range(9)
-NAMES = {"fixed": A_FIXED, "knapsack": A_KNAPSACK, "dynamic-sampling": A_DYNAMIC, "skip-zero-var": A_SKIPZV,
-         "schedule": A_SCHEDULE, "variance": A_VARIANCE, "gvm": A_GVM, "ada": A_ADA}
+CODES = {"fixed": A_FIXED, "knapsack": A_KNAPSACK, "dynamic-sampling": A_DYNAMIC, "skip-zero-var": A_SKIPZV,
+         "schedule:double": A_SCHEDULE, "variance": A_VARIANCE, "gvm": A_GVM, "ada": A_ADA,
+         "schedule:zv": A_SCHED_ZV}
+"""Kernel code of every AllocSpec.kind (isocompute.contract.allocspec)."""
+LAYOUT = {"knapsack": ("nmin", "nmax", "prior", "oracle", "ema"), "dynamic-sampling": ("rounds",),
+          "skip-zero-var": ("p", "streak"), "variance": ("nmin", "nmax", "prior", "oracle", "ema"),
+          "gvm": ("nmin", "nmax", "prior", "oracle", "ema", "alpha", "beta"), "ada": ("rounds", "chunk"),
+          "schedule:zv": ("threshold", "window", "nmax")}
+"""Which AllocSpec.params fill the kernel's parameter vector, in order (schedule:double: the count of
+fractions, then the fractions)."""
 PER_PROBLEM = (A_KNAPSACK, A_VARIANCE, A_GVM)
 """Allocators that split the step's bp * n rollouts over its bp problems from a predicted p_i. Their
 parameters share one layout: nmin, nmax, prior, oracle, ema, then alpha, beta (gvm)."""
 N_PARAMS = 8
 """Length of the parameter vector of every allocator (hp[HP_A0: HP_A0 + N_PARAMS])."""
-MAX_FRACTIONS = 5
 H_P, H_STREAK, H_VAR, H_SEEN = range(4)
 Z_MULT, Z_ZV, Z_GROUPS, Z_STEPS = range(4)
 """Columns of the run-level row d of hist (schedule:zv): n multiplier, zero-variance groups, groups and
@@ -81,127 +91,18 @@ steps counted since the last change."""
 N_HIST = 4
 
 
-class AllocatorError(ValueError):
-    """A spec string that names no allocator or gives it bad parameters (one line)."""
-
-
-def _kv(name: str, args: str, defaults: dict[str, float]) -> dict[str, float]:
-    out = dict(defaults)
-    if not args:
-        return out
-    for part in args.split(","):
-        key, sep, val = part.partition("=")
-        key = key.strip()
-        if not sep or key not in defaults:
-            raise AllocatorError(f"allocator {name}: bad argument {part!r}; give key=value with keys "
-                                 f"{', '.join(defaults)}")
-        try:
-            out[key] = float(val)
-        except ValueError:
-            raise AllocatorError(f"allocator {name}: {key} must be a number, got {val!r}") from None
-    return out
-
-
-def parse(spec: str, n: int) -> tuple[int, np.ndarray]:
-    """(code, params (N_PARAMS,) float64) of an allocator spec at base group size n; AllocatorError if bad."""
-    name, _, args = str(spec).strip().partition(":")
-    if name not in NAMES:
-        raise AllocatorError(f"unknown allocator {name!r}; choose one of {', '.join(NAMES)}")
-    code = NAMES[name]
+def encode(spec: str, n: int) -> tuple[int, np.ndarray]:
+    """(code, params (N_PARAMS,) float64) the kernel reads for an allocator spec at base group size n
+    (isocompute.contract.allocspec.parse; AllocatorError if the spec is bad)."""
+    s = parse(spec, n)
     p = np.zeros(N_PARAMS)
-    if code == A_FIXED:
-        if args:
-            raise AllocatorError(f"allocator fixed takes no arguments, got {args!r}")
-    elif code == A_KNAPSACK:
-        kv = _kv(name, args, {"nmin": 2.0, "nmax": 4.0 * n, "prior": 0.5, "oracle": 0.0, "ema": 1.0})
-        if not 1 <= kv["nmin"] <= n <= kv["nmax"]:
-            raise AllocatorError(f"knapsack needs 1 <= nmin <= n <= nmax, got nmin={kv['nmin']:g}, n={n}, "
-                                 f"nmax={kv['nmax']:g}")
-        if not 0.0 <= kv["prior"] <= 1.0 or not 0.0 < kv["ema"] <= 1.0:
-            raise AllocatorError("knapsack needs prior in [0, 1] and ema in (0, 1]")
-        p[:5] = [kv["nmin"], kv["nmax"], kv["prior"], kv["oracle"], kv["ema"]]
-    elif code == A_DYNAMIC:
-        kv = _kv(name, args, {"rounds": 4.0})
-        if not 1 <= kv["rounds"] <= 64:
-            raise AllocatorError(f"dynamic-sampling needs 1 <= rounds <= 64, got {kv['rounds']:g}")
-        p[0] = kv["rounds"]
-    elif code == A_SKIPZV:
-        kv = _kv(name, args, {"p": 0.5, "streak": 1.0})
-        if not 0.0 <= kv["p"] <= 1.0 or kv["streak"] < 1:
-            raise AllocatorError("skip-zero-var needs p in [0, 1] and streak >= 1")
-        p[0], p[1] = kv["p"], kv["streak"]
-    elif code == A_VARIANCE:
-        kv = _kv(name, args, {"nmin": float(min(4, n)), "nmax": float(max(32, n)), "prior": 0.5,
-                              "oracle": 0.0, "ema": 1.0})
-        _check_per_problem(name, kv, n)
-        p[:5] = [kv["nmin"], kv["nmax"], kv["prior"], kv["oracle"], kv["ema"]]
-    elif code == A_GVM:
-        kv = _kv(name, args, {"nmin": 2.0, "nmax": 4.0 * n, "alpha": 1e-3, "beta": 2.0, "prior": 0.5,
-                              "oracle": 0.0, "ema": 1.0})
-        _check_per_problem(name, kv, n)
-        if kv["alpha"] < 0 or kv["beta"] < 1:
-            raise AllocatorError(f"gvm needs alpha >= 0 and beta >= 1, got {kv['alpha']:g}, {kv['beta']:g}")
-        p[:7] = [kv["nmin"], kv["nmax"], kv["prior"], kv["oracle"], kv["ema"], kv["alpha"], kv["beta"]]
-    elif code == A_ADA:
-        kv = _kv(name, args, {"rounds": 4.0, "chunk": float(n)})
-        if not 1 <= kv["rounds"] <= 64 or not 2 <= kv["chunk"] <= n or kv["chunk"] != int(kv["chunk"]):
-            raise AllocatorError(f"ada needs 1 <= rounds <= 64 and an integer 2 <= chunk <= n = {n}, got "
-                                 f"rounds={kv['rounds']:g}, chunk={kv['chunk']:g}")
-        p[0], p[1] = kv["rounds"], kv["chunk"]
-    elif args.startswith("zv@"):
-        code = A_SCHED_ZV
-        thr, _, rest = args[3:].partition(",")
-        try:
-            t = float(thr)
-        except ValueError:
-            raise AllocatorError(f"schedule:zv@T needs a number T in (0, 1), got {thr!r}") from None
-        kv = _kv("schedule:zv", rest, {"window": 8.0, "nmax": 32.0 * n})
-        if not 0.0 < t < 1.0 or kv["window"] < 1 or kv["nmax"] < n:
-            raise AllocatorError(f"schedule:zv needs T in (0, 1), window >= 1 and nmax >= n = {n}, got "
-                                 f"T={t:g}, window={kv['window']:g}, nmax={kv['nmax']:g}")
-        p[0], p[1], p[2] = t, kv["window"], kv["nmax"]
+    if s.kind == "schedule:double":
+        p[0] = len(s.fractions)
+        p[1: 1 + len(s.fractions)] = s.fractions
     else:
-        kind, at, fr = args.partition("@")
-        if kind != "double" or not at:
-            raise AllocatorError(f"schedule takes double@F1,F2,... (compute fractions) or zv@T, got {args!r}")
-        try:
-            fracs = sorted(float(f) for f in fr.split(","))
-        except ValueError:
-            raise AllocatorError(f"schedule fractions must be numbers, got {fr!r}") from None
-        if not fracs or len(fracs) > MAX_FRACTIONS or not all(0.0 < f < 1.0 for f in fracs):
-            raise AllocatorError(f"schedule needs 1..{MAX_FRACTIONS} fractions in (0, 1), got {fr!r}")
-        p[0] = len(fracs)
-        p[1: 1 + len(fracs)] = fracs
-    return code, p
-
-
-def _check_per_problem(name: str, kv: dict[str, float], n: int) -> None:
-    integers = kv["nmin"] == int(kv["nmin"]) and kv["nmax"] == int(kv["nmax"])
-    if not 1 <= kv["nmin"] <= n <= kv["nmax"] or not integers:
-        raise AllocatorError(f"{name} needs integers 1 <= nmin <= n <= nmax, got nmin={kv['nmin']:g}, n={n}, "
-                             f"nmax={kv['nmax']:g}")
-    if not 0.0 <= kv["prior"] <= 1.0 or not 0.0 < kv["ema"] <= 1.0:
-        raise AllocatorError(f"{name} needs prior in [0, 1] and ema in (0, 1]")
-
-
-def split_specs(text: str) -> list[str]:
-    """A comma list of allocator specs, where a spec's own arguments may hold commas
-    (`schedule:double@0.25,0.5,knapsack:nmin=2,nmax=16`): a part that does not start a new spec (a name, or a
-    name followed by ':') belongs to the spec before it."""
-    out: list[str] = []
-    for part in str(text).split(","):
-        head = part.strip().partition(":")[0]
-        if out and head not in NAMES:
-            out[-1] += "," + part.strip()
-        elif part.strip():
-            out.append(part.strip())
-    return out
-
-
-def label(spec: str, n: int) -> str:
-    """The table's `allocator` value: `fixed-n8` for fixed runs, else the spec string itself."""
-    spec = str(spec).strip()
-    return f"fixed-n{n}" if spec == "fixed" else spec
+        keys = LAYOUT.get(s.kind, ())
+        p[:len(keys)] = [s.params[k] for k in keys]
+    return CODES[s.kind], p
 
 
 # ---------------------------------------------------------------- the rules (pure, njit, tested directly)

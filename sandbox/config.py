@@ -4,30 +4,23 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
-DATASETS = ("easy", "hard", "xhard", "veasy", "dual", "tri")
+from isocompute.contract.allocspec import AllocatorError, parse
+from isocompute.contract.config import ConfigError, EngineConfig, check_choice, check_options, check_updates
+from isocompute.contract.options import DATASETS, OPTIMIZERS, ZERO_PASS1
+
+__all__ = ["DATASETS", "METRIC_MODES", "MODELS", "OPTIMIZERS", "PRIORS", "SAMPLERS", "ZERO_PASS1",
+           "ConfigError", "SimConfig", "memory_estimate", "validate"]
+
 MODELS = ("tabular", "linear", "mlp", "interference", "skills")
-OPTIMIZERS = ("sgd", "adam", "adamw")
-LR_RULES = ("constant", "linear", "sqrt")
-SCALE_REWARDS = ("group", "batch", "none")
-ADV_STDS = ("sample", "population")
-OBJECTIVES = ("pg", "ppo", "cispo")
 METRIC_MODES = ("exact", "sampled")
 SAMPLERS = ("auto", "chain")
 PRIORS = ("uniform", "zipf")
 
-ZERO_PASS1 = 1e-3
-"""A problem with pass@1 below this counts as zero (`*_zero_frac` in exact metric mode): below the resolution
-of avg@k for k <= 1000, and a softmax never reaches exactly 0. The one threshold of the sandbox (issue 10)."""
-
-
-class ConfigError(ValueError):
-    """An impossible or inconsistent configuration; the message is one line meant for the user."""
-
 
 @dataclass(frozen=True)
-class SimConfig:
+class SimConfig(EngineConfig):
     """Hyperparameters of one simulated run. Vocabulary from docs/DESIGN.md: compute C = bp * n * m in
     rollouts."""
 
@@ -148,41 +141,6 @@ class SimConfig:
     def __post_init__(self) -> None:
         validate(self)
 
-    @property
-    def batch(self) -> int:
-        return self.bp * self.n
-
-    @property
-    def rollouts_per_step(self) -> int:
-        """Rollouts one step costs: bp * n, plus bp * n_est for a decoupled baseline (its rollouts count)."""
-        return self.bp * (self.n + self.n_est)
-
-    @property
-    def steps(self) -> int:
-        """m, the number of GRPO steps the budget pays for (budget // rollouts_per_step)."""
-        return self.budget // self.rollouts_per_step
-
-    def effective_lr(self) -> float:
-        """Learning rate after the batch-scaling rule (docs/PAPER.md: sqrt(B / B_ref) for the LLM recipe)."""
-        ratio = self.batch / self.lr_ref_batch
-        if self.lr_rule == "linear":
-            return self.lr * ratio
-        if self.lr_rule == "sqrt":
-            return self.lr * ratio**0.5
-        return self.lr
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
-
 
 def memory_estimate(c: SimConfig) -> int:
     """Rough bytes one run allocates (float64 per-problem logits, parameters, Adam moments, lengths and
@@ -208,23 +166,18 @@ def validate(c: SimConfig) -> None:
         v = getattr(c, f.name)
         if isinstance(v, float) and not math.isfinite(v):
             raise ConfigError(f"{f.name} must be a finite number, got {v}")
-    _choice("dataset", c.dataset, DATASETS)
-    _choice("model", c.model, MODELS)
-    _choice("optimizer", c.optimizer, OPTIMIZERS)
-    _choice("lr_rule", c.lr_rule, LR_RULES)
-    _choice("scale_rewards", c.scale_rewards, SCALE_REWARDS)
-    _choice("adv_std", c.adv_std, ADV_STDS)
-    _choice("objective", c.objective, OBJECTIVES)
-    _choice("metric_mode", c.metric_mode, METRIC_MODES)
-    _choice("sampler", c.sampler, SAMPLERS)
-    _choice("prior", c.prior, PRIORS)
+    check_choice("dataset", c.dataset, DATASETS)
+    check_choice("model", c.model, MODELS)
+    check_choice("optimizer", c.optimizer, OPTIMIZERS)
+    check_options(c)
+    check_choice("metric_mode", c.metric_mode, METRIC_MODES)
+    check_choice("sampler", c.sampler, SAMPLERS)
+    check_choice("prior", c.prior, PRIORS)
     if c.zipf_a <= 0 or not 0 <= c.correct_rank <= c.K:
         raise ConfigError(f"need zipf_a > 0 and 0 <= correct_rank <= K, got {c.zipf_a}, {c.correct_rank}")
     if c.n < 1:
         raise ConfigError(f"n must be >= 1, got {c.n}")
     if c.allocator != "fixed":
-        from sandbox.allocators import AllocatorError, parse
-
         try:
             parse(c.allocator, c.n)
         except AllocatorError as e:
@@ -263,15 +216,7 @@ def validate(c: SimConfig) -> None:
         raise ConfigError(f"bad Adam constants beta1={c.beta1}, beta2={c.beta2}, eps={c.adam_eps}")
     if c.clip_eps <= 0:
         raise ConfigError(f"clip_eps must be positive, got {c.clip_eps}")
-    if c.ppo_epochs < 1 or c.minibatches < 1 or c.minibatches > c.bp:
-        raise ConfigError(
-            f"need ppo_epochs >= 1 and 1 <= minibatches <= bp, got {c.ppo_epochs}, {c.minibatches}"
-        )
-    if c.objective == "pg" and (c.ppo_epochs != 1 or c.minibatches != 1):
-        raise ConfigError(
-            f"ppo_epochs = {c.ppo_epochs} and minibatches = {c.minibatches} need objective ppo or cispo "
-            "(plain pg makes exactly one update per batch)"
-        )
+    check_updates(c)
     if c.optimizer == "adam" and c.weight_decay > 0:
         raise ConfigError(f"weight_decay = {c.weight_decay} needs optimizer adamw or sgd (adam has no decay)")
     if c.k < 1:

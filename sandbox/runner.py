@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from isocompute.contract import schedule
+from isocompute.contract.columns import CURVE_COLUMNS
+from isocompute.contract.status import DIVERGED, OK
 from sandbox import _cache, allocators, grpo
 from sandbox.blas import one_blas_thread
 from sandbox.config import SimConfig
@@ -39,13 +42,6 @@ from sandbox.policies import Policy, build_policy
 from sandbox.problems import ProblemSet, make_problems
 from sandbox.rng import new_state
 
-STRING_COLUMNS = ("backend", "model", "dataset")
-COLUMNS = (
-    "backend", "model", "dataset", "seed", "n", "bp", "batch", "m", "compute", "tokens", "epoch", "lr", "k",
-    "train_mean", "train_best_k", "train_worst_k", "train_zero_frac",
-    "val_mean", "val_best_k", "val_worst_k", "val_zero_frac",
-    "entropy", "kl", "grad_norm", "response_len", "zero_var_frac", "batch_reward",
-)
 _OPT = {"sgd": grpo.SGD, "adam": grpo.ADAM, "adamw": grpo.ADAMW}
 _SCALE = {"group": grpo.SCALE_GROUP, "batch": grpo.SCALE_BATCH, "none": grpo.SCALE_NONE}
 _OBJ = {"pg": grpo.PG, "ppo": grpo.PPO, "cispo": grpo.CISPO}
@@ -54,21 +50,21 @@ _SAMPLER = {"auto": grpo.SAMPLER_AUTO, "chain": grpo.SAMPLER_CHAIN}
 
 @dataclass
 class SimResult:
-    """Learning-curve table (columns COLUMNS, E rows), per-problem pass@1 snapshots and the run status."""
+    """Learning-curve table (columns isocompute.contract.columns.CURVE_COLUMNS, E rows), per-problem pass@1
+    snapshots and the run status."""
 
     config: SimConfig
     table: dict[str, np.ndarray]
     pass1: dict[str, np.ndarray]
-    status: str = "ok"
+    status: str = OK
     diverged_step: int | None = None
     reason: str | None = None
     info: dict = field(default_factory=dict)
 
 
 def eval_steps(steps: int, n_evals: int) -> np.ndarray:
-    """0 followed by ~n_evals unique log-spaced steps in [1, steps], always including the last step."""
-    pts = np.unique(np.round(np.geomspace(1, steps, num=n_evals)).astype(np.int64))
-    return np.concatenate([[0], pts[(pts >= 1) & (pts <= steps)]]).astype(np.int64)
+    """The evaluation steps of a run (isocompute.contract.schedule.eval_steps) as the kernel's int64 array."""
+    return np.array(schedule.eval_steps(steps, n_evals), dtype=np.int64)
 
 
 @dataclass
@@ -125,7 +121,7 @@ class RunState:
 def hyperparameters(config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's float (grpo.HP_*) and int (grpo.IP_*) hyperparameter vectors of a config."""
     c = config
-    code, params = allocators.parse(c.allocator, c.n)
+    code, params = allocators.encode(c.allocator, c.n)
     hp = np.array([c.effective_lr(), c.beta1, c.beta2, c.adam_eps, c.weight_decay, c.clip_eps, c.kl_coef,
                    c.entropy_coef, c.adv_eps, float(c.budget), *params, grpo.TINY], dtype=np.float64)
     ip = np.array([c.n, c.bp, c.n_est, _OPT[c.optimizer], _SCALE[c.scale_rewards], _OBJ[c.objective],
@@ -276,16 +272,15 @@ def run(config: SimConfig, progress: bool = False, threads: int | None = None) -
 def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res, seconds: float) -> SimResult:
     """The SimResult of one run from the arrays `grpo._run_full` filled."""
     filled, code = int(res[0]), int(res[1])
-    status, div_step, reason = "ok", None, None
+    status, div_step, reason = OK, None, None
     if code != grpo.OK:
-        status, div_step, reason = "diverged", int(res[2]), grpo.REASONS[code]
+        status, div_step, reason = DIVERGED, int(res[2]), grpo.REASONS[code]
     d = config.d
     lr = config.effective_lr()
     ev = ev[:filled]
     stats = stats[:filled]
     m = ev.astype(np.int64)
-    rollouts = config.bp * (config.n + config.n_est)
-    compute = m * rollouts
+    compute = m * config.rollouts_per_step
     if config.allocator != "fixed":  # steps cost what the allocator drew: the kernel's counts
         m = np.nan_to_num(stats[:, grpo.S_STEP]).astype(np.int64)
         compute = np.nan_to_num(stats[:, grpo.S_ROLL]).astype(np.int64)
@@ -315,7 +310,7 @@ def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res,
         "entropy": stats[:, 8], "kl": stats[:, 9], "grad_norm": stats[:, 12],
         "response_len": stats[:, 10], "zero_var_frac": stats[:, 11], "batch_reward": stats[:, grpo.S_BREW],
     }
-    table = {c: np.ascontiguousarray(table[c]) for c in COLUMNS}
+    table = {c: np.ascontiguousarray(table[c]) for c in CURVE_COLUMNS}
     if config.snapshots:
         pass1 = {"compute": table["compute"].copy(), "train": np.ascontiguousarray(p_train[:filled]),
                  "val": np.ascontiguousarray(p_val[:filled])}

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from isocompute.contract import allocspec
+from isocompute.contract.status import DONE, recorded
 from studies.config import RunConfig, StudiesError
 
 PASS1_COLUMNS = ("run_id", "compute", "split", "problem", "pass1")
@@ -27,8 +29,9 @@ class RunOutput:
     """Learning-curve table (docs/DESIGN.md columns), one row per evaluation point, `run_id` first."""
     pass1: pd.DataFrame
     """Per-problem pass@1 snapshots, tidy: run_id, compute, split ("train" | "val"), problem, pass1."""
-    status: str = "done"
-    """"done", or "diverged" when parameters or metrics became NaN/inf (the curve stops there)."""
+    status: str = DONE
+    """DONE, or DIVERGED (isocompute.contract.status) when parameters or metrics became NaN/inf (the curve
+    stops there)."""
     info: dict[str, Any] = field(default_factory=dict)
     """Extra facts for the status record: diverged_step, reason, wall_s, engine details."""
 
@@ -122,18 +125,10 @@ class SimAdapter:
         table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
         table.insert(0, "run_id", run_id)
         # issue 13: the allocator as a curve label (fixed runs: fixed-n8 ...), for `fit --by allocator`
-        table["allocator"] = f"fixed-n{cfg.n}" if cfg.allocator == "fixed" else cfg.allocator
+        table["allocator"] = allocspec.label(cfg.allocator, cfg.n)
         pass1 = tidy_pass1(run_id, res.pass1.get("compute"), {s: res.pass1.get(s) for s in ("train", "val")})
-        status = "diverged" if res.status == "diverged" else "done"
         info = {"diverged_step": res.diverged_step, "reason": res.reason}
-        return RunOutput(table=table, pass1=pass1, status=status, info=info)
-
-
-def allocator_label(spec: str, n: int) -> str:
-    """The table's `allocator` value (issue 13): `fixed-n8` for fixed runs, else the spec string itself (the
-    rule of sandbox.allocators.label and SimAdapter, kept here so the llm adapter needs no sandbox)."""
-    spec = str(spec).strip()
-    return f"fixed-n{n}" if spec == "fixed" else spec
+        return RunOutput(table=table, pass1=pass1, status=recorded(res.status), info=info)
 
 
 def _coerce(key: str, value: Any, kind: type) -> Any:
@@ -231,13 +226,12 @@ class LLMAdapter:
         run_id = cfg.run_id
         table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
         table.insert(0, "run_id", run_id)
-        table["allocator"] = allocator_label(cfg.allocator, cfg.n)  # as the sim table (fit --by allocator)
+        table["allocator"] = allocspec.label(cfg.allocator, cfg.n)  # as the sim table (fit --by allocator)
         pass1 = tidy_pass1(run_id, res.pass1["compute"], {s: res.pass1.get(s) for s in ("train", "val")})
-        status = "diverged" if res.status == "diverged" else "done"
         info = {"diverged_step": res.diverged_step, "reason": res.reason, "steps": len(res.steps),
                 "wall_s": float(sum(s["t_step"] for s in res.steps)),
                 "rollouts": int(res.steps[-1]["compute"]) if res.steps else 0}
-        return RunOutput(table=table, pass1=pass1, status=status, info=info)
+        return RunOutput(table=table, pass1=pass1, status=recorded(res.status), info=info)
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -22,10 +22,9 @@ from typing import Any
 
 import click
 
+from isocompute.contract.allocspec import split_specs
+from isocompute.contract.options import ADV_STDS, LR_RULES, OBJECTIVES, OPTIMIZERS, SCALE_REWARDS
 from studies.config import (
-    ADV_STD,
-    OBJECTIVES,
-    SCALE_REWARDS,
     RunConfig,
     StudiesError,
     parse_count,
@@ -39,8 +38,6 @@ MAX_RUNS = 100_000
 JOBS_PER_CORE = 4
 """--jobs above this many worker processes per core only adds memory and contention; it is capped there."""
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
-LR_RULES = ("constant", "linear", "sqrt")
-OPTIMIZERS = ("sgd", "adam", "adamw")
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
 
 
@@ -107,7 +104,7 @@ _CONFIG_OPTIONS = [
     click.option("--weight-decay", type=float, default=None, help=HELP["weight_decay"]),
     click.option("--scale-rewards", type=click.Choice(SCALE_REWARDS), default="group", show_default=True,
                  help=HELP["scale_rewards"]),
-    click.option("--adv-std", type=click.Choice(ADV_STD), default="sample", show_default=True,
+    click.option("--adv-std", type=click.Choice(ADV_STDS), default="sample", show_default=True,
                  help=HELP["adv_std"]),
     click.option("--adv-eps", type=float, default=1e-4, show_default=True, help=HELP["adv_eps"]),
     click.option("--kl-coef", type=float, default=0.0, show_default=True, help=HELP["kl_coef"]),
@@ -275,7 +272,7 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
     base_bp = bp[0] if bp else 32
     base = _config(n=base_n, bp=base_bp, budget=max(budget, base_n * base_bp), seed=0, **kw)
     configs = build_sweep(study, base, n=n, bp=bp, batch=batch, bmax=bmax, seeds=seeds, budget=budget,
-                          allocators=split_allocators(allocator_list) if allocator_list else None,
+                          allocators=split_specs(allocator_list) if allocator_list else None,
                           base_n=alloc_n)
     if executor == "local":
         check_device(base)
@@ -301,22 +298,6 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
 
 
 # ------------------------------------------------------------------------------------------- input checks
-def split_allocators(text: str) -> list[str]:
-    """--allocators: a comma list of specs whose own arguments may hold commas (`schedule:double@0.25,0.5`,
-    `variance:nmin=2,nmax=16`): a part that is a number or a key=value belongs to the spec before it."""
-    out: list[str] = []
-    for part in (p.strip() for p in text.split(",")):
-        head = part.partition(":")[0]
-        try:
-            float(part)
-            number = True
-        except ValueError:
-            number = False
-        if out and (number or ("=" in head)):
-            out[-1] += "," + part
-        elif part:
-            out.append(part)
-    return out
 
 
 def check_configs(configs: list[RunConfig]) -> None:

@@ -14,9 +14,9 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-SCALE_REWARDS = ("group", "batch", "none")
-OBJECTIVES = ("pg", "ppo", "cispo")
-ADV_STD = ("sample", "population")
+from isocompute.contract.budget import STEPS_RULE, RunShape
+from isocompute.contract.config import check_choice
+from isocompute.contract.options import ADV_STDS, OBJECTIVES, SCALE_REWARDS
 
 
 class StudiesError(ValueError):
@@ -29,7 +29,7 @@ def _f(default: Any, help: str) -> Any:  # noqa: A002 - `help` mirrors click's k
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(RunShape):
     """Hyperparameters of one run, shared by all backends. A field that defaults to None takes the backend's
     own default (its help says which); the others mean the same on every backend."""
 
@@ -44,7 +44,7 @@ class RunConfig:
         "Difficulty preset relative to the base policy: easy, hard, xhard, veasy, dual, tri.")
     n: int = _f(8, "Rollouts per problem, the GRPO group size n.")
     bp: int = _f(32, "Problems per step, B_p.")
-    budget: int = _f(2**20, "Compute cap C in rollouts; the run takes m = budget // (bp * n) steps.")
+    budget: int = _f(2**20, f"Compute cap C in rollouts; the run takes {STEPS_RULE} steps.")
     seed: int = _f(0, "Seed of the training randomness (rollout sampling, problem order).")
     problem_seed: int | None = _f(None,
         "Seed of the problem set and initial policy (None: use seed); pairs runs.")
@@ -97,21 +97,6 @@ class RunConfig:
             raise StudiesError(f"an option is given twice: {', '.join(sorted(keys))}")
         object.__setattr__(self, "options", tuple(sorted(norm)))
         validate(self)
-
-    @property
-    def batch(self) -> int:
-        """B = bp * n rollouts per step."""
-        return self.bp * self.n
-
-    @property
-    def rollouts_per_step(self) -> int:
-        """Rollouts one step costs: bp * n, plus bp * n_est for a decoupled baseline (its rollouts count)."""
-        return self.bp * (self.n + self.n_est)
-
-    @property
-    def steps(self) -> int:
-        """m, the number of optimiser steps the budget pays for."""
-        return self.budget // self.rollouts_per_step
 
     @property
     def run_id(self) -> str:
@@ -186,17 +171,13 @@ def validate(c: RunConfig) -> None:
         optional = name in ("n_evals", "d", "d_val")
         if (v is not None or not optional) and (isinstance(v, bool) or not isinstance(v, int)):
             raise StudiesError(f"{name} must be an integer, got {v!r}")
-    if c.adv_std not in ADV_STD:
-        raise StudiesError(f"unknown adv_std {c.adv_std!r}; choose one of {', '.join(ADV_STD)}")
+    check_choice("adv_std", c.adv_std, ADV_STDS, StudiesError)
     if not (isinstance(c.adv_eps, int | float) and c.adv_eps >= 0 and math.isfinite(c.adv_eps)):
         raise StudiesError(f"adv_eps must be >= 0, got {c.adv_eps!r}")
     if c.d_val is not None and c.d_val < 1:
         raise StudiesError(f"d_val must be >= 1, got {c.d_val}")
-    if c.scale_rewards not in SCALE_REWARDS:
-        allowed = ", ".join(SCALE_REWARDS)
-        raise StudiesError(f"unknown scale_rewards {c.scale_rewards!r}; choose one of {allowed}")
-    if c.objective not in OBJECTIVES:
-        raise StudiesError(f"unknown objective {c.objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    check_choice("scale_rewards", c.scale_rewards, SCALE_REWARDS, StudiesError)
+    check_choice("objective", c.objective, OBJECTIVES, StudiesError)
     if c.n < 1:
         raise StudiesError(f"n must be >= 1, got {c.n}")
     if c.n < 2 and c.n_est == 0:

@@ -15,13 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from isocompute.contract.columns import CURVE_COLUMNS
 from studies.config import StudiesError
 
-BASE_COLUMNS = (
-    "run_id", "backend", "model", "dataset", "seed", "n", "bp", "batch", "m", "compute", "tokens", "epoch",
-    "lr", "train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac", "k", "batch_reward",
-    "zero_var_frac", "entropy", "kl", "grad_norm", "response_len",
-)
+BASE_COLUMNS = ("run_id", *CURVE_COLUMNS)
 """The learning-curve columns (docs/DESIGN.md) every reader writes, NaN where its framework does not log them;
 the framework's own numeric keys follow, unchanged, so `--metric eval_rewards/acc/mean` works too."""
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from sim_helpers import assert_close_across_cpus  # noqa: E402  (pytest puts this folder on sys.path)
 
+from isocompute.contract.allocspec import AllocatorError
 from sandbox import SimConfig, run
 from sandbox import allocators as al
 from sandbox.config import ConfigError
@@ -88,7 +89,7 @@ def test_greso_skip_probability():
 
 
 def test_schedule_doubling():
-    _, par = al.parse("schedule:double@0.5,0.25", 8)
+    _, par = al.encode("schedule:double@0.5,0.25", 8)
     assert par[:3].tolist() == [2.0, 0.25, 0.5]
     assert al.schedule_n(8, 0.0, par) == 8
     assert al.schedule_n(8, 0.25, par) == 16
@@ -105,12 +106,11 @@ def test_history_update():
     assert h[1, al.H_P] == 0.75 and h[1, al.H_STREAK] == 1.0
 
 
-def test_parse_and_label_errors():
-    assert al.label("fixed", 8) == "fixed-n8" and al.label("knapsack", 8) == "knapsack"
+def test_encode_errors():
     for bad in ("nope", "fixed:1", "knapsack:nmin=9", "knapsack:x=1", "schedule:triple@0.5",
                 "schedule:double@1.5", "dynamic-sampling:rounds=0"):
-        with pytest.raises(al.AllocatorError):
-            al.parse(bad, 8)
+        with pytest.raises(AllocatorError):
+            al.encode(bad, 8)
     with pytest.raises(ConfigError):
         SimConfig(**SMALL, allocator="knapsack", objective="ppo")
 
@@ -216,9 +216,9 @@ def test_variance_alloc_hand_cases_and_brute_force():
 
 
 def test_variance_defaults_follow_vip_range():
-    _, par = al.parse("variance", 8)
+    _, par = al.encode("variance", 8)
     assert par[:5].tolist() == [4.0, 32.0, 0.5, 0.0, 1.0]
-    _, par = al.parse("variance", 2)  # n below VIP's range: nmin drops to n
+    _, par = al.encode("variance", 2)  # n below VIP's range: nmin drops to n
     assert par[:2].tolist() == [2.0, 32.0]
 
 
@@ -270,19 +270,17 @@ def test_zv_schedule_update_hand_case():
     assert st[al.Z_MULT] == 8.0  # 16 -> 32 -> 64, then nmax = 64 stops it
 
 
-def test_parse_new_allocators_and_split_specs():
-    code, par = al.parse("schedule:zv@0.6,window=4,nmax=128", 8)
+def test_encode_new_allocators():
+    code, par = al.encode("schedule:zv@0.6,window=4,nmax=128", 8)
     assert code == al.A_SCHED_ZV and par[:3].tolist() == [0.6, 4.0, 128.0]
-    code, par = al.parse("gvm", 8)
+    code, par = al.encode("gvm", 8)
     assert code == al.A_GVM and par[:7].tolist() == [2.0, 32.0, 0.5, 0.0, 1.0, 1e-3, 2.0]
-    code, par = al.parse("ada", 8)
+    code, par = al.encode("ada", 8)
     assert code == al.A_ADA and par[:2].tolist() == [4.0, 8.0]
     for bad in ("schedule:zv@1.5", "schedule:zv@x", "ada:chunk=16", "ada:rounds=0", "variance:nmin=9",
                 "gvm:beta=0.5", "variance:nmax=4.5"):
-        with pytest.raises(al.AllocatorError):
-            al.parse(bad, 8)
-    assert al.split_specs("knapsack,schedule:double@0.25,0.5,variance:nmin=2,nmax=16,ada") == [
-        "knapsack", "schedule:double@0.25,0.5", "variance:nmin=2,nmax=16", "ada"]
+        with pytest.raises(AllocatorError):
+            al.encode(bad, 8)
 
 
 NEW = ("variance", "variance:oracle=1", "gvm", "gvm:oracle=1", "ada", "schedule:zv@0.3,window=2")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from isocompute.contract.columns import CURVE_COLUMNS
 from sandbox import ConfigError, SimConfig, run
 from sandbox.problems import RANGES, make_problems
-from sandbox.runner import COLUMNS
 
 SMALL = dict(d=64, d_val=32, bp=8, n=8, budget=2**13, n_evals=8)
 
@@ -25,7 +25,7 @@ def test_table_contract_and_determinism(model):
     cfg = SimConfig(model=model, **SMALL)
     a, b = run(cfg), run(cfg)
     assert a.status == "ok" and a.reason is None
-    assert tuple(a.table) == COLUMNS
+    assert tuple(a.table) == CURVE_COLUMNS
     E = a.table["m"].size
     assert all(v.shape == (E,) for v in a.table.values())
     assert a.table["m"][0] == 0 and a.table["compute"][0] == 0 and a.table["m"][-1] == cfg.steps
