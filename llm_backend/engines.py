@@ -10,37 +10,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+
+from llm_backend.rollouts import Rollouts
 
 ENGINES = ("vllm", "hf", "kv")
 """kv: batched KV-cache sampling of the tiny LMs (llm_backend/tiny_sampler.py)."""
 DTYPES = ("float32", "bfloat16")
-
-
-@dataclass
-class Rollouts:
-    """Outputs of one generate call; lists of length len(prompts) * n, prompt-major."""
-
-    prompt_ids: list[list[int]]
-    token_ids: list[list[int]]
-    logprobs: list[list[float]]
-    texts: list[str]
-    n: int
-    seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
-    sizes: list[int] | None = None
-    """Rollouts per prompt when they differ (generate_groups); None: every prompt has n."""
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(len(t) for t in self.token_ids)
-
-    @property
-    def group_sizes(self) -> list[int]:
-        """Rollouts of each prompt, in order (n each unless `sizes` says otherwise)."""
-        if self.sizes is not None:
-            return list(self.sizes)
-        return [self.n] * (len(self.token_ids) // self.n if self.n else 0)
 
 
 def generate_groups(engine, prompts: list[str], ns: list[int], max_new_tokens: int, temperature: float = 1.0,

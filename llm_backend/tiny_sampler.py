@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from llm_backend.engines import Rollouts
+from llm_backend.rollouts import Rollouts
 from llm_backend.tiny_model import TinyLM, additive_mask, rope_tables, rotate
 
 

@@ -1,5 +1,6 @@
 """The llm backend's allocator rules are the simulator's (issue 13): llm_backend/allocators.py re-implements
-sandbox/allocators.py in pure Python (llm_backend may not import sandbox); this test holds them together."""
+the rules of sandbox/allocators.py in pure Python (llm_backend may not import sandbox); this test holds them
+together. The spec grammar both parse is one (isocompute.contract.allocspec, tests/test_contract.py)."""
 
 from __future__ import annotations
 
@@ -53,33 +54,3 @@ def test_skip_probability_equals_the_simulators():
         for min_streak in (1.0, 2.0):
             want = sa.skip_probability(streak, min_streak, 0.5)
             assert la.skip_probability(streak, min_streak, 0.5) == want
-
-
-@pytest.mark.parametrize("spec", ["fixed", "knapsack", "knapsack:nmin=1,nmax=16,prior=0.3,ema=0.5",
-                                  "dynamic-sampling", "dynamic-sampling:rounds=2", "skip-zero-var",
-                                  "skip-zero-var:p=0.8,streak=2", "schedule:double@0.25",
-                                  "schedule:double@0.5,0.25"])
-def test_spec_strings_and_defaults_agree(spec):
-    """The same spec parses on both backends with the same parameter values."""
-    code, par = sa.parse(spec, 8)
-    name, kv = la.parse(spec, 8)
-    assert sa.NAMES[name] == code
-    if name == "knapsack":
-        assert [kv[k] for k in ("nmin", "nmax", "prior", "oracle", "ema")] == par[:5].tolist()
-    elif name == "dynamic-sampling":
-        assert kv["rounds"] == par[0]
-    elif name == "skip-zero-var":
-        assert [kv["p"], kv["streak"]] == par[:2].tolist()
-    elif name == "schedule":
-        assert [kv[k] for k in sorted(kv)] == par[1: 1 + int(par[0])].tolist()
-    assert la.label(spec, 8) == sa.label(spec, 8)
-
-
-def test_bad_specs_fail_on_both_backends():
-    for spec in ("knapsack:nmin=9", "dynamic-sampling:rounds=0", "skip-zero-var:p=2", "schedule:double@1.5",
-                 "schedule:triple@0.5", "nope", "fixed:x=1"):
-        with pytest.raises(sa.AllocatorError):
-            sa.parse(spec, 8)
-        with pytest.raises(la.AllocatorError):
-            la.parse(spec, 8)
-    assert set(la.NAMES) == set(sa.NAMES)  # every simulator name is known (run or refused by name)

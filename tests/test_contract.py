@@ -1,6 +1,7 @@
 """isocompute.contract, the vocabulary both engines share (issue 26): the allocator spec grammar accepts and
-refuses what the two engines' copies did, with the same messages (checked against the pre-refactor code), the
-eval schedule is numpy's log-spaced one bit for bit, and budget, lr and status rules say what the code does."""
+refuses what the two engines' copies did, with the same messages (checked against the pre-refactor code),
+the eval schedule is numpy's log-spaced one bit for bit, and budget, lr and status rules say what the code
+does."""
 
 from __future__ import annotations
 
@@ -27,14 +28,15 @@ GOOD = (
     "variance:oracle=1", "variance:nmin=2,nmax=16", "gvm", "gvm:oracle=1", "ada", "ada:rounds=2,chunk=4",
 )
 """Every spec the existing tests run (tests/sandbox/test_sim_allocators.py, tests/test_allocator_parity.py,
-tests/studies/test_allocator_specs.py, tests/llm_backend/test_llm_allocators.py)."""
+tests/llm_backend/test_llm_allocators.py, the former tests/studies/test_allocator_specs.py)."""
 BAD = (
-    "nope", "", " knapsack :nmin=2", "fixed:1", "fixed:x=1", "knapsack:nmin=9", "knapsack:x=1", "knapsack:nmin=a",
-    "knapsack:nmin", "knapsack:prior=2", "knapsack:p=1", "dynamic-sampling:rounds=0", "skip-zero-var:p=2",
-    "skip-zero-var:streak=0", "schedule:triple@0.5", "schedule:double@1.5", "schedule:double@a",
-    "schedule:double@0.1,0.2,0.3,0.4,0.5,0.6", "schedule:double", "schedule:zv@1.5", "schedule:zv@x",
-    "schedule:zv@0.5,window=0", "schedule:zv@0.5,foo=1", "ada:chunk=16", "ada:rounds=0", "ada:chunk=2.5",
-    "variance:nmin=9", "variance:nmax=4.5", "variance:ema=0", "gvm:beta=0.5", "gvm:alpha=-1", "gvm:prior=-1",
+    "nope", "", " knapsack :nmin=2", "fixed:1", "fixed:x=1", "knapsack:nmin=9", "knapsack:x=1",
+    "knapsack:nmin=a", "knapsack:nmin", "knapsack:prior=2", "knapsack:p=1", "dynamic-sampling:rounds=0",
+    "skip-zero-var:p=2", "skip-zero-var:streak=0", "schedule:triple@0.5", "schedule:double@1.5",
+    "schedule:double@a", "schedule:double@0.1,0.2,0.3,0.4,0.5,0.6", "schedule:double", "schedule:zv@1.5",
+    "schedule:zv@x", "schedule:zv@0.5,window=0", "schedule:zv@0.5,foo=1", "ada:chunk=16", "ada:rounds=0",
+    "ada:chunk=2.5", "variance:nmin=9", "variance:nmax=4.5", "variance:ema=0", "gvm:beta=0.5", "gvm:alpha=-1",
+    "gvm:prior=-1",
 )
 NS = (2, 4, 8)
 
@@ -161,7 +163,8 @@ def test_the_simulators_table_has_the_curve_columns():
 def test_steps_rule_text_is_what_steps_computes():
     expr = budget.STEPS_RULE.split("=", 1)[1]
     for b, bp, n, n_est in ((2**20, 32, 8, 0), (1000, 3, 7, 2), (255, 8, 4, 0), (2**30, 1, 2, 4)):
-        assert eval(expr, {}, {"budget": b, "bp": bp, "n": n, "n_est": n_est}) == budget.steps(b, bp, n, n_est)
+        named = {"budget": b, "bp": bp, "n": n, "n_est": n_est}
+        assert eval(expr, {}, named) == budget.steps(b, bp, n, n_est)
 
 
 def test_run_configs_share_the_budget_rule_and_its_help_text():
@@ -197,5 +200,5 @@ def test_contract_is_pure_python():
                 [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
             for name in names:
                 top = name.split(".")[0]
-                assert top in ("__future__", "dataclasses", "math") or name.startswith("isocompute.contract"), (
-                    path.name, name)
+                ours = name.startswith("isocompute.contract")
+                assert top in ("__future__", "dataclasses", "math") or ours, (path.name, name)

@@ -389,7 +389,7 @@ def test_ppo_epochs_and_minibatches_make_that_many_updates_against_the_rollout_p
     assert [(s.start, s.stop) for s in grpo.update_slices(5, 3, 2)] == [(0, 6), (6, 15)]
 
 
-def test_objective_config_vocabulary_matches_the_simulator():
+def test_objective_defaults_and_update_checks():
     c = LLMConfig()
     assert (c.adv_std, c.adv_eps, c.objective, c.clip_eps, c.ppo_epochs, c.minibatches) == (
         "sample", 1e-4, "pg", 0.2, 1, 1
