@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from isocompute.contract.allocspec import MAX_FRACTIONS
 from llm_backend import allocators as la
 from sandbox import allocators as sa
 
@@ -42,7 +43,7 @@ def test_dynamic_sampling_keep_rule_equals_has_signal():
 
 def test_schedule_n_equals_the_simulators():
     for fracs in ([0.25], [0.25, 0.5], [0.1, 0.3, 0.6, 0.9]):
-        params = np.zeros(1 + sa.MAX_FRACTIONS)
+        params = np.zeros(1 + MAX_FRACTIONS)
         params[0] = len(fracs)
         params[1: 1 + len(fracs)] = fracs
         for spent in np.linspace(0, 1, 41):
