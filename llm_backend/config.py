@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isocompute.contract import options
+from isocompute.contract.allocspec import AllocatorError
 from isocompute.contract.config import ConfigError, EngineConfig, check_choice, check_options, check_updates
 from isocompute.contract.options import ADV_STDS as ADV_STD
 from isocompute.contract.options import OBJECTIVES, SCALE_REWARDS, ZERO_PASS1
-from llm_backend.allocators import AllocatorError
 from llm_backend.allocators import parse as parse_allocator
 from llm_backend.engines import DTYPES, ENGINES
 
@@ -121,7 +121,9 @@ class LLMConfig(EngineConfig):
     lr_rule: str = "sqrt"
     """constant, linear (lr * B / B_ref) or sqrt (lr * sqrt(B / B_ref)) in batch B = bp * n."""
     lr_ref_batch: int = 64
+    """Reference batch B_ref of `lr_rule`."""
     weight_decay: float = 0.0
+    """torch AdamW's decoupled weight decay (toward zero); 0 disables it."""
     beta1: float = 0.9
     beta2: float = 0.999
     adam_eps: float = 1e-8
