@@ -24,6 +24,7 @@ import click
 
 from isocompute.contract.allocspec import split_specs
 from isocompute.contract.options import ADV_STDS, LR_RULES, OBJECTIVES, OPTIMIZERS, SCALE_REWARDS
+from isocompute.contract.status import DIVERGED
 from studies.config import (
     RunConfig,
     StudiesError,
@@ -216,7 +217,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
     click.echo(f"{cfg.run_id}: {summary['status']}, m = {cfg.steps} steps of "
                f"{cfg.rollouts_per_step} rollouts, "
                f"{summary['wall_s']:.2f} s")
-    if summary["status"] == "diverged":
+    if summary["status"] == DIVERGED:
         click.echo(f"  diverged at step {summary['diverged_step']}: {summary['reason']}")
     for col in ("compute", "train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac"):
         if col in f:
