@@ -59,7 +59,7 @@ class Group:
     rewards: np.ndarray
 
 
-def build(cfg, groups: list[Group], pad_id: int) -> TrainBatch | None:
+def build_batch(cfg, groups: list[Group], pad_id: int) -> TrainBatch | None:
     """The training batch of the kept groups in the layout of cfg.train_layout (None: no group kept).
 
     Advantages are normalised per group (loss.advantages on the (bp, n) rewards when the sizes agree, as the

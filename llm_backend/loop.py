@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from llm_backend import allocators, evaluation, tasks
-from llm_backend.batch import Group, build
+from llm_backend.batch import Group, build_batch
 from llm_backend.checkpoint import Checkpointer, config_key
 from llm_backend.config import ConfigError, LLMConfig
 from llm_backend.engines import derive_seed
@@ -66,7 +66,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                 drawn = draw_step(alloc, cfg, step, state, engine, tok, train)
                 if drawn is None:  # the budget has no room for another step
                     break
-                batch = build(cfg, drawn.kept, tok.pad_token_id)
+                batch = build_batch(cfg, drawn.kept, tok.pad_token_id)
                 t1 = time.perf_counter()
                 stats = trainer.step(batch)
                 if not stats["finite"]:
