@@ -291,6 +291,8 @@ class Evaluator:
                      "bp": cfg.bp, "batch": cfg.batch, "lr": cfg.effective_lr(), "k": cfg.k}
 
     def record(self, state: RunState, last: dict | None) -> None:
+        """Evaluate at the state's step and add its table row (the step columns from `last`, the step log's
+        latest row; None at step 0)."""
         cfg, step = self.cfg, state.step
         self.log.say(f"llm: step {step}/{cfg.steps}: evaluating {len(self.val) + len(self.train_sample)} "
                      f"problems x {cfg.k} samples")
