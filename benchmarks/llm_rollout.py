@@ -37,7 +37,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from llm_backend import grpo, tasks
+    from llm_backend import loss, tasks, trainer
+    from llm_backend.batch import make_padded_batch
     from llm_backend.config import LLMConfig
     from llm_backend.engines import HFEngine, VLLMEngine
     from llm_backend.model import load_model, load_tokenizer, prepare
@@ -85,10 +86,11 @@ def main() -> None:
     rew = np.array([tasks.reward(t, probs[i // a.n].answer) for i, t in enumerate(ro.texts)]).reshape(
         a.prompts, a.n
     )
-    adv = grpo.advantages(rew, cfg.scale_rewards).reshape(-1)
-    batch = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id)
+    adv = loss.advantages(rew, cfg.scale_rewards).reshape(-1)
+    batch = make_padded_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id,
+                              microbatch=cfg.microbatch, dtype=cfg.train_dtype)
     opt.zero_grad()
-    agg = grpo.grpo_backward(model, batch, cfg)
+    agg = trainer.backward(model, batch, cfg)
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
     opt.step()
     t2 = time.perf_counter()

@@ -59,7 +59,7 @@ def train_flops(model, batch, packed: bool) -> float:
     body = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
     head = model.get_output_embeddings().weight.numel()
     if packed:
-        plan = batch.plan()
+        plan = batch.chunks()
         tokens = sum(mb.real_tokens for mb in plan)
         targets = sum(int(mb.tgt.numel()) for mb in plan)
         return 6 * body * tokens + 6 * head * targets
@@ -73,7 +73,8 @@ def ours(args, prompts, answers, n: int, bp: int, tok, path) -> dict:
     import numpy as np
     import torch
 
-    from llm_backend import grpo, tasks
+    from llm_backend import loss, tasks, trainer
+    from llm_backend.batch import make_padded_batch
     from llm_backend.config import LLMConfig
     from llm_backend.engines import cached_engine
     from llm_backend.model import load_model
@@ -83,7 +84,7 @@ def ours(args, prompts, answers, n: int, bp: int, tok, path) -> dict:
                     temperature=args.temperature, train_dtype=args.dtype, engine_dtype=args.dtype)
     model = load_model(path)
     model.train()
-    mixed = grpo.MasterWeights(model) if args.dtype == "bfloat16" else None
+    mixed = trainer.MasterWeights(model) if args.dtype == "bfloat16" else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.effective_lr())
     ref_model = load_model(path)
     ref_model.train()
@@ -98,11 +99,11 @@ def ours(args, prompts, answers, n: int, bp: int, tok, path) -> dict:
         ro = eng.generate([prompts[i] for i in idx], n, cfg.max_new_tokens, cfg.temperature, 1.0, seed=step)
         t1 = time.perf_counter()
         rew = np.array([tasks.reward(t, answers[idx[i // n]]) for i, t in enumerate(ro.texts)]).reshape(bp, n)
-        adv = grpo.advantages(rew).reshape(-1)
+        adv = loss.advantages(rew).reshape(-1)
         pb = make_packed_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, n, tok.pad_token_id,
                                row_tokens=cfg.row_tokens, micro_tokens=cfg.micro_tokens)
         t2 = time.perf_counter()
-        grpo.train_step(model, opt, pb, cfg, mixed=mixed)
+        trainer.train_step(model, opt, pb, cfg, mixed=mixed)
         t3 = time.perf_counter()
         sync = eng.sync_weights(policy)
         t4 = time.perf_counter()
@@ -110,10 +111,11 @@ def ours(args, prompts, answers, n: int, bp: int, tok, path) -> dict:
                "completion_tokens": ro.num_tokens, "sync_inner_s": sync,
                "train_flops": train_flops(model, pb, packed=True)}
         if not args.ours_only or args.padded:
-            padded = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id)
+            padded = make_padded_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, tok.pad_token_id,
+                                       microbatch=cfg.microbatch, dtype=cfg.train_dtype)
             pcfg = LLMConfig(**{**cfg.to_dict(), "train_layout": "padded"})
             t5 = time.perf_counter()
-            grpo.train_step(ref_model, ref_opt, padded, pcfg)
+            trainer.train_step(ref_model, ref_opt, padded, pcfg)
             row["padded_train_s"] = time.perf_counter() - t5
             row["padded_flops"] = train_flops(ref_model, padded, packed=False)
         del t2

@@ -156,7 +156,7 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     import torch
     from transformers import LlamaForCausalLM
 
-    from llm_backend import grpo
+    from llm_backend import trainer
     from llm_backend.config import config_for
     from llm_backend.model import load_model, load_tokenizer, resolve_model
     from llm_backend.packed import make_packed_batch
@@ -170,21 +170,21 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     ro = KVEngine(own, tok).generate([p.question for p in train[:bp]], n, cfg.max_new_tokens, 1.0, seed=2)
     adv = np.random.default_rng(0).standard_normal(bp * n)
     pb = make_packed_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, n, tok.pad_token_id)
-    trained = sum(x.real_tokens for x in pb.plan())
+    trained = sum(x.real_tokens for x in pb.chunks())
     out = {"bp": bp, "n": n, "packed_tokens": trained, "completion_tokens": ro.num_tokens}
     hf = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
     for name, model in (("own", own), ("hf", hf)):
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-        t = timed(lambda m=model, o=opt: grpo.train_step(m, o, pb, cfg), reps)
+        t = timed(lambda m=model, o=opt: trainer.train_step(m, o, pb, cfg), reps)
         out[f"{name}_update_s"] = t
-    if cpu_facts()["isa"] == "AMX":  # bf16 forward/backward on AMX, float32 master (grpo.MasterWeights)
+    if cpu_facts()["isa"] == "AMX":  # bf16 forward/backward on AMX, float32 master (trainer.MasterWeights)
         import copy
 
         master = copy.deepcopy(own)
-        mixed = grpo.MasterWeights(master)
+        mixed = trainer.MasterWeights(master)
         opt = torch.optim.AdamW(master.parameters(), lr=1e-6)
-        out["own_bf16_update_s"] = timed(lambda: grpo.train_step(master, opt, pb, cfg, None, mixed), reps)
+        out["own_bf16_update_s"] = timed(lambda: trainer.train_step(master, opt, pb, cfg, None, mixed), reps)
     params = sum(p.numel() for p in own.parameters())
     gflop = 6 * params * trained / 1e9
     out.update(parameters=params, model_gflop=gflop, own_gflops=gflop / out["own_update_s"],

@@ -140,7 +140,7 @@ class History:
 
 
 class ProblemStream:
-    """Training problems in the order the fixed path draws them (runner._problem_order): position j of a
+    """Training problems in the order the fixed path draws them (problems.problem_order): position j of a
     fresh seeded permutation per epoch, default_rng([seed, epoch]). Allocators that draw more (refills) or
     fewer (skips) problems per step read further along the same stream."""
 

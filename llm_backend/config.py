@@ -47,7 +47,8 @@ class LLMConfig(EngineConfig):
     bp: int = 8
     """Problems per step (B_p)."""
     budget: int = 256
-    """Compute cap in rollouts; the run takes m = budget // (bp * n) steps."""
+    """Compute cap in rollouts; the run takes m = budget // (bp * n) steps (isocompute.contract.budget
+    STEPS_RULE, with no decoupled baseline)."""
     seed: int = 0
     """Seed of the training randomness (problem order, rollout sampling, evaluation sampling)."""
     allocator: str = "fixed"
@@ -72,7 +73,7 @@ class LLMConfig(EngineConfig):
     Default: chosen by the CPU (cpu_dtype: bfloat16 with AMX / AVX-512 BF16, else float32)."""
     train_dtype: str = CPU_DTYPE
     """Trainer precision: float32 or bfloat16 (default: as engine_dtype, by the CPU). packed layout: bf16
-    weights for forward/backward with float32 master weights and AdamW state (grpo.MasterWeights); padded
+    weights for forward/backward with float32 master weights and AdamW state (trainer.MasterWeights); padded
     layout: bf16 autocast."""
     train_layout: str = "packed"
     """packed (each group's prompt once, completion-only logits, no padding: llm_backend/packed.py) or

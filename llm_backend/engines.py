@@ -18,6 +18,18 @@ ENGINES = ("vllm", "hf", "kv")
 DTYPES = ("float32", "bfloat16")
 
 
+def derive_seed(*parts) -> int:
+    """A 32-bit engine seed derived from (seed, step, purpose, ...): explicit randomness, no global state, so
+    a run resumed at step s draws what the uninterrupted run drew after s."""
+    import numpy as np
+
+    ints = [
+        p if isinstance(p, int) else int.from_bytes(str(p).encode()[:8].ljust(8, b"\0"), "little")
+        for p in parts
+    ]
+    return int(np.random.SeedSequence(ints).generate_state(1)[0])
+
+
 def generate_groups(engine, prompts: list[str], ns: list[int], max_new_tokens: int, temperature: float = 1.0,
                     top_p: float = 1.0, seed: int = 0) -> Rollouts:
     """Rollouts with n_i samples of prompt i (allocators, issue 13), prompt-major with `sizes` = ns.

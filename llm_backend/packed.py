@@ -1,8 +1,8 @@
 """The fast training layout: shared-prompt packing with completion-only logits (issue 11, item 1).
 
-A GRPO group is one prompt P with n completions c_1..c_n. The straightforward layout (grpo.make_batch) runs
-n padded sequences [P + c_j], recomputing P n times and the 49k-vocabulary head at every position. Here a
-group becomes one stretch of a packed row
+A GRPO group is one prompt P with n completions c_1..c_n. The straightforward layout (batch.PaddedBatch)
+runs n padded sequences [P + c_j], recomputing P n times and the 49k-vocabulary head at every position. Here
+a group becomes one stretch of a packed row
 
     P  c_1[:-1]  c_2[:-1]  ...  c_n[:-1]
 
@@ -13,9 +13,10 @@ one forward whose keys/values the n completions continue), there is no padding i
 and float32 log-softmax run only at the positions that predict completion tokens (the last prompt position
 predicts every c_j[0]). Groups are packed into rows of at most `row_tokens` (first fit, longest first); a
 group longer than a row is split, its prompt repeated once per part. Rows are batched into microbatches of
-at most `micro_tokens` tokens (memory only: the loss is normalised by the whole update, as grpo_backward).
+at most `micro_tokens` tokens (memory only: the loss is normalised by the whole update).
 
-Outputs are completion-aligned (S, T) tensors (T = longest completion), the layout grpo.grpo_loss takes.
+A PackedBatch is a training batch of llm_backend/batch.py's protocol: completion-aligned (S, T) tensors
+(T = longest completion), the layout loss.grpo_loss takes, and its microbatches as chunks.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class Micro:
     input_ids, position_ids: (R, L); attn: (R, 1, L, L) bool (True = may attend); src: (N,) flat index into
     R * L of the hidden state predicting each target; tgt: (N,) target token ids; seqs: (s,) global
     sequence indices covered; tok_row: (N,) row of each target among `seqs`; tok_t: (N,) its position in
-    the completion.
+    the completion; width: T of the batch. A chunk of batch.py's protocol: its log-probs (s, T) line up
+    with the batch's rows `seqs` and all its columns.
     """
 
     input_ids: torch.Tensor
@@ -44,17 +46,26 @@ class Micro:
     seqs: torch.Tensor
     tok_row: torch.Tensor
     tok_t: torch.Tensor
+    width: int
     real_tokens: int = 0
     """Tokens of the rows that are not padding (what the body's matmuls do useful work on)."""
+    cols = slice(None)
+
+    @property
+    def rows(self) -> torch.Tensor:
+        return self.seqs
+
+    def logprobs(self, model, temperature: float, with_entropy: bool = False, entropy_grad: bool = True):
+        return micro_logprobs(model, self, self.width, temperature, with_entropy, entropy_grad)
 
 
 @dataclass
 class PackedBatch:
-    """A training batch in the packed layout; completion-aligned (S, T) tensors like grpo.Batch.
+    """A training batch in the packed layout; completion-aligned (S, T) tensors like batch.PaddedBatch.
 
     comp_mask, engine_logp: (S, T); adv: (S,); n: group size (sequences i*n .. i*n+n-1 share a prompt).
     sizes: the group sizes when they may differ (allocators, issue 13; then n = sizes[0] if they agree,
-    else 0); None = uniform groups of n. plan(lo, hi) gives the microbatches of the sequences [lo, hi)
+    else 0); None = uniform groups of n. chunks(lo, hi) gives the microbatches of the sequences [lo, hi)
     (whole groups).
     """
 
@@ -90,7 +101,7 @@ class PackedBatch:
         starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(int)
         return int(self.sizes[int(np.searchsorted(starts, start))])
 
-    def plan(self, lo: int = 0, hi: int | None = None) -> list[Micro]:
+    def chunks(self, lo: int = 0, hi: int | None = None) -> list[Micro]:
         hi = self.num_sequences if hi is None else hi
         if (lo, hi) not in self._plans:
             self._plans[(lo, hi)] = _plan(self, lo, hi)
@@ -239,6 +250,7 @@ def _build(pb: PackedBatch, rows: list[list[tuple[list[int], list[int]]]]) -> Mi
         torch.tensor(seqs, dtype=torch.long, device=dev),
         torch.tensor([local[s] for s in seq_of], dtype=torch.long, device=dev),
         torch.tensor(tpos, dtype=torch.long, device=dev),
+        pb.comp_mask.shape[1],
         sum(len(x) for x in toks),
     )
 

@@ -26,7 +26,7 @@ PACKAGES = ("isocompute", "sandbox", "llm_backend", "studies", "paper_figs")
 
 
 def old_tree() -> Path:
-    """The pre-refactor packages, extracted once per machine (atomically: a half-written tree is never used)."""
+    """The pre-refactor packages, extracted once per machine (atomically: never a half-written tree)."""
     dest = ROOT / ".cache" / f"pre-refactor-{PRE_REFACTOR[:12]}"
     if (dest / ".complete").is_file():
         return dest

@@ -2,7 +2,7 @@
 
 A simulated problem is a categorical policy over K answers (logits z); a real-model completion of one token
 is the same object. Identical rewards and log-probabilities go through the simulator's kernels
-(sandbox.grpo: reward_std, advantages, logit_gradient) and the LLM trainer's functions (llm_backend.grpo:
+(sandbox.grpo: reward_std, advantages, logit_gradient) and the LLM trainer's functions (llm_backend.loss:
 advantages, grpo_loss); advantages and loss gradients must agree. The KL term is compared in expectation
 (the LLM uses a sampled estimator, the simulator the exact KL), by enumeration over the K answers.
 """
@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from llm_backend import grpo as lg  # noqa: E402
+from llm_backend import loss as lg  # noqa: E402
 from sandbox import grpo as sg  # noqa: E402
 
 SCALE = {"group": sg.SCALE_GROUP, "batch": sg.SCALE_BATCH, "none": sg.SCALE_NONE}

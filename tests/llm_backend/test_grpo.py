@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from llm_backend import grpo  # noqa: E402
+from llm_backend import loss, trainer  # noqa: E402
+from llm_backend.batch import make_padded_batch, token_logprobs  # noqa: E402
 from llm_backend.config import ConfigError, LLMConfig  # noqa: E402
 
 VOCAB = 32
@@ -33,22 +35,23 @@ def tiny_llama(seed: int = 0):
     return LlamaForCausalLM(cfg).float()
 
 
-def toy_batch(seed: int = 1, S: int = 4):
-    """Prompts of 3-5 tokens, completions of 1-4 tokens, engine log-probs near the truth, fixed advantages."""
+def toy_batch(seed: int = 1, S: int = 4, **layout):
+    """Prompts of 3-5 tokens, completions of 1-4 tokens, engine log-probs near the truth, fixed advantages
+    (layout: make_padded_batch's microbatch and dtype)."""
     g = np.random.default_rng(seed)
     prompts = [g.integers(1, VOCAB, size=g.integers(3, 6)).tolist() for _ in range(S)]
     comps = [g.integers(1, VOCAB, size=g.integers(1, 5)).tolist() for _ in range(S)]
     elps = [(-3.0 + 0.3 * g.standard_normal(len(c))).tolist() for c in comps]
     adv = np.array([1.0, -1.0, 0.5, -0.5][:S])
-    return grpo.make_batch(prompts, comps, elps, adv, pad_id=0), prompts, comps
+    return make_padded_batch(prompts, comps, elps, adv, pad_id=0, **layout), prompts, comps
 
 
 class Cfg:
-    """Duck-typed subset of LLMConfig for grpo_backward."""
+    """Duck-typed subset of LLMConfig for the trainer."""
 
     def __init__(self, **kw):
         self.temperature, self.kl_coef, self.entropy_coef, self.tis_cap = 0.7, 0.1, 0.01, 2.0
-        self.loss_agg, self.microbatch = "token_mean", 16
+        self.loss_agg = "token_mean"
         self.objective, self.clip_eps, self.ppo_epochs, self.minibatches = "pg", 0.2, 1, 1
         self.n, self.max_grad_norm = 2, 1.0
         self.__dict__.update(kw)
@@ -57,29 +60,29 @@ class Cfg:
 def test_advantages_sample_std_default_population_option_and_zero_groups():
     r = np.array([[1, 0, 0, 1], [1, 1, 1, 1], [0, 0, 0, 1]], float)
     eps = 1e-4
-    a = grpo.advantages(r)  # group, sample std, eps 1e-4: TRL's GRPOTrainer default
+    a = loss.advantages(r)  # group, sample std, eps 1e-4: TRL's GRPOTrainer default
     s0 = math.sqrt(1 / 3)  # sample std of [1, 0, 0, 1]
     np.testing.assert_allclose(a[0], np.array([0.5, -0.5, -0.5, 0.5]) / (s0 + eps))
     np.testing.assert_array_equal(a[1], 0.0)  # all agree: exactly no signal
     s2 = math.sqrt(0.25)  # sample std of [0, 0, 0, 1]
     np.testing.assert_allclose(a[2], np.array([-0.25, -0.25, -0.25, 0.75]) / (s2 + eps))
-    pop = grpo.advantages(r, "group", adv_std="population", adv_eps=0.0)
+    pop = loss.advantages(r, "group", adv_std="population", adv_eps=0.0)
     np.testing.assert_allclose(pop[0], [1, -1, -1, 1])
     np.testing.assert_allclose(pop[2], np.array([-0.25, -0.25, -0.25, 0.75]) / math.sqrt(0.1875))
     # sample / population ratio is sqrt(n / (n - 1)) at eps = 0 (issue 10: x1.41 at n = 2)
     two = np.array([[1.0, 0.0]])
-    pop2 = grpo.advantages(two, adv_std="population", adv_eps=0)
-    ratio = grpo.advantages(two, adv_eps=0.0)[0, 0] / pop2[0, 0]
+    pop2 = loss.advantages(two, adv_std="population", adv_eps=0)
+    ratio = loss.advantages(two, adv_eps=0.0)[0, 0] / pop2[0, 0]
     assert ratio == pytest.approx(1 / math.sqrt(2))
-    b = grpo.advantages(r, "batch")
+    b = loss.advantages(r, "batch")
     np.testing.assert_allclose(b, (r - r.mean(1, keepdims=True)) / (r.std(ddof=1) + eps))
-    np.testing.assert_allclose(grpo.advantages(r, "none"), r - r.mean(1, keepdims=True))
-    np.testing.assert_array_equal(grpo.advantages(np.ones((2, 3)), "batch"), 0.0)
+    np.testing.assert_allclose(loss.advantages(r, "none"), r - r.mean(1, keepdims=True))
+    np.testing.assert_array_equal(loss.advantages(np.ones((2, 3)), "batch"), 0.0)
     g = np.random.default_rng(0).random((3, 5))  # non-binary rewards: torch.std (verl) agrees
     want = (g - g.mean(1, keepdims=True)) / (torch.tensor(g).std(1, keepdim=True).numpy() + 1e-6)
-    np.testing.assert_allclose(grpo.advantages(g, adv_eps=1e-6), want, rtol=1e-12)
+    np.testing.assert_allclose(loss.advantages(g, adv_eps=1e-6), want, rtol=1e-12)
     with pytest.raises(ValueError, match="adv_std"):
-        grpo.advantages(r, adv_std="unbiased")
+        loss.advantages(r, adv_std="unbiased")
 
 
 def test_ratio_corrected_k3_has_the_reverse_kl_gradient_by_enumeration():
@@ -90,16 +93,16 @@ def test_ratio_corrected_k3_has_the_reverse_kl_gradient_by_enumeration():
     ref = torch.log_softmax(torch.randn(6, generator=g, dtype=torch.float64), 0)
     logp = torch.log_softmax(z, 0)
     pi = logp.exp().detach()  # sampling probabilities: constants of the expectation
-    expected = torch.autograd.grad((pi * grpo.kl_estimate(logp, ref)).sum(), z, retain_graph=True)[0]
+    expected = torch.autograd.grad((pi * loss.kl_estimate(logp, ref)).sum(), z, retain_graph=True)[0]
     reverse = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), z, retain_graph=True)[0]
     torch.testing.assert_close(expected, reverse, rtol=1e-12, atol=1e-14)
-    plain = torch.autograd.grad((pi * grpo.k3(logp, ref)).sum(), z, retain_graph=True)[0]
+    plain = torch.autograd.grad((pi * loss.k3(logp, ref)).sum(), z, retain_graph=True)[0]
     forward = torch.autograd.grad((ref.exp() * (ref - logp)).sum(), z, retain_graph=True)[0]
     torch.testing.assert_close(plain, forward, rtol=1e-12, atol=1e-14)
     assert not torch.allclose(plain, reverse)
     # off-policy (ppo epochs): samples from an old policy, ratio against it; still the reverse-KL gradient
     old = torch.log_softmax(torch.randn(6, generator=g, dtype=torch.float64), 0)
-    off = torch.autograd.grad((old.exp() * grpo.kl_estimate(logp, ref, old)).sum(), z)[0]
+    off = torch.autograd.grad((old.exp() * loss.kl_estimate(logp, ref, old)).sum(), z)[0]
     torch.testing.assert_close(off, reverse, rtol=1e-12, atol=1e-14)
 
 
@@ -114,21 +117,21 @@ def test_objective_gradient_is_weight_times_advantage_times_score(objective):
     mask = torch.ones(S, T, dtype=torch.float64)
     mask[0, 2] = 0
     eng = old - 0.1
-    loss, st = grpo.grpo_loss(
+    value, st = loss.grpo_loss(
         logp, eng, adv, mask, tis_cap=2.0, objective=objective, clip_eps=0.2, old_logp=old
     )
-    (grad,) = torch.autograd.grad(loss, logp)
+    (grad,) = torch.autograd.grad(value, logp)
     ratio = torch.exp(logp.detach() - old)
-    w = grpo.tis_weights(old, eng, 2.0)
-    c = grpo.objective_weights(ratio, adv[:, None].expand(S, T), objective, 0.2)
+    w = loss.tis_weights(old, eng, 2.0)
+    c = loss.objective_weights(ratio, adv[:, None].expand(S, T), objective, 0.2)
     want = -w * c * adv[:, None] * mask / mask.sum()
     torch.testing.assert_close(grad, want, rtol=1e-12, atol=1e-15)
     if objective == "ppo":
         assert 0 < st["clip_sum"] < mask.sum()  # the test reaches both sides of the clip
         assert (c == 0).any() and (c == ratio).any()
     # on-policy (old = sg(logp)) every objective is plain pg
-    on, _ = grpo.grpo_loss(logp, eng, adv, mask, tis_cap=2.0, objective=objective)
-    pg, _ = grpo.grpo_loss(logp, eng, adv, mask, tis_cap=2.0, objective="pg")
+    on, _ = loss.grpo_loss(logp, eng, adv, mask, tis_cap=2.0, objective=objective)
+    pg, _ = loss.grpo_loss(logp, eng, adv, mask, tis_cap=2.0, objective="pg")
     torch.testing.assert_close(torch.autograd.grad(on, logp)[0], torch.autograd.grad(pg, logp)[0])
 
 
@@ -136,7 +139,7 @@ def test_k3_is_unbiased_for_kl_and_nonnegative():
     g = torch.Generator().manual_seed(0)
     p = torch.softmax(torch.randn(7, generator=g), 0)
     q = torch.softmax(torch.randn(7, generator=g), 0)
-    vals = grpo.k3(p.log(), q.log())
+    vals = loss.k3(p.log(), q.log())
     assert (vals >= 0).all()
     exact_kl = float((p * (p.log() - q.log())).sum())
     assert float((p * vals).sum()) == pytest.approx(exact_kl, rel=1e-5)  # E_pi[k3] = KL(pi || ref)
@@ -147,16 +150,16 @@ def test_k3_is_unbiased_for_kl_and_nonnegative():
 def test_tis_weights_formula_cap_and_no_gradient():
     logp = torch.tensor([-1.0, -2.0, -0.1], requires_grad=True)
     eng = torch.tensor([-1.5, -1.0, -3.0])
-    w = grpo.tis_weights(logp, eng, cap=2.0)
+    w = loss.tis_weights(logp, eng, cap=2.0)
     torch.testing.assert_close(w, torch.tensor([math.exp(0.5), math.exp(-1.0), 2.0]))
     assert not w.requires_grad
-    torch.testing.assert_close(grpo.tis_weights(logp, eng, cap=0.0), torch.ones(3))
+    torch.testing.assert_close(loss.tis_weights(logp, eng, cap=0.0), torch.ones(3))
 
 
 def test_token_logprobs_match_unpadded_prefix_computation():
     model = tiny_llama()
     batch, prompts, comps = toy_batch()
-    logp, ent = grpo.token_logprobs(model, batch.input_ids, batch.attention_mask, 0.7, with_entropy=True)
+    logp, ent = token_logprobs(model, batch.input_ids, batch.attention_mask, 0.7, with_entropy=True)
     for i, (p, c) in enumerate(zip(prompts, comps, strict=True)):
         ids = torch.tensor([p + c])
         with torch.no_grad():
@@ -188,10 +191,10 @@ def _hand_loss(model, batch, cfg, ref_model):
 @pytest.mark.parametrize("microbatch", [1, 3, 16])
 def test_grpo_gradient_matches_hand_computation(microbatch):
     model, ref_model = tiny_llama(0), tiny_llama(5)
-    batch, _, _ = toy_batch()
-    cfg = Cfg(microbatch=microbatch)
+    batch, _, _ = toy_batch(microbatch=microbatch)
+    cfg = Cfg()
     model.zero_grad()
-    agg = grpo.grpo_backward(model, batch, cfg, ref_model)
+    agg = trainer.backward(model, batch, cfg, ref_model)
     got = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     _hand_loss(model, batch, cfg, ref_model).backward()
@@ -207,14 +210,14 @@ def test_policy_gradient_matches_finite_differences():
     batch, _, _ = toy_batch()
     cfg = Cfg(kl_coef=0.0, entropy_coef=0.0, tis_cap=0.0)
     model.zero_grad()
-    grpo.grpo_backward(model, batch, cfg)
+    trainer.backward(model, batch, cfg)
     g = torch.Generator().manual_seed(3)
     dirs = [torch.randn(p.shape, generator=g, dtype=p.dtype) for p in model.parameters()]
     analytic = sum(float((p.grad * d).sum()) for p, d in zip(model.parameters(), dirs, strict=True))
 
     def pg_loss() -> float:
         with torch.no_grad():
-            logp, _ = grpo.token_logprobs(model, batch.input_ids, batch.attention_mask, cfg.temperature)
+            logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, cfg.temperature)
             m = batch.comp_mask.double()
             return float((-batch.adv.double()[:, None] * logp * m).sum() / m.sum())
 
@@ -233,12 +236,12 @@ def test_policy_gradient_matches_finite_differences():
 def test_loss_value_at_update_is_minus_weighted_mean_advantage():
     model = tiny_llama()
     batch, _, _ = toy_batch()
-    logp, _ = grpo.token_logprobs(model, batch.input_ids, batch.attention_mask, 0.7)
-    loss, st = grpo.grpo_loss(logp, batch.engine_logp, batch.adv, batch.comp_mask, tis_cap=2.0)
+    logp, _ = token_logprobs(model, batch.input_ids, batch.attention_mask, 0.7)
+    value, st = loss.grpo_loss(logp, batch.engine_logp, batch.adv, batch.comp_mask, tis_cap=2.0)
     w = torch.clamp(torch.exp(logp.detach() - batch.engine_logp), max=2.0)
     want = float((-w * batch.adv[:, None] * batch.comp_mask).sum() / batch.comp_mask.sum())
-    assert float(loss.detach()) == pytest.approx(want, rel=1e-6)
-    seq = grpo.grpo_loss(
+    assert float(value.detach()) == pytest.approx(want, rel=1e-6)
+    seq = loss.grpo_loss(
         logp, batch.engine_logp, batch.adv, batch.comp_mask, tis_cap=2.0, loss_agg="seq_mean"
     )[0]
     per_seq = (-w * batch.adv[:, None] * batch.comp_mask).sum(1) / batch.comp_mask.sum(1)
@@ -247,7 +250,7 @@ def test_loss_value_at_update_is_minus_weighted_mean_advantage():
 
 def _adamw_step(model, batch, cfg, opt):
     opt.zero_grad()
-    grpo.grpo_backward(model, batch, cfg)
+    trainer.backward(model, batch, cfg)
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
 
@@ -316,9 +319,9 @@ def test_bf16_training_gradient_is_the_float32_gradient_rounded():
     grads = {}
     for dtype in ("float32", "bfloat16"):
         model, ref_model = tiny_llama(0), tiny_llama(5)
-        batch, _, _ = toy_batch()
+        batch, _, _ = toy_batch(dtype=dtype)
         model.zero_grad()
-        grpo.grpo_backward(model, batch, Cfg(train_dtype=dtype), ref_model)
+        trainer.backward(model, batch, Cfg(), ref_model)
         grads[dtype] = torch.cat([p.grad.flatten() for p in model.parameters()])
     g32, g16 = grads["float32"], grads["bfloat16"]
     assert g16.dtype == torch.float32 and not torch.equal(g32, g16)
@@ -335,9 +338,10 @@ def test_cuda_gradient_matches_cpu():
     for dev in ("cpu", "cuda"):
         model, ref_model = tiny_llama(0).to(dev), tiny_llama(5).to(dev)
         batch, _, _ = toy_batch()
-        batch = grpo.Batch(*(getattr(batch, f).to(dev) for f in batch.__dataclass_fields__))
+        tensors = ("input_ids", "attention_mask", "comp_mask", "engine_logp", "adv")
+        batch = dataclasses.replace(batch, **{f: getattr(batch, f).to(dev) for f in tensors})
         model.zero_grad()
-        grpo.grpo_backward(model, batch, Cfg(), ref_model)
+        trainer.backward(model, batch, Cfg(), ref_model)
         grads[dev] = [p.grad.detach().cpu() for p in model.parameters()]
     for a, b in zip(grads["cpu"], grads["cuda"], strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-3)
@@ -351,7 +355,7 @@ def test_pg_train_step_is_the_single_update():
     o1 = torch.optim.AdamW(m1.parameters(), lr=1e-2, weight_decay=0.0)
     o2 = torch.optim.AdamW(m2.parameters(), lr=1e-2, weight_decay=0.0)
     _adamw_step(m1, batch, cfg, o1)
-    out = grpo.train_step(m2, o2, batch, cfg)
+    out = trainer.train_step(m2, o2, batch, cfg)
     assert out["finite"] and out["updates"] == 1
     for a, b in zip(m1.parameters(), m2.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -359,7 +363,7 @@ def test_pg_train_step_is_the_single_update():
     for objective in ("ppo", "cispo"):
         m3 = tiny_llama()
         o3 = torch.optim.AdamW(m3.parameters(), lr=1e-2, weight_decay=0.0)
-        grpo.train_step(m3, o3, batch, Cfg(kl_coef=0.0, objective=objective))
+        trainer.train_step(m3, o3, batch, Cfg(kl_coef=0.0, objective=objective))
         for a, b in zip(m1.parameters(), m3.parameters(), strict=True):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
 
@@ -371,22 +375,22 @@ def test_ppo_epochs_and_minibatches_make_that_many_updates_against_the_rollout_p
     cfg = Cfg(kl_coef=0.0, entropy_coef=0.0, objective="ppo", ppo_epochs=2, minibatches=2, clip_eps=0.05)
     model = tiny_llama()
     opt = torch.optim.AdamW(model.parameters(), lr=5e-2, weight_decay=0.0)
-    out = grpo.train_step(model, opt, batch, cfg)
+    out = trainer.train_step(model, opt, batch, cfg)
     assert out["finite"] and out["updates"] == 4
     assert out["approx_kl_sum"] > 0  # the policy moved away from the rollout-time one within the step
     ref = tiny_llama()
     ro = torch.optim.AdamW(ref.parameters(), lr=5e-2, weight_decay=0.0)
     ro.zero_grad()
-    grpo.grpo_backward(ref, batch, Cfg(kl_coef=0.0, entropy_coef=0.0), rows=slice(0, 2))
+    trainer.backward(ref, batch, Cfg(kl_coef=0.0, entropy_coef=0.0), rows=slice(0, 2))
     g_first = [p.grad.clone() for p in ref.parameters()]
     m2 = tiny_llama()
     o2 = torch.optim.AdamW(m2.parameters(), lr=5e-2, weight_decay=0.0)
     o2.zero_grad()
-    old = grpo.old_logprobs(m2, batch, cfg)
-    grpo.grpo_backward(m2, batch, cfg, rows=grpo.update_slices(2, 2, 2)[0], old_logp=old)
+    old = trainer.old_logprobs(m2, batch, cfg)
+    trainer.backward(m2, batch, cfg, rows=trainer.update_slices([2, 2], 2)[0], old_logp=old)
     for a, p in zip(g_first, m2.parameters(), strict=True):
         torch.testing.assert_close(a, p.grad, rtol=1e-5, atol=1e-7)
-    assert [(s.start, s.stop) for s in grpo.update_slices(5, 3, 2)] == [(0, 6), (6, 15)]
+    assert [(s.start, s.stop) for s in trainer.update_slices([3] * 5, 2)] == [(0, 6), (6, 15)]
 
 
 def test_objective_defaults_and_update_checks():

@@ -149,25 +149,25 @@ pytest.importorskip("transformers")
 
 
 def test_group_advantages_by_hand_and_equal_sizes_match_advantages():
-    from llm_backend import grpo
+    from llm_backend import loss
 
-    a = grpo.group_advantages([[1, 0], [1, 0, 0, 0]], adv_eps=0.0)
+    a = loss.group_advantages([[1, 0], [1, 0, 0, 0]], adv_eps=0.0)
     # group 1: mean 0.5, sample std sqrt(0.5); group 2: mean 0.25, sample std sqrt(0.75 / 3) = 0.5
     np.testing.assert_allclose(a, [0.5 / 0.5**0.5, -0.5 / 0.5**0.5, 1.5, -0.5, -0.5, -0.5])
-    b = grpo.group_advantages([[1, 0], [1, 0, 0, 0], [1, 1, 1]], "batch", adv_eps=0.0)
+    b = loss.group_advantages([[1, 0], [1, 0, 0, 0], [1, 1, 1]], "batch", adv_eps=0.0)
     std = np.std([1, 0, 1, 0, 0, 0, 1, 1, 1], ddof=1)
     np.testing.assert_allclose(b, np.r_[[0.5, -0.5], [0.75, -0.25, -0.25, -0.25], [0, 0, 0]] / std)
     r = np.random.default_rng(0).integers(0, 2, (4, 3)).astype(float)
     for scale in ("group", "batch", "none"):
-        want = grpo.advantages(r, scale).reshape(-1)
-        np.testing.assert_allclose(grpo.group_advantages(list(r), scale), want)
+        want = loss.advantages(r, scale).reshape(-1)
+        np.testing.assert_allclose(loss.group_advantages(list(r), scale), want)
 
 
 def test_update_slices_follow_group_boundaries():
-    from llm_backend import grpo
+    from llm_backend import trainer
 
-    assert grpo.update_slices(3, 0, 2, sizes=[2, 3, 4]) == [slice(0, 2), slice(2, 9)]
-    assert grpo.update_slices(4, 2, 2, sizes=[2, 2, 2, 2]) == grpo.update_slices(4, 2, 2)
+    assert trainer.update_slices([2, 3, 4], 2) == [slice(0, 2), slice(2, 9)]
+    assert trainer.update_slices([2, 2, 2, 2], 2) == [slice(0, 4), slice(4, 8)]
 
 
 def _unequal_groups(sizes=(2, 3, 1), seed=3):
@@ -192,7 +192,8 @@ def test_unequal_groups_packed_equal_padded_and_the_loss_convention(loss_agg):
     all tokens, seq_mean = mean over all sequences (TRL / verl; group sizes do not reweight)."""
     from test_grpo import Cfg, tiny_llama
 
-    from llm_backend import grpo
+    from llm_backend import trainer
+    from llm_backend.batch import make_padded_batch
     from llm_backend.packed import make_packed_batch
 
     sizes = [2, 3, 1]
@@ -202,12 +203,12 @@ def test_unequal_groups_packed_equal_padded_and_the_loss_convention(loss_agg):
     for name in ("padded", "packed"):
         model = tiny_llama(0)
         if name == "padded":
-            batch = grpo.make_batch(prompts, comps, elps, adv, pad_id=0, sizes=sizes)
+            batch = make_padded_batch(prompts, comps, elps, adv, pad_id=0, sizes=sizes)
         else:
             batch = make_packed_batch(prompts, comps, elps, adv, sizes, row_tokens=9, micro_tokens=20)
             assert batch.group_starts() == [0, 2, 5] and batch.n == 0
         model.zero_grad()
-        agg = (grpo.grpo_backward if name == "padded" else grpo.packed_backward)(model, batch, cfg)
+        agg = trainer.backward(model, batch, cfg)
         out[name] = (agg["loss"], [p.grad.clone() for p in model.parameters()])
     assert out["packed"][0] == pytest.approx(out["padded"][0], rel=1e-5, abs=1e-7)
     for x, y in zip(out["padded"][1], out["packed"][1], strict=True):
@@ -220,7 +221,8 @@ def test_unequal_groups_packed_equal_padded_and_the_loss_convention(loss_agg):
 def test_unequal_groups_ppo_minibatches_split_at_group_boundaries():
     from test_grpo import Cfg, tiny_llama
 
-    from llm_backend import grpo
+    from llm_backend import trainer
+    from llm_backend.batch import make_padded_batch
     from llm_backend.packed import make_packed_batch
 
     sizes = [2, 3, 1]
@@ -231,10 +233,10 @@ def test_unequal_groups_ppo_minibatches_split_at_group_boundaries():
         model = tiny_llama(0)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
         if name == "padded":
-            batch = grpo.make_batch(prompts, comps, elps, adv, pad_id=0, sizes=sizes)
+            batch = make_padded_batch(prompts, comps, elps, adv, pad_id=0, sizes=sizes)
         else:
             batch = make_packed_batch(prompts, comps, elps, adv, sizes, row_tokens=9, micro_tokens=20)
-        assert grpo.train_step(model, opt, batch, cfg)["updates"] == 2
+        assert trainer.train_step(model, opt, batch, cfg)["updates"] == 2
         params[name] = [p.detach().clone() for p in model.parameters()]
     for x, y in zip(params["padded"], params["packed"], strict=True):
         torch.testing.assert_close(y, x, atol=2e-6, rtol=1e-5)
@@ -324,11 +326,11 @@ def tiny(lm, **kw):
 @pytest.fixture
 def counted(monkeypatch):
     """Counts the training rollouts and tokens the hf engine generates (evaluation calls left out)."""
-    from llm_backend import runner
+    from llm_backend import evaluation
     from llm_backend.engines import HFEngine
 
     seen = {"rollouts": 0, "tokens": 0, "calls": 0, "eval": False}
-    gen, evaluate = HFEngine.generate, runner._evaluate
+    gen, evaluate = HFEngine.generate, evaluation.evaluate
 
     def generate(self, prompts, n, *a, **kw):
         ro = gen(self, prompts, n, *a, **kw)
@@ -347,7 +349,7 @@ def counted(monkeypatch):
             seen["eval"] = False
 
     monkeypatch.setattr(HFEngine, "generate", generate)
-    monkeypatch.setattr(runner, "_evaluate", _evaluate)
+    monkeypatch.setattr(evaluation, "evaluate", _evaluate)
     return seen
 
 

@@ -12,7 +12,8 @@ pytest.importorskip("transformers")
 from test_grpo import VOCAB, Cfg, tiny_llama  # noqa: E402  (pytest puts this folder on sys.path)
 from tolerance import adam_first_step_atol, assert_close_reordered, reduction_atol  # noqa: E402
 
-from llm_backend import grpo  # noqa: E402
+from llm_backend import trainer  # noqa: E402
+from llm_backend.batch import make_padded_batch  # noqa: E402
 from llm_backend.packed import make_packed_batch  # noqa: E402
 
 
@@ -41,10 +42,10 @@ def test_packed_logprobs_equal_the_padded_ones(layout):
     prompts, comps, elps, adv = groups()
     pb = make_packed_batch(prompts, comps, elps, adv, n=3, **layout)
     if layout["row_tokens"] < 20:
-        assert len(pb.plan()) > 1
-    old = grpo.packed_old_logprobs(model, pb, Cfg())
-    batch = grpo.make_batch(prompts, comps, elps, adv, pad_id=0)
-    ref = grpo.old_logprobs(model, batch, Cfg())
+        assert len(pb.chunks()) > 1
+    old = trainer.old_logprobs(model, pb, Cfg())
+    batch = make_padded_batch(prompts, comps, elps, adv, pad_id=0)
+    ref = trainer.old_logprobs(model, batch, Cfg())
     for i, c in enumerate(comps):
         want = ref[i][batch.comp_mask[i].bool()]
         torch.testing.assert_close(old[i, : len(c)], want, atol=2e-6, rtol=1e-5)
@@ -61,15 +62,14 @@ def test_packed_gradient_and_adamw_step_equal_the_padded_ones(layout, loss_agg):
         model, ref_model = tiny_llama(0), tiny_llama(5)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
         if name == "padded":
-            batch = grpo.make_batch(prompts, comps, elps, adv, pad_id=0)
+            batch = make_padded_batch(prompts, comps, elps, adv, pad_id=0)
         else:
             batch = make_packed_batch(prompts, comps, elps, adv, n=3, **layout)
-        backward = grpo.grpo_backward if name == "padded" else grpo.packed_backward
         opt.zero_grad()
-        agg = backward(model, batch, cfg, ref_model)
+        agg = trainer.backward(model, batch, cfg, ref_model)
         grads = [p.grad.clone() for p in model.parameters()]
         opt.zero_grad()
-        step = grpo.train_step(model, opt, batch, cfg, ref_model)
+        step = trainer.train_step(model, opt, batch, cfg, ref_model)
         out[name] = (agg, grads, [p.detach().clone() for p in model.parameters()], step)
     (a1, g1, p1, s1), (a2, g2, p2, s2) = out["padded"], out["packed"]
     assert a2["loss"] == pytest.approx(a1["loss"], rel=1e-5, abs=1e-7)
@@ -97,10 +97,10 @@ def test_packed_ppo_epochs_match_the_padded_ones():
         model = tiny_llama(0)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
         if name == "padded":
-            batch = grpo.make_batch(prompts, comps, elps, adv, pad_id=0)
+            batch = make_padded_batch(prompts, comps, elps, adv, pad_id=0)
         else:
             batch = make_packed_batch(prompts, comps, elps, adv, n=3, row_tokens=9, micro_tokens=20)
-        assert grpo.train_step(model, opt, batch, cfg)["updates"] == 6
+        assert trainer.train_step(model, opt, batch, cfg)["updates"] == 6
         params[name] = [p.detach().clone() for p in model.parameters()]
     for x, y in zip(params["padded"], params["packed"], strict=True):
         torch.testing.assert_close(y, x, atol=2e-6, rtol=1e-5)
@@ -114,27 +114,27 @@ def test_packed_batch_refuses_groups_without_a_shared_prompt():
 
 
 def test_bf16_master_weights_step_is_the_float32_step_rounded():
-    """grpo.MasterWeights: bf16 forward/backward, float32 master weights and AdamW state. The gradient is the
-    float32 one up to bf16 rounding (cosine > 0.999), one step lands near the float32 step, the master stays
-    float32 and the compute copy equals the master rounded to bf16 afterwards."""
+    """trainer.MasterWeights: bf16 forward/backward, float32 master weights and AdamW state. The gradient is
+    the float32 one up to bf16 rounding (cosine > 0.999), one step lands near the float32 step, the master
+    stays float32 and the compute copy equals the master rounded to bf16 afterwards."""
     prompts, comps, elps, adv = groups()
     cfg = Cfg(n=3, kl_coef=0.0, entropy_coef=0.0)
     pb = make_packed_batch(prompts, comps, elps, adv, n=3)
     m32 = tiny_llama(0)
     o32 = torch.optim.AdamW(m32.parameters(), lr=1e-3, weight_decay=0.0)
-    grpo.packed_backward(m32, pb, cfg)
+    trainer.backward(m32, pb, cfg)
     g32 = torch.cat([p.grad.flatten() for p in m32.parameters()])
     master = tiny_llama(0)
-    mixed = grpo.MasterWeights(master)
-    grpo.packed_backward(mixed.compute, pb, cfg)
+    mixed = trainer.MasterWeights(master)
+    trainer.backward(mixed.compute, pb, cfg)
     mixed.grads_to_master()
     g16 = torch.cat([p.grad.flatten() for p in master.parameters()])
     assert g16.dtype == torch.float32 and not torch.equal(g16, g32)
     assert float(g32 @ g16 / (g32.norm() * g16.norm())) > 0.999
     m32.zero_grad()
-    grpo.train_step(m32, o32, pb, cfg)
+    trainer.train_step(m32, o32, pb, cfg)
     omix = torch.optim.AdamW(master.parameters(), lr=1e-3, weight_decay=0.0)
-    grpo.train_step(master, omix, pb, cfg, mixed=mixed)
+    trainer.train_step(master, omix, pb, cfg, mixed=mixed)
     for a, b, c in zip(m32.parameters(), master.parameters(), mixed.compute.parameters(), strict=True):
         assert b.dtype == torch.float32 and c.dtype == torch.bfloat16
         torch.testing.assert_close(b, a, atol=2e-3, rtol=0)  # lr 1e-3: Adam's step is ~lr per coordinate

@@ -13,7 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from llm_backend import grpo, tasks  # noqa: E402
+from llm_backend import tasks  # noqa: E402
+from llm_backend.batch import make_padded_batch, token_logprobs  # noqa: E402
 from llm_backend.config import LLMConfig  # noqa: E402
 from llm_backend.model import load_model  # noqa: E402
 
@@ -32,9 +33,9 @@ def _prompts(tokenizer, count=3, seed=0):
 
 def _mismatch(model, ro):
     """Per-token |trainer log-prob - engine log-prob| over all completion tokens of `ro`."""
-    b = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, np.zeros(len(ro.token_ids)), 0)
+    b = make_padded_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, np.zeros(len(ro.token_ids)), 0)
     with torch.no_grad():
-        logp, _ = grpo.token_logprobs(model, b.input_ids, b.attention_mask, T)
+        logp, _ = token_logprobs(model, b.input_ids, b.attention_mask, T)
     return ((logp - b.engine_logp).abs()[b.comp_mask.bool()]).numpy()
 
 
@@ -111,7 +112,8 @@ def test_hf_bf16_engine_logprobs_are_the_float32_ones_rounded(model_path, tokeni
 _VLLM_BF16_CHILD = """
 import json, sys
 import numpy as np, torch
-from llm_backend import grpo, tasks
+from llm_backend import tasks
+from llm_backend.batch import make_padded_batch, token_logprobs
 from llm_backend.engines import VLLMEngine
 from llm_backend.model import load_model, load_tokenizer, prepare
 
@@ -121,9 +123,9 @@ if __name__ == "__main__":
     prompts = [tasks.build_prompt(tok, p.question) for p in tasks.generate_arithmetic(3, 0)]
 
     def gap(ro):
-        b = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, np.zeros(len(ro.token_ids)), 0)
+        b = make_padded_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, np.zeros(len(ro.token_ids)), 0)
         with torch.no_grad():
-            lp, _ = grpo.token_logprobs(model, b.input_ids, b.attention_mask, 0.7)
+            lp, _ = token_logprobs(model, b.input_ids, b.attention_mask, 0.7)
         return float((lp - b.engine_logp).abs()[b.comp_mask.bool()].mean())
 
     eng = VLLMEngine(str(path), tok, seed=0, dtype="bfloat16")
@@ -234,7 +236,7 @@ state *and* the seeded rollouts."""
 def test_vllm_resumed_run_ends_at_the_same_parameters(model_path, tmp_path, vllm_engine):
     """With vLLM rollouts too (seeded per call): stop after step 1's checkpoint, resume, compare. Only the
     stopped run writes a checkpoint (1.6 GB of weights and AdamW moments each): the uninterrupted run needs
-    none and the resumed one only reads (checkpoint_every is no part of the resume key, runner._config_key).
+    none and the resumed one reads (checkpoint_every is no part of the resume key: checkpoint.config_key).
     The SIGKILL variant runs on the tiny LM (tests/llm_backend/test_sigkill_resume.py)."""
     from llm_backend.runner import run
 

@@ -6,7 +6,7 @@ resume logic are the runner's and the trainer's, the same code a SmolLM2 run goe
 of minutes (a SmolLM2 checkpoint is 1.6 GB of weights and AdamW moments, written per step). SmolLM2 itself
 resumes through vLLM in test_real_model.py (test_vllm_resumed_run_ends_at_the_same_parameters).
 Both trainer precisions: bfloat16 checkpoints the float32 master weights behind the bf16 compute copy
-(grpo.MasterWeights), the default on AMX / AVX-512 BF16 CPUs, so it is tested on every CPU."""
+(trainer.MasterWeights), the default on AMX / AVX-512 BF16 CPUs, so it is tested on every CPU."""
 
 from __future__ import annotations
 

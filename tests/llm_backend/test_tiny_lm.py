@@ -15,7 +15,8 @@ torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
 
-from llm_backend import grpo, packed, tasks, tiny_tasks  # noqa: E402
+from llm_backend import packed, tasks, tiny_tasks  # noqa: E402
+from llm_backend.batch import make_padded_batch, token_logprobs  # noqa: E402
 from llm_backend.config import ConfigError, LLMConfig, config_for  # noqa: E402
 from llm_backend.model import PACKAGED_MODELS, load_model, load_tokenizer, resolve_model  # noqa: E402
 from llm_backend.tiny_model import SHIPPED, SIZES, init_model, load_folder, save_folder  # noqa: E402
@@ -110,12 +111,12 @@ def test_sampler_logprobs_equal_the_trainers(sharp, tok):
     pb = packed.make_packed_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, 3, 0)
     T = pb.engine_logp.shape[1]
     with torch.no_grad():
-        for mb in pb.plan():
+        for mb in pb.chunks():
             lp, _ = packed.micro_logprobs(sharp, mb, T, 1.0)
             diff = ((lp - pb.engine_logp[mb.seqs]) * pb.comp_mask[mb.seqs]).abs().max()
             assert float(diff) < LOGP_ATOL
-        b = grpo.make_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, 0)
-        lp, _ = grpo.token_logprobs(sharp, b.input_ids, b.attention_mask, 1.0)
+        b = make_padded_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, 0)
+        lp, _ = token_logprobs(sharp, b.input_ids, b.attention_mask, 1.0)
     assert float(((lp - b.engine_logp) * b.comp_mask).abs().max()) < LOGP_ATOL
     assert float(b.engine_logp.abs().max()) > 0.5  # not a vacuous comparison of near-zero log-probs
 
