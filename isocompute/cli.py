@@ -30,8 +30,9 @@ from studies.config import StudiesError
 LAZY = {
     "llm": ("llm_backend.cli", "llm"),
     "figs": ("paper_figs.cli", "figs"),
-    "claims": ("studies.claims", "claims"),
-    "groupstd": ("studies.claims.groupstd", "groupstd"),
+    "report": ("isocompute.reports.cli", "report"),
+    "claims": ("isocompute.reports.claims.report", "claims"),  # alias of `isocompute report claims`
+    "groupstd": ("isocompute.reports.claims.groupstd", "groupstd"),  # alias of `isocompute report groupstd`
     "plan": ("studies.plan", "plan"),
     "predict": ("studies.predict", "predict"),
 }

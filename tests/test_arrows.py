@@ -53,5 +53,5 @@ def test_the_checker_sees_lazy_and_nested_imports(tmp_path):
     src.write_text("def f():\n    import paper_figs.cli\n"
                    "    return importlib.import_module('llm_backend.cli')\n")
     assert imported_packages(src) == {"paper_figs", "llm_backend"}
-    src.write_text("NAME = 'isocompute.json'\nMOD = 'studies.claims.report'\n")  # a file name is no import
+    src.write_text("NAME = 'isocompute.json'\nMOD = 'studies.declared'\n")  # a file name is no import
     assert imported_packages(src) == {"studies"}

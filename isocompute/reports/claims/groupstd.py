@@ -1,16 +1,16 @@
 """Group-std study (issue 24): does n*(C) rise under a tuned lr, and is the group-std gain w_n(p) the reason?
 
-The gain (studies/claims/wgain.py) predicts that std-normalised advantages (`scale_rewards=group`) re-weight
-problems toward the extremes of p as n grows, a change of objective that no lr absorbs; against a pull that
-does not depend on n (KL to the initial policy) that predicts a higher plateau for large n once it gets
-enough steps, and nothing of the kind without std normalisation (`none`: w = (n - 1) / n, flat by n ~ 8).
+The gain (isocompute/reports/claims/wgain.py) predicts that std-normalised advantages (`scale_rewards=group`)
+re-weight problems toward the extremes of p as n grows, a change of objective that no lr absorbs; against a
+pull that does not depend on n (KL to the initial policy) that predicts a higher plateau for large n once it
+gets enough steps, and nothing of the kind without std normalisation (`none`: w = (n - 1) / n, flat by n ~ 8).
 
 Declared studies (one per arm, run through studies.declared: RunConfig -> sweep -> executor -> ResultStore):
 arms `scale_rewards` {group, none} x `kl_coef` {0, 1}, each an n-vs-m sweep to the top budget with
 log-spaced evaluations (one run gives every budget's record reward) and a variant per Adam lr; the same arms
 at a fixed total batch B = bp * n (finding 3, part 4 of the issue). Every lr is chosen per (arm, n, budget)
-on the tuning seeds (studies.claims.selection.select_on_heldout, which refuses overlapping seeds); every
-number reported comes from the other seeds.
+on the tuning seeds (isocompute.reports.claims.selection.select_on_heldout, which refuses overlapping seeds);
+every number reported comes from the other seeds.
 
 Readout per arm: the paired contrast largest n - smallest n at every budget (95% t-interval over the
 reported seeds), n*(C) of the FrontierFit frontier over (n, tuned lr) arms with a bootstrap interval over the
@@ -33,9 +33,9 @@ import click
 import numpy as np
 import pandas as pd
 
-from studies.claims.common import ci, paired_contrast, tq
-from studies.claims.selection import directional_growth, select_on_heldout
-from studies.claims.wgain import w_gain
+from isocompute.reports.claims.common import ci, paired_contrast, tq
+from isocompute.reports.claims.selection import directional_growth, select_on_heldout
+from isocompute.reports.claims.wgain import w_gain
 from studies.config import StudiesError
 from studies.declared import StudySpec, Tables, run_studies
 from studies.frontier import FrontierFit
@@ -644,7 +644,7 @@ def groupstd(
     progress: bool,
 ) -> None:
     """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
-    from studies.claims.groupstd_report import (
+    from isocompute.reports.claims.groupstd_report import (
         link_block,
         link_markers,
         readme_line,
@@ -677,7 +677,7 @@ def groupstd(
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
     cmd = " ".join(
-        ["isocompute groupstd"]
+        ["isocompute report groupstd"]
         + (["--quick"] if quick else [])
         + (["--backend llm"] if backend == "llm" else [])
         + ([f"--results {given_results}"] if given_results not in (None, default_results) else [])
@@ -711,6 +711,3 @@ __all__ = [
     "studies_of",
     "verdict",
 ]
-
-if __name__ == "__main__":
-    groupstd()

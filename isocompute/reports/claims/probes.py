@@ -1,25 +1,22 @@
 """Measurements from inside simulator runs, recorded beside the run's table (ResultStore.write_extra).
 
-The only module of the claims report that reaches into the simulator, and only through its public functions
-(`sandbox.train_snapshots`, `sandbox.gradient_pieces`, `sandbox.problems.make_problems`), imported lazily so
-the report's other sections need no Numba. Each probe skips runs that already have their measurement, so a
-rerun of the report costs nothing here.
+The simulator's internals (parameter snapshots, per-problem gradients, problem sources) come through
+studies.backends (sim_val_sources, sim_gradient_pieces), the one module that may import an engine, and load
+Numba only when a probe runs. Each probe skips runs that already have their measurement, so a rerun of the
+report costs nothing here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from studies.claims.common import noise_scale_from_pieces
+import numpy as np
+
+from isocompute.reports.claims.common import noise_scale_from_pieces
+from studies.backends import sim_gradient_pieces, sim_val_sources
 from studies.config import RunConfig
 from studies.declared import Tables
 from studies.store import ResultStore
-
-
-def _sim_config(cfg: RunConfig):
-    from studies.backends import get_backend
-
-    return get_backend("sim").sim_config(cfg)
 
 
 def record(
@@ -38,26 +35,14 @@ def record(
 
 def val_sources(cfg: RunConfig) -> dict:
     """{"source": [difficulty preset of each validation problem]} (mixes such as `dual`, finding 8)."""
-    from sandbox.problems import make_problems
-
-    sc = _sim_config(cfg)
-    return {"source": [str(s) for s in make_problems(sc).source[sc.d :]]}
+    return {"source": sim_val_sources(cfg)}
 
 
 def noise_scale_along(cfg: RunConfig, quarters: int = 4, problems: int = 512) -> dict:
-    """Gradient noise scale B_simple at steps m / 4^k (k = quarters..0) of the run: parameters from
-    sandbox.train_snapshots, per-problem GRPO gradients from sandbox.gradient_pieces (one piece = one problem
+    """Gradient noise scale B_simple at steps m / 4^k (k = quarters..0) of the run (one piece = one problem
     with its n rollouts, so B_simple is in groups; times n in rollouts)."""
-    import numpy as np
-
-    from sandbox import gradient_pieces, train_snapshots
-
-    sc = _sim_config(cfg)
-    stops = sorted({max(1, sc.steps // 4**k) for k in range(quarters, -1, -1)})
     rows = []
-    for m, theta in zip(stops, train_snapshots(sc, stops), strict=True):
-        pieces = gradient_pieces(sc, theta, problems=min(problems, sc.d), seed=0)
-        g = noise_scale_from_pieces(pieces)
+    for m, compute, pieces in sim_gradient_pieces(cfg, quarters, problems):
         zero = float(np.mean(~pieces.any(axis=1)))
-        rows.append({"m": int(m), "compute": int(m * sc.bp * (sc.n + sc.n_est)), "zero_var_frac": zero, **g})
-    return {"n": sc.n, "rows": rows}
+        rows.append({"m": m, "compute": compute, "zero_var_frac": zero, **noise_scale_from_pieces(pieces)})
+    return {"n": cfg.n, "rows": rows}
