@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from isocompute.reports.claims import allocation, mechanism, nstar, pass1
+from isocompute.reports.claims import allocation, measurements, nstar, pass1
 from isocompute.reports.claims.common import noise_scale_from_pieces, paired_contrast, polarisation, robust
 
 NAN = float("nan")
@@ -273,5 +273,5 @@ def test_f11_verdict():
 
 
 def test_mechanism_is_measured_only():
-    assert mechanism.mech_verdict({})[0] == "measured"
+    assert measurements.mech_verdict({})[0] == "measured"
     assert math.isfinite(1.0)
