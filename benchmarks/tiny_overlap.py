@@ -28,7 +28,7 @@ def records(t, budget: float):
 
 
 def summary(piv) -> dict:
-    from studies.claims.common import ci
+    from isocompute.reports.claims.common import ci
 
     per_n = {int(n): dict(zip(("mean", "ci"), ci(piv[n].dropna()), strict=True)) for n in piv.columns}
     out: dict = {"per_n": per_n}

@@ -30,8 +30,10 @@ from studies.config import StudiesError
 LAZY = {
     "llm": ("llm_backend.cli", "llm"),
     "figs": ("paper_figs.cli", "figs"),
-    "claims": ("studies.claims", "claims"),
-    "groupstd": ("studies.claims.groupstd", "groupstd"),
+    "report": ("isocompute.reports.cli", "report"),
+    # aliases of `isocompute report claims` / `isocompute report groupstd`
+    "claims": ("isocompute.reports.claims.report", "claims"),
+    "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
     "plan": ("studies.plan", "plan"),
     "predict": ("studies.predict", "predict"),
 }

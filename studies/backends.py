@@ -304,3 +304,28 @@ def get_backend(name: str) -> Adapter:
 def register_backend(name: str, adapter: Adapter) -> None:
     """Add or replace an adapter (plugins and tests)."""
     BACKENDS[name] = adapter
+
+
+# ------------------------------------------------- measurements from inside simulator runs (claims probes)
+def sim_val_sources(cfg: RunConfig) -> list[str]:
+    """The difficulty preset of each validation problem of the simulator run `cfg` (mixes such as `dual`):
+    the claims report reads it here, since only this module may import an engine."""
+    from sandbox.problems import make_problems
+
+    sc = get_backend("sim").sim_config(cfg)
+    return [str(s) for s in make_problems(sc).source[sc.d :]]
+
+
+def sim_gradient_pieces(cfg: RunConfig, quarters: int, problems: int) -> list[tuple[int, int, np.ndarray]]:
+    """(step m, compute spent by then, per-problem GRPO gradients) of the simulator run `cfg` at steps
+    m / 4^k (k = quarters..0): parameters from sandbox.train_snapshots, gradients from sandbox.gradient_pieces
+    (one piece = one problem with its n rollouts) on at most `problems` training problems."""
+    from sandbox import gradient_pieces, train_snapshots
+
+    sc = get_backend("sim").sim_config(cfg)
+    stops = sorted({max(1, sc.steps // 4**k) for k in range(quarters, -1, -1)})
+    out = []
+    for m, theta in zip(stops, train_snapshots(sc, stops), strict=True):
+        pieces = gradient_pieces(sc, theta, problems=min(problems, sc.d), seed=0)
+        out.append((int(m), int(m * sc.bp * (sc.n + sc.n_est)), pieces))
+    return out

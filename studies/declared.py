@@ -5,8 +5,8 @@ A `StudySpec` names a sweep (kind, policy role, dataset, grid, budget, seeds, ov
 ones through `studies.executors.run_sweep` into one `studies.store.ResultStore`, and `Tables` hands the
 consumer the finished runs' tables, read through the store. Run ids are hashes of the config, so a run that
 several studies need is computed once and never recomputed. Policy roles are looked up in a presets mapping
-that the consumer owns (paper_figs.specs.PRESETS, studies.claims' presets), so a stronger preset swaps in by
-editing one dict.
+that the consumer owns (paper_figs.specs.PRESETS, isocompute.reports.claims' presets), so a stronger preset
+swaps in by editing one dict.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ CPU_LLM: dict[str, Any] = {
 2 cores): rollouts and training in the CPU's precision (bf16 with AMX / AVX-512 BF16, float32 elsewhere,
 where bf16 is ~20x slower; llm_backend.config.cpu_dtype), 16 new tokens, 16 validation problems. The dtype
 is written into the options so that it is part of every run id. The grid (bp 4, n 2..8,
-budget 256, 1 seed) is the consumer's (paper_figs.specs.LLM_PRESETS, studies.claims)."""
+budget 256, 1 seed) is the consumer's (paper_figs.specs.LLM_PRESETS, isocompute.reports.claims)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ a run whose files do not match (truncated, emptied, deleted, swapped, garbage) i
 it and readers leave it out, both saying which and why. A damaged manifest is rebuilt from the records.
 Because the records are the truth, a finished run rewrites the manifest at most every MANIFEST_EVERY_S
 seconds (and always on close): one rewrite of a 5,000-run manifest costs ~0.36 s, which made the parent the
-bottleneck of a sweep of many short runs (`isocompute claims` from scratch).
+bottleneck of a sweep of many short runs (`isocompute report claims` from scratch).
 The atomic_write_* helpers and check_output_* below are the one definition every command's writes use.
 """
 

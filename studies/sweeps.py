@@ -73,7 +73,7 @@ def allocators(base: RunConfig, n: Sequence[int], specs: Sequence[str], seeds: i
     nothing (the grid's runs are it). Specs are checked by the backend (sandbox/allocators.py,
     llm_backend/allocators.py). On the llm backend problem_seed stays the base's (None unless given): the
     problems are the split and the LM, so it pairs nothing there, and the fixed-n runs keep the run ids of
-    studies.llm_study's grid (the same results directory reuses them)."""
+    isocompute.reports.llm_study's grid (the same results directory reuses them)."""
     ns = _distinct(n, "n")
     names = [s.strip() for s in specs if s.strip()]
     if not names:

@@ -212,4 +212,5 @@ def test_every_command_exits_0_or_2_in_one_line(path, cmd, root):
 
 def test_the_walk_sees_every_command():
     names = {" ".join(p) for p, _ in COMMANDS}
-    assert {"run", "sweep", "fit", "plot", "demo", "figs", "claims", "llm prepare", "llm calibrate"} <= names
+    assert {"run", "sweep", "fit", "plot", "demo", "figs", "claims", "llm prepare", "llm calibrate",
+            "report claims", "report allocators", "report llm-study", "report mechanisms"} <= names

@@ -468,13 +468,13 @@ def test_sweep_allocators_llm_cli_refuses_a_simulator_only_allocator(tmp_path, t
 
 
 def test_llm_allocators_sweep_keeps_the_llm_study_run_ids():
-    """The fixed-n runs of an llm allocators sweep are the runs of studies.llm_study at the same settings
-    (problem_seed stays None on the llm backend), so a shared results directory reuses them."""
+    """The fixed-n runs of an llm allocators sweep are the runs of isocompute.reports.llm_study at the same
+    settings (problem_seed stays None on the llm backend), so a shared results directory reuses them."""
+    from isocompute.reports.llm_study import grid_configs
     from studies.config import RunConfig
-    from studies.llm_study import study_configs
     from studies.sweeps import build_sweep
 
-    study = {c.run_id for c in study_configs(3, 512) if c.n == 8 and c.lr == 3e-5}
+    study = {c.run_id for c in grid_configs(3, 512) if c.n == 8 and c.lr == 3e-5}
     base = RunConfig(backend="llm", dataset="easy", bp=8, budget=512, lr=3e-5, lr_rule="sqrt", k=4, n_evals=4,
                      d_val=33, options={"max_new_tokens": 24, "train_eval": False,
                                         "data_dir": "docs/llm_study/nvm/splits"})

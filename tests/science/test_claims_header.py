@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from studies.claims.common import PLANS
-from studies.claims.report import render
+from isocompute.reports.claims.common import MODES
+from isocompute.reports.claims.report import render
 
 
 def _cmd(plan, results):
@@ -14,9 +14,11 @@ def _cmd(plan, results):
 
 
 def test_header_names_a_non_default_results_dir():
-    assert _cmd(PLANS[("sim", False)], Path("results/mech12")) == "isocompute claims --results results/mech12"
+    cmd = _cmd(MODES[("sim", False)], Path("results/mech12"))
+    assert cmd == "isocompute report claims --results results/mech12"
 
 
 def test_header_omits_the_default_results_dir():
-    assert _cmd(PLANS[("sim", True)], Path("results/claims/sim")) == "isocompute claims --quick"
-    assert _cmd(PLANS[("llm", True)], Path("results/claims/llm")) == "isocompute claims --backend llm --quick"
+    assert _cmd(MODES[("sim", True)], Path("results/claims/sim")) == "isocompute report claims --quick"
+    cmd = _cmd(MODES[("llm", True)], Path("results/claims/llm"))
+    assert cmd == "isocompute report claims --backend llm --quick"

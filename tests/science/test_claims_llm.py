@@ -1,7 +1,7 @@
-"""`isocompute claims --backend llm --quick` runs the same report code on the llm backend: the sections that
-apply to a real model measure and judge, the rest are refused in one line each. The backend registry's llm
-adapter is replaced by a fake that answers each llm RunConfig with a tiny simulator run (seconds); the real
-model runs the same path in `test_claims_llm_real_model` (marker llm)."""
+"""`isocompute report claims --backend llm --quick` runs the same report code on the llm backend: the sections
+that apply to a real model measure and judge, the rest are refused in one line each. The backend registry's
+llm adapter is replaced by a fake that answers each llm RunConfig with a tiny simulator run (seconds); the
+real model runs the same path in `test_claims_llm_real_model` (marker llm)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from isocompute.reports.claims import LLM_QUICK, SECTIONS, VERDICTS, build_report
 from studies import backends
-from studies.claims import LLM_QUICK, SECTIONS, VERDICTS, build_report
 from studies.config import RunConfig
 
 
@@ -82,7 +82,7 @@ def test_claims_llm_real_model(tmp_path):
     of 8 rollouts (3 GRPO steps in all; ~30 s on one core)."""
     from dataclasses import replace
 
-    from studies.claims import common
+    from isocompute.reports.claims import common
 
     plan = replace(
         LLM_QUICK,

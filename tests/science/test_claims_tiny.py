@@ -1,5 +1,5 @@
-"""`isocompute claims --backend llm --lm tiny --quick`: the claims report on the shipped tiny LM (real runs,
-a few minutes on 2 cores: marker slow), and its one-line refusals."""
+"""`isocompute report claims --backend llm --lm tiny --quick`: the claims report on the shipped tiny LM (real
+runs, a few minutes on 2 cores: marker slow), and its one-line refusals."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 from click.testing import CliRunner
 
 from isocompute.cli import main
-from studies.claims.common import PLANS, TINY_QUICK
-from studies.claims.report import default_results, render
+from isocompute.reports.claims.common import MODES, TINY_QUICK
+from isocompute.reports.claims.report import default_results, render
 
 
 def test_the_tiny_plan_runs_the_tiny_lm_and_keeps_its_own_results():
-    assert PLANS[("tiny", True)] is TINY_QUICK and TINY_QUICK.backend == "llm"
+    assert MODES[("tiny", True)] is TINY_QUICK and TINY_QUICK.backend == "llm"
     assert TINY_QUICK.presets["interference"] == {"lm": "tiny"}
     assert str(default_results(TINY_QUICK)) == "results/claims/tiny"
     md = render(TINY_QUICK, [], 1.0, default_results(TINY_QUICK))
-    assert "`isocompute claims --backend llm --lm tiny --quick`" in md
+    assert "`isocompute report claims --backend llm --lm tiny --quick`" in md
 
 
 @pytest.mark.parametrize("args", [["--lm", "tiny"], ["--backend", "sim", "--lm", "tiny"], ["--lm", "gpt2"]])
@@ -33,12 +33,12 @@ def test_claims_on_the_tiny_lm_run_through_the_pipeline(tmp_path, monkeypatch):
     """The command at a smaller plan (the committed quick plan takes ~2 min: 6 runs of 2^14 rollouts)."""
     from dataclasses import replace
 
-    from studies.claims import common, report
+    from isocompute.reports.claims import common, report
 
     small = replace(TINY_QUICK, top=2**9, side_top=2**9, ns=(2, 4), side_ns=(2, 4), bp=4, large_min=4,
                     pass1_ns=(2, 4))
-    monkeypatch.setitem(common.PLANS, ("tiny", True), small)
-    monkeypatch.setitem(report.PLANS, ("tiny", True), small)
+    monkeypatch.setitem(common.MODES, ("tiny", True), small)
+    monkeypatch.setitem(report.MODES, ("tiny", True), small)
     monkeypatch.setitem(common.PRESETS, "tiny", {"interference": {"lm": "tiny", "d_val": 16, "n_evals": 4}})
     out = tmp_path / "claims.md"
     r = CliRunner().invoke(main, ["claims", "--backend", "llm", "--lm", "tiny", "--quick", "--jobs", "2",

@@ -1,4 +1,5 @@
-"""The claims report's verdict rules (studies/claims/), each on hand-made numbers that give each verdict."""
+"""The claims report's verdict rules (isocompute/reports/claims/), each on hand-made numbers that give each
+verdict."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.claims import allocation, mechanism, nstar, pass1
-from studies.claims.common import noise_scale_from_pieces, paired_contrast, polarisation, robust
+from isocompute.reports.claims import allocation, measurements, nstar, pass1
+from isocompute.reports.claims.common import noise_scale_from_pieces, paired_contrast, polarisation, robust
 
 NAN = float("nan")
 
@@ -51,7 +52,7 @@ def test_robust_needs_growth_size_significance_and_eight_seeds():
 
 
 def test_a_falling_sequence_is_not_growth_in_any_rule():
-    from studies.claims.common import growth, growth_text
+    from isocompute.reports.claims.common import growth, growth_text
 
     assert growth([32, 8, 8, 2]) == pytest.approx(1 / 16) and growth_text(1 / 16) == "1/16x (falls)"
     assert nstar.f10_verdict({"rows_tokens": rows(32, 8, 2), "n_star_rollouts": [32, 8, 2]})[0] == (
@@ -66,7 +67,7 @@ def test_a_falling_sequence_is_not_growth_in_any_rule():
 def test_contrast_arms_are_chosen_on_held_out_seeds():
     """Seed 0 makes n = 2 look best among the small n; chosen on the other fold, n = 4 is reported for
     the fold holding seed 0, so seed 0's luck cannot choose the arm it reports."""
-    from studies.claims.common import heldout_contrast
+    from isocompute.reports.claims.common import heldout_contrast
 
     rows_ = []
     for s in range(6):
@@ -226,7 +227,7 @@ def test_f9_verdict_is_the_papers_ordering():
 
 
 def test_f9_charges_the_decoupled_baseline_as_the_paper():
-    from studies.claims.common import FULL
+    from isocompute.reports.claims.common import FULL
 
     specs = allocation._f9(FULL)
     dec = dict(specs["64/256"].base)
@@ -239,7 +240,7 @@ def test_f9_charges_the_decoupled_baseline_as_the_paper():
 
 
 def test_findings_3_and_4_stay_in_the_papers_b_p_range():
-    from studies.claims.common import FULL, QUICK
+    from isocompute.reports.claims.common import FULL, QUICK
 
     for plan in (FULL, QUICK):
         assert all(32 <= bp <= 1024 for bp in allocation.bps(plan))
@@ -272,5 +273,5 @@ def test_f11_verdict():
 
 
 def test_mechanism_is_measured_only():
-    assert mechanism.mech_verdict({})[0] == "measured"
+    assert measurements.mech_verdict({})[0] == "measured"
     assert math.isfinite(1.0)

@@ -1,12 +1,12 @@
-"""The group-std study (studies/claims/groupstd.py, issue 24): the verdict rule as the issue writes it,
-the fast record frame against run_rewards, the readout on a synthetic sweep whose answer is known, the
+"""The group-std study (isocompute/reports/claims/groupstd.py, issue 24): the verdict rule as the issue writes
+it, the fast record frame against run_rewards, the readout on a synthetic sweep whose answer is known, the
 declaration, and the quick command end to end (slow)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from studies.claims.groupstd import (
+from isocompute.reports.claims.groupstd import (
     ARMS,
     GROUP_KL,
     INCONCLUSIVE,
@@ -25,7 +25,7 @@ from studies.claims.groupstd import (
     studies_of,
     verdict,
 )
-from studies.claims.wgain import w_gain
+from isocompute.reports.claims.wgain import w_gain
 from studies.frontier import run_rewards
 from studies.sigmoid import sigmoid
 
@@ -214,7 +214,7 @@ def test_declaration_meets_the_issue():
 def test_quick_command_end_to_end(tmp_path):
     from click.testing import CliRunner
 
-    from studies.claims.groupstd import groupstd
+    from isocompute.reports.claims.groupstd_report import groupstd
 
     out, fig, link = tmp_path / "GS.md", tmp_path / "gs.png", tmp_path / "MECH.md"
     link.write_text("# Mechanisms\n\nkept text\n")

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from studies.claims.groupstd import SIZES, build
+from isocompute.reports.claims.groupstd import SIZES, build
 
 
 @pytest.mark.slow
@@ -27,8 +27,8 @@ def test_staged_build_reads_out_as_the_full_grid(tmp_path):
 
 
 def test_the_two_experiments_keep_their_own_blocks_in_mechanisms(tmp_path):
-    from studies.claims.groupstd_report import link_markers
-    from studies.claims.mechanisms import _kept_blocks
+    from isocompute.reports.claims.groupstd_report import link_markers
+    from isocompute.reports.claims.report import kept_blocks
     from studies.store import write_marked_block
 
     doc = tmp_path / "MECHANISMS.md"
@@ -38,16 +38,16 @@ def test_the_two_experiments_keep_their_own_blocks_in_mechanisms(tmp_path):
     write_marked_block(doc, *link_markers("sim"), "simulator verdict, rerun")
     text = doc.read_text()
     assert "simulator verdict, rerun" in text and "tiny LM verdict" in text and text.count("simulator") == 1
-    kept = _kept_blocks(doc)  # a regeneration of the mechanisms report keeps both
+    kept = kept_blocks(doc)  # a regeneration of the mechanisms report keeps both
     assert "tiny LM verdict" in kept and "simulator verdict, rerun" in kept
 
 
 @pytest.mark.slow
 def test_the_tiny_lm_quick_experiment_end_to_end(tmp_path):
-    """`isocompute groupstd --backend llm --quick`: the tiny-LM experiment's machinery on real runs."""
+    """`isocompute report groupstd --backend llm --quick`: the tiny-LM experiment's machinery on real runs."""
     from click.testing import CliRunner
 
-    from studies.claims.groupstd import groupstd
+    from isocompute.reports.claims.groupstd_report import groupstd
 
     out = tmp_path / "GS.md"
     res = CliRunner().invoke(groupstd, ["--backend", "llm", "--quick", "--results", str(tmp_path / "r"),

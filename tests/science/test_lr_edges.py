@@ -1,8 +1,9 @@
-"""The finding-1 lr-envelope edge check (studies.claims.nstar.lr_edges) on tables with known optima."""
+"""The finding-1 lr-envelope edge check (isocompute.reports.claims.nstar.lr_edges) on tables with known
+optima."""
 
 import pandas as pd
 
-from studies.claims.nstar import lr_edges
+from isocompute.reports.claims.nstar import lr_edges
 
 LRS = {0: 0.001, 1: 0.01, 2: 0.1}
 

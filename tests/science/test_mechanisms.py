@@ -1,12 +1,20 @@
-"""The mechanism section of issue 12 (studies/claims/mechanisms.py): its pure rule and its measurement on a
-synthetic sweep whose answer is known (lr optimum inside the grid, chosen on the tuning seeds; a large n that
-overtakes the small ones), plus the section's declaration."""
+"""The mechanism section of issue 12 (isocompute/reports/claims/mechanisms.py): its pure rule and its
+measurement on a synthetic sweep whose answer is known (lr optimum inside the grid, chosen on the tuning
+seeds; a large n that overtakes the small ones), plus the section's declaration."""
 
 import numpy as np
 import pandas as pd
 
-from studies.claims.common import FULL, QUICK
-from studies.claims.mechanisms import INGREDIENTS, SIZES, Ingredient, Size, measure_one, rises, spec
+from isocompute.reports.claims.common import FULL, QUICK
+from isocompute.reports.claims.mechanisms import (
+    INGREDIENTS,
+    SIZES,
+    Ingredient,
+    Size,
+    measure_one,
+    rises,
+    spec,
+)
 from studies.sigmoid import sigmoid
 
 LRS = (1e-3, 1e-2, 1e-1)
@@ -66,7 +74,7 @@ def test_rule_needs_growth_and_a_significant_contrast():
 def test_holm_over_the_ingredients_decides_rises():
     """One ingredient with raw p ~ 0.02 rises alone, not in a family of 7 where Holm multiplies its p by 7;
     a strong one (p ~ 1e-5) rises either way."""
-    from studies.claims.mechanisms import holm_rises
+    from isocompute.reports.claims.mechanisms import holm_rises
 
     weak = {"stars": [2, 8, 32, 128], "contrast": {"diff": 0.02, "se": 0.0068, "seeds": 8}}
     strong = {"stars": [2, 8, 32, 128], "contrast": {"diff": 0.05, "se": 0.004, "seeds": 8}}
@@ -106,13 +114,13 @@ def test_an_edge_whose_reward_has_stopped_moving_is_saturated():
 
 
 def test_regeneration_keeps_other_generators_marked_blocks(tmp_path):
-    """docs/MECHANISMS.md carries the group-std study's block (isocompute groupstd --link); rewriting the
-    mechanisms report must keep it, and keep nothing else of the old text."""
-    from studies.claims.mechanisms import _kept_blocks
+    """docs/MECHANISMS.md carries the group-std study's block (isocompute report groupstd --link); rewriting
+    the mechanisms report must keep it, and keep nothing else of the old text."""
+    from isocompute.reports.claims.report import kept_blocks
 
     out = tmp_path / "M.md"
-    assert _kept_blocks(out) == ""
-    out.write_text("old report\n<!-- groupstd:begin (isocompute groupstd) -->\nverdict\n"
+    assert kept_blocks(out) == ""
+    out.write_text("old report\n<!-- groupstd:begin (isocompute report groupstd) -->\nverdict\n"
                    "<!-- groupstd:end -->\ntail\n")
-    kept = _kept_blocks(out)
+    kept = kept_blocks(out)
     assert "verdict" in kept and "old report" not in kept and "tail" not in kept

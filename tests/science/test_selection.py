@@ -1,10 +1,10 @@
-"""studies.claims.selection on constructed data with known answers (issue 25)."""
+"""isocompute.reports.claims.selection on constructed data with known answers (issue 25)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from studies.claims.selection import (
+from isocompute.reports.claims.selection import (
     cross_fit,
     directional_growth,
     holm,

@@ -1,6 +1,6 @@
-"""The group-std gain w_n(p) (studies/claims/wgain.py, issue 24): the binomial enumeration against a brute
-force over every reward vector, the engine's own exact form, the issue's numbers, and a Monte-Carlo average
-of the simulator's advantage and logit-gradient kernels (the code path a run takes)."""
+"""The group-std gain w_n(p) (isocompute/reports/claims/wgain.py, issue 24): the binomial enumeration against
+a brute force over every reward vector, the engine's own exact form, the issue's numbers, and a Monte-Carlo
+average of the simulator's advantage and logit-gradient kernels (the code path a run takes)."""
 
 import itertools
 import math
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from isocompute.reports.claims.wgain import saturation_n, w_gain, w_limit
 from sandbox import grpo, theory
-from studies.claims.wgain import saturation_n, w_gain, w_limit
 
 PS = (0.01, 0.1, 0.3, 0.5, 0.8, 0.99)
 

@@ -1,4 +1,5 @@
-"""studies.allocators_report.compare: interpolation at C, n* envelope and paired SEs on a synthetic table."""
+"""isocompute.reports.allocators.compare: interpolation at C, n* envelope and paired SEs on a synthetic
+table."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from studies.allocators_report import at_budget, compare
+from isocompute.reports.allocators import at_budget, compare
 
 
 def _table():
@@ -41,8 +42,8 @@ def test_compare_envelope_and_paired_se():
 def test_llm_section_pairs_base_lr_runs_only(monkeypatch, tmp_path):
     """The LLM section compares allocators with the study's base-lr fixed runs; the lr-bracket runs (here a
     fixed-n2 at 3x the lr, far better) must not become the envelope."""
-    import studies.llm_study as llm_study
-    from studies.allocators_report import llm_section
+    import isocompute.reports.llm_study as llm_study
+    from isocompute.reports.allocators import llm_section
 
     t = _table()
     t["lr_base"] = llm_study.BASE_LR

@@ -1,5 +1,5 @@
-"""studies.allocators_report: budgets, the generated report (tables, decomposition, goal check) and the figure
-on a synthetic table (issue 13)."""
+"""isocompute.reports.allocators: budgets, the generated report (tables, decomposition, goal check) and the
+figure on a synthetic table (issue 13)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from studies import allocators_report as ar
+from isocompute.reports import allocators as ar
 
 
 def _table():

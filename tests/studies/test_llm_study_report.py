@@ -1,5 +1,5 @@
-"""studies.llm_study: the real-model study's grid and its generated report (on simulator runs standing in
-for the LLM's, so the report's code runs in CI in seconds)."""
+"""isocompute.reports.llm_study: the real-model study's grid and its generated report (on simulator runs
+standing in for the LLM's, so the report's code runs in CI in seconds)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import json
 
 import pandas as pd
 
-from studies import llm_study
+from isocompute.reports import llm_study
 from studies.config import RunConfig
 from studies.executors import run_sweep
 from studies.store import ResultStore
 
 
 def test_grid_order_puts_every_seed_of_the_main_grid_first():
-    cfgs = llm_study.study_configs(seeds=3, budget=512)
+    cfgs = llm_study.grid_configs(seeds=3, budget=512)
     k = len(llm_study.NS)
     assert [(c.seed, c.n) for c in cfgs[: 3 * k]] == [(s, n) for s in range(3) for n in llm_study.NS]
     assert all(c.lr == llm_study.BASE_LR for c in cfgs[: 3 * k])

@@ -1,4 +1,5 @@
-"""studies.claims.mechanisms: the coverage pair's declaration and the paper's recipe read off an lr grid."""
+"""isocompute.reports.claims.mechanisms: the coverage pair's declaration and the paper's recipe read off an lr
+grid."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.claims.common import PLANS
-from studies.claims.mechanisms import (
+from isocompute.reports.claims.common import MODES
+from isocompute.reports.claims.mechanisms import (
     COV_LRS,
     COV_NS,
     INGREDIENTS,
@@ -31,7 +32,7 @@ def test_recipe_arms_are_sqrt_rule_grid_points():
 
 
 def test_coverage_pair_declared_with_the_knob():
-    full = PLANS[("sim", False)]
+    full = MODES[("sim", False)]
     on = next(i for i in INGREDIENTS if i.key == "cov-on")
     sp = spec(full, on)
     base = dict(sp.base)

@@ -1,12 +1,12 @@
 """No measured number in README.md is typed by hand (issue 25): every decimal or ± outside code and marked
-blocks fails, and the generated blocks equal what studies.readme makes from their data files."""
+blocks fails, and the generated blocks equal what isocompute.reports.readme makes from their data files."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from studies import readme
+from isocompute.reports import readme
 
 ROOT = Path(__file__).resolve().parents[2]
 

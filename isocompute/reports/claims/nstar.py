@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from studies.claims.common import (
+from isocompute.reports.claims.common import (
     BOOT,
-    Plan,
+    ClaimsMode,
     Section,
     budget_text,
     ci,
@@ -28,16 +28,16 @@ from studies.claims.common import (
     stars_text,
     yes,
 )
-from studies.claims.selection import cross_fit
+from isocompute.reports.claims.selection import cross_fit
 from studies.declared import Tables
 
 
 # ------------------------------------------------------------------------------------------------ theory
-def _tabular(p: Plan, lr: float | None = None):
+def _tabular(p: ClaimsMode, lr: float | None = None):
     return p.study(f"tabular-lr{lr}" if lr else "tabular", preset="tabular", **({"lr": lr} if lr else {}))
 
 
-def theory_measure(t: Tables, p: Plan) -> dict:
+def theory_measure(t: Tables, p: ClaimsMode) -> dict:
     st = _tabular(p)
     rows = n_star_rows(t[st.name], p.budgets(p.top), "train_mean")
     return {"rows": rows, "two_smallest": sorted(p.ns)[:2]}
@@ -76,11 +76,11 @@ def _untuned(lr: float) -> str:
     return f"sqrt rule, base lr {lr} at B=256 (untuned, sensitivity only)"
 
 
-def _sqrt_study(p: Plan, lr: float):
+def _sqrt_study(p: ClaimsMode, lr: float):
     return p.study(f"inter-sqrt{lr}", lr=lr, lr_rule="sqrt")
 
 
-def _treatments(p: Plan) -> dict[str, object]:
+def _treatments(p: ClaimsMode) -> dict[str, object]:
     """Label -> StudySpec of the single-study treatments: the preset, each constant lr, the untuned sqrt-rule
     base lrs (shown as a sensitivity check, never in the verdict)."""
     out = {PRESET: p.study("inter")}
@@ -91,7 +91,7 @@ def _treatments(p: Plan) -> dict[str, object]:
     return out
 
 
-def f1_studies(p: Plan) -> tuple:
+def f1_studies(p: ClaimsMode) -> tuple:
     tab = (_tabular(p), *(_tabular(p, lr) for lr in p.lrs)) if p.backend == "sim" else ()
     sq = tuple(_sqrt_study(p, lr) for lr in p.sqrt_lrs if lr not in p.untuned_sqrt)
     return (*_treatments(p).values(), *sq, *tab)
@@ -104,7 +104,7 @@ def _arms(t: Tables, studies: dict[float, object]) -> tuple[pd.DataFrame, dict]:
     return pd.concat(parts, ignore_index=True), lrs
 
 
-def _envelope(t: Tables, p: Plan) -> tuple[pd.DataFrame, dict]:
+def _envelope(t: Tables, p: ClaimsMode) -> tuple[pd.DataFrame, dict]:
     """All constant-lr runs with an `arm_lr` column, and {lr index: lr}."""
     return _arms(t, {lr: p.study(f"inter-lr{lr}", lr=lr) for lr in p.lrs})
 
@@ -146,7 +146,7 @@ def _chosen(tab: pd.DataFrame, lrs: dict) -> str:
     return f"{vals[0]:g}" if len(set(vals)) == 1 else "/".join(f"{v:g}" for v in vals)
 
 
-def f1_measure(t: Tables, p: Plan) -> dict:
+def f1_measure(t: Tables, p: ClaimsMode) -> dict:
     budgets = p.budgets(p.top)
     top = float(p.top)
     small = [n for n in p.ns if n <= p.small_max]
@@ -278,7 +278,8 @@ def f1_body(x: dict) -> list[str]:
         )
     lines += [
         "",
-        "Every choice above is made on seeds that are not reported (studies/claims/selection.py): the lr of "
+        "Every choice above is made on seeds that are not reported (isocompute/reports/claims/selection.py): "
+        "the lr of "
         "each n and budget (envelope), the sqrt rule's base lr and the best small and large n of each "
         "contrast are picked on one half of the seeds (even or odd positions) and reported on the other, "
         "both ways (2-fold cross-fitting), so every seed is reported once and none at a choice it made. "
@@ -344,7 +345,7 @@ F1 = Section(
 
 
 # ------------------------------------------------------------------------------------------------ finding 6
-def _f6(p: Plan) -> dict:
+def _f6(p: ClaimsMode) -> dict:
     return {
         "interference (hidden 32)": p.study("side-inter", n=p.side_ns, budget=p.side_top),
         "interference, hidden 8": p.study("side-inter-h8", n=p.side_ns, budget=p.side_top, hidden=8),
@@ -352,7 +353,7 @@ def _f6(p: Plan) -> dict:
     }
 
 
-def f6_measure(t: Tables, p: Plan) -> dict:
+def f6_measure(t: Tables, p: ClaimsMode) -> dict:
     return {"models": {k: stars(n_star_rows(t[st.name], p.budgets(p.side_top))) for k, st in _f6(p).items()}}
 
 
@@ -385,13 +386,13 @@ F6 = Section(
 
 
 # ------------------------------------------------------------------------------------------------ finding 10
-def _f10(p: Plan):
+def _f10(p: ClaimsMode):
     if p.backend == "sim":
         return p.study("side-inter-tokens", n=p.side_ns, budget=p.side_top, response_len=100.0)
     return p.study("inter")
 
 
-def f10_measure(t: Tables, p: Plan) -> dict:
+def f10_measure(t: Tables, p: ClaimsMode) -> dict:
     tab = t[_f10(p).name]
     tmax = float(tab.groupby("run_id")["tokens"].max().min())
     tb = [tmax / 4**k for k in range(5, -1, -1)]
@@ -430,14 +431,14 @@ F10 = Section(
 
 
 # ------------------------------------------------------------------------------------------------ finding 11
-def _f11(p: Plan) -> dict:
+def _f11(p: ClaimsMode) -> dict:
     return {
         obj: p.study(f"side-inter-{obj}", n=p.side_ns, budget=p.side_top, objective=obj, ppo_epochs=2)
         for obj in ("ppo", "cispo")
     }
 
 
-def f11_measure(t: Tables, p: Plan) -> dict:
+def f11_measure(t: Tables, p: ClaimsMode) -> dict:
     out = {}
     for obj, st in _f11(p).items():
         tab = t[st.name]

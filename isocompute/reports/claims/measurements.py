@@ -3,9 +3,9 @@ pull toward the initial policy (KL, weight decay) alone moves n*."""
 
 from __future__ import annotations
 
-from studies.claims import probes
-from studies.claims.common import (
-    Plan,
+from isocompute.reports.claims import probes
+from isocompute.reports.claims.common import (
+    ClaimsMode,
     Section,
     budget_text,
     ci,
@@ -28,7 +28,7 @@ REGULARISERS = (
 )
 
 
-def _confound(p: Plan) -> dict:
+def _confound(p: ClaimsMode) -> dict:
     out = {}
     for model in ("tabular", "interference"):
         for reg, kw in REGULARISERS:
@@ -39,11 +39,11 @@ def _confound(p: Plan) -> dict:
     return out
 
 
-def _studies(p: Plan) -> tuple:
+def _studies(p: ClaimsMode) -> tuple:
     return (p.study("inter"), *_confound(p).values())
 
 
-def mech_probe(store, t: Tables, p: Plan) -> None:
+def mech_probe(store, t: Tables, p: ClaimsMode) -> None:
     gns_n = GNS_N if GNS_N in p.ns else max(p.ns)
     probes.record(
         store,
@@ -55,7 +55,7 @@ def mech_probe(store, t: Tables, p: Plan) -> None:
     )
 
 
-def mech_measure(t: Tables, p: Plan) -> dict:
+def mech_measure(t: Tables, p: ClaimsMode) -> dict:
     name = p.study("inter").name
     gns = next(iter(t.extras(name, "gns").values()))
     rows = n_star_rows(t[name], p.budgets(p.top))
@@ -115,7 +115,7 @@ def mech_body(x: dict) -> list[str]:
     return lines
 
 
-MECHANISM = Section(
+MEASUREMENTS = Section(
     "mechanism",
     "Mechanism measurements (issue 4)",
     "Section 5.1: interference; McCandlish et al. 2018 gradient noise scale.",
@@ -128,4 +128,4 @@ MECHANISM = Section(
     refused="its measurements (parameter snapshots, per-problem gradients) come from inside the simulator",
 )
 
-__all__ = ["MECHANISM"]
+__all__ = ["MEASUREMENTS"]

@@ -1,16 +1,16 @@
 """Group-std study (issue 24): does n*(C) rise under a tuned lr, and is the group-std gain w_n(p) the reason?
 
-The gain (studies/claims/wgain.py) predicts that std-normalised advantages (`scale_rewards=group`) re-weight
-problems toward the extremes of p as n grows, a change of objective that no lr absorbs; against a pull that
-does not depend on n (KL to the initial policy) that predicts a higher plateau for large n once it gets
-enough steps, and nothing of the kind without std normalisation (`none`: w = (n - 1) / n, flat by n ~ 8).
+The gain (isocompute/reports/claims/wgain.py) predicts that std-normalised advantages (`scale_rewards=group`)
+re-weight problems toward the extremes of p as n grows, a change of objective that no lr absorbs; against a
+pull that does not depend on n (KL to the initial policy) that predicts a higher plateau for large n once it
+gets enough steps, and nothing of the kind without std normalisation (`none`: w = (n - 1) / n, flat by n ~ 8).
 
 Declared studies (one per arm, run through studies.declared: RunConfig -> sweep -> executor -> ResultStore):
 arms `scale_rewards` {group, none} x `kl_coef` {0, 1}, each an n-vs-m sweep to the top budget with
 log-spaced evaluations (one run gives every budget's record reward) and a variant per Adam lr; the same arms
 at a fixed total batch B = bp * n (finding 3, part 4 of the issue). Every lr is chosen per (arm, n, budget)
-on the tuning seeds (studies.claims.selection.select_on_heldout, which refuses overlapping seeds); every
-number reported comes from the other seeds.
+on the tuning seeds (isocompute.reports.claims.selection.select_on_heldout, which refuses overlapping seeds);
+every number reported comes from the other seeds.
 
 Readout per arm: the paired contrast largest n - smallest n at every budget (95% t-interval over the
 reported seeds), n*(C) of the FrontierFit frontier over (n, tuned lr) arms with a bootstrap interval over the
@@ -29,17 +29,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import numpy as np
 import pandas as pd
 
-from studies.claims.common import ci, paired_contrast, tq
-from studies.claims.selection import directional_growth, select_on_heldout
-from studies.claims.wgain import w_gain
-from studies.config import StudiesError
+from isocompute.reports.claims.common import ci, paired_contrast, tq
+from isocompute.reports.claims.selection import directional_growth, select_on_heldout
+from isocompute.reports.claims.wgain import w_gain
 from studies.declared import StudySpec, Tables, run_studies
 from studies.frontier import FrontierFit
-from studies.store import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
 SHOWN, RULED_OUT, INCONCLUSIVE = "shown", "ruled out", "inconclusive"
 RULED_OUT_BELOW = 0.01
@@ -595,104 +592,6 @@ def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> t
     return x, t, x["wall"]["elapsed_s"]
 
 
-@click.command("groupstd")
-@click.option("--quick", is_flag=True, help="Tiny sizes (CI, seconds): the machinery, not the science.")
-@click.option(
-    "--backend",
-    type=click.Choice(["sim", "llm"]),
-    default="sim",
-    show_default=True,
-    help="sim: the simulator experiment; llm: the tiny-LM version (issue 24 part 3, --lm tiny).",
-)
-@click.option(
-    "--results",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Results directory (finished runs are reused; default results/groupstd[-quick|-llm]).",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Markdown report (default docs/GROUP_STD.md, --backend llm docs/GROUP_STD_TINY.md, with --quick "
-    "results/GROUP_STD-<mode>.md).",
-)
-@click.option(
-    "--fig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Figure (default docs/figs/group_std.png, --backend llm docs/figs/group_std_tiny.png; none with "
-    "--quick unless given).",
-)
-@click.option(
-    "--link",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Markdown file that gets a marked block with the verdict and a link to the report (default "
-    "docs/MECHANISMS.md in full mode, none otherwise).",
-)
-@click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
-@click.option("--progress/--no-progress", default=False, help="Progress bars of the runs and the readout.")
-def groupstd(
-    quick: bool,
-    backend: str,
-    results: Path | None,
-    out: Path | None,
-    fig: Path | None,
-    link: Path | None,
-    jobs: int,
-    progress: bool,
-) -> None:
-    """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
-    from studies.claims.groupstd_report import (
-        link_block,
-        link_markers,
-        readme_line,
-        readme_markers,
-        render,
-        write_figure,
-    )
-
-    key = ("llm-quick" if quick else "llm") if backend == "llm" else ("quick" if quick else "full")
-    size = SIZES[key]
-    default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
-    given_results = results
-    results = results or default_results
-    committed = {"full": ("docs/GROUP_STD.md", "docs/figs/group_std.png"),
-                 "llm": ("docs/GROUP_STD_TINY.md", "docs/figs/group_std_tiny.png")}  # the committed two
-    if out is None:
-        out = Path(committed[key][0]) if key in committed else Path(f"results/GROUP_STD-{key}.md")
-    if fig is None and key in committed:
-        fig = Path(committed[key][1])
-    if link is None and key in committed:
-        link = Path("docs/MECHANISMS.md")
-    if link is not None and not link.is_file():
-        raise click.UsageError(f"--link {link}: no such Markdown file")
-    check_output_file(out)
-    check_output_dir(results, what="--results")
-    if fig is not None:
-        check_output_file(fig)
-    try:
-        x, _, _ = build(size, results, jobs, progress)
-    except StudiesError as e:
-        raise click.UsageError(str(e)) from None
-    cmd = " ".join(
-        ["isocompute groupstd"]
-        + (["--quick"] if quick else [])
-        + (["--backend llm"] if backend == "llm" else [])
-        + ([f"--results {given_results}"] if given_results not in (None, default_results) else [])
-    )
-    if fig is not None:
-        write_figure(x, fig)
-    atomic_write_text(out, render(x, cmd, fig, out))
-    if link is not None:
-        write_marked_block(link, *link_markers(size.backend), link_block(x, cmd, out, link))
-    if key in committed and Path("README.md").is_file():  # the science section's line, from the same data
-        write_marked_block(Path("README.md"), *readme_markers(size.backend), readme_line(x, cmd, out))
-    click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
-    click.echo(f"wrote {out}")
-
-
 __all__ = [
     "ARMS",
     "DIAG_ARMS",
@@ -704,13 +603,9 @@ __all__ = [
     "build",
     "compute_to_plateau",
     "extreme_contrast",
-    "groupstd",
     "measure",
     "measure_arm",
     "spec",
     "studies_of",
     "verdict",
 ]
-
-if __name__ == "__main__":
-    groupstd()

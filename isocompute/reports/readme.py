@@ -1,11 +1,11 @@
 """README paragraphs generated from data, and the rule that no other README number is typed (issue 25).
 
 Two blocks are made here (each between its markers, by studies.store.write_marked_block):
-- `claims-summary`: the science paragraph, from docs/CLAIMS.json, the numbers `isocompute claims` writes next
-  to docs/CLAIMS.md (`summary_of(outcomes)`); without that file the paragraph names no number.
+- `claims-summary`: the science paragraph, from docs/CLAIMS.json, the numbers `isocompute report claims`
+  writes next to docs/CLAIMS.md (`summary_of(outcomes)`); without that file the paragraph names no number.
 - `llm-rollout`: the vLLM vs transformers rollout throughput, from the benchmark JSONs of
   `benchmarks/llm_rollout.py` in docs/llm_study/.
-`python -m studies.readme` rewrites both in README.md. `stray_numbers(text)` lists the decimal numbers of a
+`isocompute report readme` rewrites both in README.md. `stray_numbers(text)` lists the decimal numbers of a
 README outside code, inline code and marked blocks; tests/studies/test_readme_numbers.py requires none.
 """
 
@@ -15,7 +15,9 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import click
+
+ROOT = Path(__file__).resolve().parents[2]
 CLAIMS_BEGIN, CLAIMS_END = "<!-- claims-summary:begin -->", "<!-- claims-summary:end -->"
 ROLLOUT_MARK = "<!-- llm-rollout -->"
 CLAIMS_JSON = Path("docs/CLAIMS.json")
@@ -66,13 +68,14 @@ def _c(c: dict | None) -> dict | None:
 
 
 def summary_of(plan, outcomes) -> dict:
-    """The numbers the README paragraph quotes, from the report's outcomes (studies.claims.report.Outcome)."""
+    """The numbers the README paragraph quotes, from the report's outcomes
+    (isocompute.reports.claims.report.Outcome)."""
     by = {o.section.key: o for o in outcomes}
     out = {"plan": plan.name, "backend": plan.backend, "seeds": plan.seeds,
            "verdicts": {k: o.verdict for k, o in by.items()}}
     f1 = by.get("f1")
     if f1 is not None and f1.numbers:
-        from studies.claims.nstar import ENVELOPE, PRESET, SQRT_TUNED
+        from isocompute.reports.claims.nstar import ENVELOPE, PRESET, SQRT_TUNED
 
         tr = f1.numbers["treatments"]
         out["f1"] = {
@@ -104,9 +107,9 @@ def _ct(c: dict | None, unit: str = "") -> str:
 
 def claims_paragraph(summary: dict | None) -> str:
     """The science paragraph; every number comes from `summary` (docs/CLAIMS.json)."""
-    lead = ("`isocompute claims` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and each of the "
-            "paper's findings 1-11, the preset and command used, the measured numbers with seed confidence "
-            "intervals, and a verdict.")
+    lead = ("`isocompute report claims` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and each of "
+            "the paper's findings 1-11, the preset and command used, the measured numbers with seed "
+            "confidence intervals, and a verdict.")
     tail = ("docs/MECHANISMS.md (issue 12) asks which simulator ingredient makes n*(C) rise under a per-n "
             "tuned lr, docs/PREDICT.md scores a predictor of n*(C) from 5% pilots, and docs/ALLOCATORS.md "
             "compares adaptive allocators with fixed n. Read the report for the rest, including what does "
@@ -121,7 +124,7 @@ def claims_paragraph(summary: dict | None) -> str:
     parts = [
         lead,
         f"In short ({summary['plan']} mode, {summary['seeds']} seeds; every choice of lr, base lr or arm "
-        "made on held-out seeds; generated from docs/CLAIMS.json by `python -m studies.readme`):",
+        "made on held-out seeds; generated from docs/CLAIMS.json by `isocompute report readme`):",
         f"the tabular theory (small n wins): {v.get('theory', 'n/a')};",
         f"with the shared MLP preset at its constant lr{f' ({lr:g})' if lr else ''} n* goes from {ns[0]} to "
         f"{ns[-1]} over the budgets and at the top budget {_ct(f1['preset']['record'])} (best-so-far reward; "
@@ -162,6 +165,10 @@ def update(readme: Path = ROOT / "README.md", root: Path = ROOT) -> None:
     write_marked_block(readme, ROLLOUT_MARK, ROLLOUT_MARK, rollout_paragraph(fp32, bf16))
 
 
-if __name__ == "__main__":
+
+@click.command("readme")
+def readme() -> None:
+    """Regenerate README.md's claims-summary and llm-rollout paragraphs from docs/CLAIMS.json and the
+    rollout benchmark JSONs."""
     update()
-    print("README.md: claims-summary and llm-rollout blocks regenerated")
+    click.echo("README.md: claims-summary and llm-rollout blocks regenerated")

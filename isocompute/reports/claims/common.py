@@ -1,4 +1,4 @@
-"""What every claims section shares: sizes (Plan), presets, the Section declaration, and the statistics.
+"""What every claims section shares: sizes (ClaimsMode), presets, the Section declaration, and the statistics.
 
 Conventions (issue 4, kept): seeds are paired across n (seed s uses problem_seed s, so every n sees the same
 problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
@@ -6,8 +6,8 @@ seeds. "record" reward = a run's best-so-far value up to a budget (the record-br
 fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always the frontier of
 `studies.frontier.FrontierFit` (the estimator of `isocompute fit` and the gallery) at the budgets shown.
 Issue 25: every choice (an lr, a base lr, the best small and large n of a contrast) is made on seeds that are
-not reported (studies/claims/selection.py), growth is directional (last / first), and n* tables carry the
-seed-bootstrap interval of studies/bootstrap.py.
+not reported (isocompute/reports/claims/selection.py), growth is directional (last / first), and n* tables
+carry the seed-bootstrap interval of studies/bootstrap.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.claims.selection import directional_growth, seed_folds, select_on_heldout
+from isocompute.reports.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
 from studies.declared import CPU_LLM, StudySpec, Tables
 from studies.frontier import FrontierFit, run_rewards
@@ -43,7 +43,7 @@ llm_backend.config.TINY_DEFAULTS)."""
 
 
 @dataclass(frozen=True)
-class Plan:
+class ClaimsMode:
     """Sizes of the studies; QUICK is for CI (<= 5 min on 2 cores), FULL for the committed report,
     LLM_QUICK the CPU-sized real-model run (minutes)."""
 
@@ -115,7 +115,7 @@ class Plan:
         )
 
 
-FULL = Plan(
+FULL = ClaimsMode(
     "full",
     "sim",
     seeds=8,
@@ -128,7 +128,7 @@ FULL = Plan(
     sqrt_lrs=(3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
     untuned_sqrt=(0.03, 0.1),
 )
-QUICK = Plan(
+QUICK = ClaimsMode(
     "quick",
     "sim",
     seeds=3,
@@ -141,7 +141,7 @@ QUICK = Plan(
     sqrt_lrs=(0.03, 0.1),
     untuned_sqrt=(0.1,),
 )
-LLM_QUICK = Plan(
+LLM_QUICK = ClaimsMode(
     "llm-quick",
     "llm",
     seeds=1,
@@ -157,7 +157,7 @@ LLM_QUICK = Plan(
     large_min=8,
     pass1_ns=(2, 8),
 )
-TINY_QUICK = Plan(
+TINY_QUICK = ClaimsMode(
     "tiny-quick",
     "llm",
     seeds=2,
@@ -174,11 +174,11 @@ TINY_QUICK = Plan(
     pass1_ns=(2, 32),
     lm="tiny",
 )
-"""The tiny LM's quick plan (`isocompute claims --backend llm --lm tiny --quick`): bp 16, n 2 / 8 / 32 to
-2^14 rollouts (n = 32 takes 32 steps), 2 seeds; minutes on 2 cores."""
-PLANS = {("sim", False): FULL, ("sim", True): QUICK, ("llm", True): LLM_QUICK, ("llm", False): LLM_QUICK,
+"""The tiny LM's quick plan (`isocompute report claims --backend llm --lm tiny --quick`): bp 16, n 2 / 8 / 32
+to 2^14 rollouts (n = 32 takes 32 steps), 2 seeds; minutes on 2 cores."""
+MODES = {("sim", False): FULL, ("sim", True): QUICK, ("llm", True): LLM_QUICK, ("llm", False): LLM_QUICK,
          ("tiny", True): TINY_QUICK, ("tiny", False): TINY_QUICK}
-"""(backend, or "tiny" for the llm backend on the tiny LM; quick) -> Plan. The llm plans are CPU-sized
+"""(backend, or "tiny" for the llm backend on the tiny LM; quick) -> ClaimsMode. The llm plans are CPU-sized
 either way."""
 
 
@@ -190,15 +190,15 @@ class Section:
     key: str
     title: str
     paper: str
-    studies: Callable[[Plan], tuple[StudySpec, ...]]
-    measure: Callable[[Tables, Plan], dict]
+    studies: Callable[[ClaimsMode], tuple[StudySpec, ...]]
+    measure: Callable[[Tables, ClaimsMode], dict]
     verdict: Callable[[dict], tuple[str, str]]
     body: Callable[[dict], list[str]]
-    setup: Callable[[Plan], str]
+    setup: Callable[[ClaimsMode], str]
     backends: tuple[str, ...] = ("sim",)
     refused: str = "it needs the simulator"
     """One line: why the section does not run on the other backends."""
-    probe: Callable[[Any, Tables, Plan], None] | None = None
+    probe: Callable[[Any, Tables, ClaimsMode], None] | None = None
     """Measurements from inside runs (sandbox diagnostics), recorded beside the tables before `measure`."""
 
 
@@ -402,7 +402,7 @@ def paired_contrast(piv: pd.DataFrame, small: Sequence, large: Sequence, k: int 
 def contrast(
     table: pd.DataFrame,
     budget: float,
-    plan: Plan,
+    plan: ClaimsMode,
     ns: Sequence[int],
     stat: str = "best",
     metric: str = "val_mean",
@@ -460,7 +460,7 @@ def yes(v: bool | None) -> str:
     return "n/a" if v is None else ("yes" if v else "no")
 
 
-def setup_text(plan: Plan, st: StudySpec, extra: str = "") -> str:
+def setup_text(plan: ClaimsMode, st: StudySpec, extra: str = "") -> str:
     """`RunConfig(...)` of a study's shared fields, for the report's Setup lines."""
     from studies.declared import study_configs
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from studies.claims.common import (
+from isocompute.reports.claims.common import (
     BOOT,
-    Plan,
+    ClaimsMode,
     Section,
     budget_text,
     ci,
@@ -29,13 +29,13 @@ METRICS = ("best_k", "worst_k", "mean")
 
 
 # ------------------------------------------------------------------------------------------------ finding 2
-def _f2(p: Plan) -> dict:
+def _f2(p: ClaimsMode) -> dict:
     return {
         ds: p.study(f"side-inter-{ds}", n=p.side_ns, budget=p.side_top, dataset=ds) for ds in ("easy", "hard")
     }
 
 
-def f2_measure(t: Tables, p: Plan) -> dict:
+def f2_measure(t: Tables, p: ClaimsMode) -> dict:
     out = {}
     for ds, st in _f2(p).items():
         out[ds] = {m: n_star_rows(t[st.name], [p.side_top], f"val_{m}")[0] for m in METRICS}
@@ -88,18 +88,18 @@ PAPER_BPS = (32, 1024)
 was in the report's first setup and inflated the measured B_p sensitivity (issue 25)."""
 
 
-def bps(p: Plan) -> tuple[int, ...]:
+def bps(p: ClaimsMode) -> tuple[int, ...]:
     """B_p values of the joint study: 4x apart inside the paper's range and at most the problem-set size."""
     return tuple(b for b in (32, 128, 512) if b <= (p.d or b) and PAPER_BPS[0] <= b <= PAPER_BPS[1])
 
 
-def _batch(p: Plan) -> int:
+def _batch(p: ClaimsMode) -> int:
     """Total batch of the fixed-batch study: 4096 at d = 1024 so that B_p = B / n spans 32..1024 over n 4..128
     (at 1024 only n <= 32 would keep B_p >= 32); 256 for the quick plan."""
     return 4096 if (p.d or 0) >= 1024 else 256
 
 
-def _fixed(p: Plan) -> StudySpec:
+def _fixed(p: ClaimsMode) -> StudySpec:
     B = _batch(p)
     lo, hi = PAPER_BPS[0], min(PAPER_BPS[1], p.d or B)
     ns = tuple(n for n in (2, 4, 8, 16, 32, 64, 128, 256) if lo <= B // n <= hi)
@@ -115,11 +115,11 @@ def _fixed(p: Plan) -> StudySpec:
     )
 
 
-def _joint(p: Plan) -> dict[int, StudySpec]:
+def _joint(p: ClaimsMode) -> dict[int, StudySpec]:
     return {bp: p.study(f"side-inter-bp{bp}", n=p.side_ns, budget=p.side_top, bp=bp) for bp in bps(p)}
 
 
-def _sens(t: Tables, p: Plan) -> dict:
+def _sens(t: Tables, p: ClaimsMode) -> dict:
     """Mean range of the record (and final) reward at the top budget over n (bp fixed) and over bp (n
     fixed)."""
     import pandas as pd
@@ -132,7 +132,7 @@ def _sens(t: Tables, p: Plan) -> dict:
     return out
 
 
-def f3_measure(t: Tables, p: Plan) -> dict:
+def f3_measure(t: Tables, p: ClaimsMode) -> dict:
     B = _batch(p)
     tab = t[_fixed(p).name]
     ms = [4**k for k in range(8) if B * 4**k <= p.side_top]
@@ -198,7 +198,7 @@ F3 = Section(
 )
 
 
-def f4_measure(t: Tables, p: Plan) -> dict:
+def f4_measure(t: Tables, p: ClaimsMode) -> dict:
     rows = {bp: n_star_rows(t[st.name], p.budgets(p.side_top), boot=BOOT) for bp, st in _joint(p).items()}
     sens = _sens(t, p)
     final = {}
@@ -254,7 +254,7 @@ F9_BP = 128
 """Fig 26's problem batch (the report's first setup used the plan's B_p = 32)."""
 
 
-def _f9_sizes(p: Plan) -> tuple[int, int, int]:
+def _f9_sizes(p: ClaimsMode) -> tuple[int, int, int]:
     """(large n, small n, B_p): the paper's 256 / 64 at B_p = 128 on the full plan; the quick plan keeps its
     B_p (a B_p of 128 would leave it 2 steps)."""
     return (256, 64, F9_BP) if (p.d or 0) >= 1024 else (64, 16, p.bp)
@@ -266,7 +266,7 @@ def paper_charge(n: int, n_est: int) -> int:
     return max(n, n_est)
 
 
-def _f9(p: Plan) -> dict[str, StudySpec]:
+def _f9(p: ClaimsMode) -> dict[str, StudySpec]:
     hi, lo, bp = _f9_sizes(p)
     # the simulator draws the n_est baseline rollouts separately and counts n + n_est per step; the budget is
     # raised by (lo + hi) / hi so the run takes the steps the paper's charge of `hi` per step pays for
@@ -290,7 +290,7 @@ def _charged(tab, n_est: int):
     return out
 
 
-def f9_measure(t: Tables, p: Plan) -> dict:
+def f9_measure(t: Tables, p: ClaimsMode) -> dict:
     """Record and final reward of each variant at the smallest final (paper-charged) compute of all runs,
     paired over seeds: (1) large n minus decoupled (3), (3) minus small n (2), and (1) minus (2)."""
     specs = _f9(p)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from studies.claims import probes
-from studies.claims.common import (
-    Plan,
+from isocompute.reports.claims import probes
+from isocompute.reports.claims.common import (
+    ClaimsMode,
     Section,
     budget_text,
     ci,
@@ -24,7 +24,7 @@ STATS = ("zero_frac", "one_frac", "mean")
 
 
 # ------------------------------------------------------------------------------------------------ finding 5
-def _f5(p: Plan):
+def _f5(p: ClaimsMode):
     return p.study("inter-pass1", n=p.pass1_ns, snapshots=True) if p.backend == "sim" else p.study("inter")
 
 
@@ -35,7 +35,7 @@ def _nearest(p1: pd.DataFrame, compute: float) -> pd.DataFrame:
     return p1[p1["compute"] == c]
 
 
-def f5_measure(t: Tables, p: Plan) -> dict:
+def f5_measure(t: Tables, p: ClaimsMode) -> dict:
     st = _f5(p)
     p1 = t[st.name + ".pass1"]
     meta = {c.run_id: (c.n, c.seed) for _, c in t.done(st.name)}
@@ -111,15 +111,15 @@ F5 = Section(
 
 
 # ------------------------------------------------------------------------------------------------ finding 7
-def _d_small(p: Plan) -> int:
+def _d_small(p: ClaimsMode) -> int:
     return max((p.d or 1024) // 8, 64)
 
 
-def _f7(p: Plan) -> dict:
+def _f7(p: ClaimsMode) -> dict:
     return {d: p.study(f"side-inter-d{d}", n=p.side_ns, budget=p.side_top, d=d) for d in (p.d, _d_small(p))}
 
 
-def f7_measure(t: Tables, p: Plan) -> dict:
+def f7_measure(t: Tables, p: ClaimsMode) -> dict:
     out = {}
     for d, st in _f7(p).items():
         tab = t[st.name]
@@ -176,15 +176,15 @@ F7 = Section(
 
 
 # ------------------------------------------------------------------------------------------------ finding 8
-def _f8(p: Plan):
+def _f8(p: ClaimsMode):
     return p.study("side-inter-dual", n=p.side_ns, budget=p.side_top, dataset="dual", snapshots=True)
 
 
-def f8_probe(store, t: Tables, p: Plan) -> None:
+def f8_probe(store, t: Tables, p: ClaimsMode) -> None:
     probes.record(store, t, _f8(p).name, "val_sources", lambda c: True, probes.val_sources)
 
 
-def f8_measure(t: Tables, p: Plan) -> dict:
+def f8_measure(t: Tables, p: ClaimsMode) -> dict:
     st = _f8(p)
     p1 = t[st.name + ".pass1"]
     p1 = p1[p1["split"] == "val"]
