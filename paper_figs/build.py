@@ -146,7 +146,7 @@ def gallery(entries: list[dict], path: Path, img_dir: Path) -> str:
         "each figure needs are declared in its module. One figure: `isocompute figs --only ID` (ids:",
         "`isocompute figs --list`); a new figure = a module with a `SPEC`, named in paper_figs/registry.py.",
         "Conventions: colour = n on one log2 scale in every figure; dashed black = frontier (max over n) of",
-        "the per-n sigmoid fits (studies.frontier); hollow n* points = no n has improved yet (ties).",
+        "the per-n sigmoid fits (studies.fit.frontier); hollow n* points = no n has improved yet (ties).",
         "",
     ]
     for e in entries:

@@ -15,7 +15,7 @@ METRICS = ("val_best_k", "val_worst_k")
 
 def _best_n(tables):
     """{dataset: {metric: {bp: n*}}}: the n with the best final metric per bp at the largest common compute
-    (studies.frontier.optimal_by_metric, ties to the smaller n)."""
+    (studies.fit.frontier.optimal_by_metric, ties to the smaller n)."""
     out = {}
     for st in STUDIES:
         opt = an.optimal_by_metric(tables[st.name], METRICS, by="n", per="bp")

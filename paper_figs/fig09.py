@@ -14,7 +14,7 @@ STUDIES = (FIXED_EASY,)
 
 
 def _optimum(tables):
-    """studies.frontier.fixed_batch_optimum: frontier n*(M), bp*(M) per batch and the n* sigmoid in M."""
+    """studies.fit.frontier.fixed_batch_optimum: frontier n*(M), bp*(M) per batch and the n* sigmoid in M."""
     opt = an.fixed_batch_optimum(tables[FIXED_EASY.name])
     return opt, opt.attrs.get("n_star_fit", {})
 

@@ -18,8 +18,8 @@ def _final(tables, st):
 
 
 def _ranges(tables, st):
-    """Mean reward range when varying n at fixed bp and bp at fixed n (studies.frontier.sensitivity; Fig 10
-    reports 9.2% vs 1.9% on Easy)."""
+    """Mean reward range when varying n at fixed bp and bp at fixed n (studies.fit.frontier.sensitivity;
+    Fig 10 reports 9.2% vs 1.9% on Easy)."""
     summ = an.sensitivity_summary(an.sensitivity(tables[st.name], "val_mean", ("n", "bp")))
     return summ.get("n", float("nan")), summ.get("bp", float("nan"))
 

@@ -20,8 +20,9 @@ _CODE = 1_000_000  # cfg = bp * _CODE + n, a numeric key so studies' fit_report 
 
 
 def joint_report(t):
-    """Frontier over every (bp, n) configuration (studies.frontier with by = configuration) and the sigmoid
-    fit of log2 n* against C (studies.sigmoid.SigmoidFit) on its determined points (analysis.undetermined)."""
+    """Frontier over every (bp, n) configuration (studies.fit.frontier with by = configuration) and the
+    sigmoid fit of log2 n* against C (studies.fit.sigmoid.SigmoidFit) on its determined points
+    (analysis.undetermined)."""
     rep = an.fit_report(t.assign(cfg=t["bp"] * _CODE + t["n"]), by="cfg")
     fr = an.frontier_frame(rep, "cfg")
     fr["bp"], fr["n"] = fr["cfg"] // _CODE, fr["cfg"] % _CODE

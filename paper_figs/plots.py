@@ -29,7 +29,7 @@ def n_curves(
     unit: str = "rollouts",
 ) -> dict | None:
     """Reward vs compute, one colour per n: seed-mean curves (thin), fitted sigmoids (solid) and the frontier
-    (black dashed) of `studies.frontier.fit_report` (paper Fig 6 layout). Returns the report it drew."""
+    (black dashed) of `studies.fit.frontier.fit_report` (paper Fig 6 layout). Returns the report it drew."""
     if table.empty:
         style.empty_panel(ax, "no runs")
         return None
@@ -52,7 +52,7 @@ def n_curves(
         for c in report.get("curves", []):
             g = sm[sm[by] == c[by]]
             # a degenerate fit (too few points) is a constant, not a curve: the seed-mean line above shows
-            # the data, and the frontier uses its record points (studies.frontier)
+            # the data, and the frontier uses its record points (studies.fit.frontier)
             if g.empty or c.get("status", "ok") != "ok" or not an.has_params(c["params"]):
                 continue
             cs = np.geomspace(g[x].min(), g[x].max(), 120)

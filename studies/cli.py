@@ -523,12 +523,12 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     """Readable n*(C): one line per frontier grid point (every `every`-th and the last), then the fits."""
     import numpy as np
 
-    from studies.frontier import EARLY_GAIN, undetermined
+    from studies.fit.frontier import EARLY_GAIN, undetermined
 
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
     tie = undetermined([math.nan if f["reward"] is None else f["reward"] for f in frontier])
-    if frontier and all("tie" in f for f in frontier):  # studies.certainty.annotate_report's flags
+    if frontier and all("tie" in f for f in frontier):  # studies.fit.certainty.annotate_report's flags
         tie = np.asarray([bool(f["tie"]) for f in frontier], dtype=bool)
     cert = report.get("certainty") or {}
     keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
@@ -586,7 +586,8 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
 
 def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo
                     ) -> None:
-    """The lines of studies.certainty.assess_table: the answer at the largest compute and how sure it is."""
+    """The lines of studies.fit.certainty.assess_table: the answer at the largest compute and how sure it
+    is."""
     if not cert or cert.get("n_star") is None or cert.get("none_improved"):
         return
     lo, hi = cert.get("reward_interval") or (None, None)
@@ -628,12 +629,12 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     metric = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
-    fit_report = _import("studies.frontier", "fit_report")
+    fit_report = _import("studies.fit.frontier", "fit_report")
     try:
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width, boot=200)
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
-    from studies.certainty import annotate_report
+    from studies.fit.certainty import annotate_report
 
     annotate_report(report, table, model=table.attrs.get("model"))
     if as_json:
@@ -663,8 +664,8 @@ def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag:
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")  # after reading: bad input leaves nothing
     os.environ.setdefault("MPLBACKEND", "Agg")
-    plot_frontier = _import("studies.plots", "plot_frontier")
-    frontier_fit = _import("studies.frontier", "FrontierFit")
+    plot_frontier = _import("studies.fit.plots", "plot_frontier")
+    frontier_fit = _import("studies.fit.frontier", "FrontierFit")
     try:
         ff = frontier_fit(metric=metric, by=by).fit(table)
         for w in ff.warnings_:  # the same warnings as `fit`
@@ -711,7 +712,7 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     check_sweep_size(seeds, [0] * 8)  # n = 2^1..2^8
     jobs = check_jobs(jobs)
     check_output_dir(out_dir)
-    fit_report = _import("studies.frontier", "fit_report")
+    fit_report = _import("studies.fit.frontier", "fit_report")
     for model, metric, claim in DEMO_PRESETS:
         base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512, d_val=256,
                          n_evals=24)
@@ -726,13 +727,13 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
             report = fit_report(table, metric=metric, by="n")
         except ValueError as e:
             raise StudiesError(f"cannot fit {where}: {e}") from None
-        from studies.certainty import annotate_report
+        from studies.fit.certainty import annotate_report
 
         annotate_report(report, table, model=model)
         click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
         print_fit_report(_clean(report), every=4)
         try:
-            plot_frontier = _import("studies.plots", "plot_frontier")
+            plot_frontier = _import("studies.fit.plots", "plot_frontier")
         except StudiesError:
             continue
         os.environ.setdefault("MPLBACKEND", "Agg")

@@ -30,7 +30,7 @@ def imported_packages(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            # "studies.plots" passed to importlib / a lazy registry; bare words are not module paths
+            # "studies.fit.plots" passed to importlib / a lazy registry; bare words are not module paths
             # that name a module of ours ("isocompute.json" is a file name: isocompute/json.py does not exist)
             if "." in node.value and node.value.split(".", 1)[0] in OURS and " " not in node.value:
                 top, sub = node.value.split(".")[:2]

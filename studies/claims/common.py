@@ -23,7 +23,7 @@ import pandas as pd
 from studies.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
 from studies.declared import CPU_LLM, StudySpec, Tables
-from studies.frontier import FrontierFit, run_rewards
+from studies.fit.frontier import FrontierFit, run_rewards
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not applicable to a simulator", "measured")
 
@@ -280,7 +280,7 @@ def n_star_rows(
     at = ff.n_star_at(budgets)
     iv = None
     if boot and "seed" in table.columns and table["seed"].nunique() > 1 and ff.aggregate_ == "mean":
-        from studies.bootstrap import bootstrap_n_star
+        from studies.fit.bootstrap import bootstrap_n_star
 
         iv = bootstrap_n_star(ff, table, list(at[x]), reps=boot)
     rows = []

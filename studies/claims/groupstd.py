@@ -38,7 +38,7 @@ from studies.claims.selection import directional_growth, select_on_heldout
 from studies.claims.wgain import w_gain
 from studies.config import StudiesError
 from studies.declared import StudySpec, Tables, run_studies
-from studies.frontier import FrontierFit
+from studies.fit.frontier import FrontierFit
 from studies.store import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
 SHOWN, RULED_OUT, INCONCLUSIVE = "shown", "ruled out", "inconclusive"
@@ -337,7 +337,7 @@ def boot_stars(
     """95% percentile interval of n*(C) per budget from the seed bootstrap of the project
     (studies.bootstrap.bootstrap_n_star: whole seeds resampled, the same frontier refitted), over the arms
     (n, tuned lr) of `keep` on `seeds`, as n values."""
-    from studies.bootstrap import bootstrap_n_star
+    from studies.fit.bootstrap import bootstrap_n_star
 
     rows = keep.loc[keep["seed"].isin(list(seeds))]
     ff = _Frontier(metric=metric, by="arm").fit(rows)

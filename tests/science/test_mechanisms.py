@@ -7,7 +7,7 @@ import pandas as pd
 
 from studies.claims.common import FULL, QUICK
 from studies.claims.mechanisms import INGREDIENTS, SIZES, Ingredient, Size, measure_one, rises, spec
-from studies.sigmoid import sigmoid
+from studies.fit.sigmoid import sigmoid
 
 LRS = (1e-3, 1e-2, 1e-1)
 SIZE = Size(ns=(2, 8, 32, 128), budget=2**16, seeds=6, tune=2, d=64)

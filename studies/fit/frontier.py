@@ -5,7 +5,7 @@ record-breaking points -> one monotone sigmoid per configuration (value of `by`,
 (frontier) on a log-spaced compute grid -> n*(C) and a sigmoid fit of log2 n* vs log C -> extrapolation check.
 Plus the other analyses of the paper: best@k vs worst@k optimal n (Fig 8), n*(M) and B_p*(M) at fixed batch
 (Fig 9), sensitivity of reward to n vs B_p (Fig 10). Pass@1 distribution statistics (Fig 11/27) live in
-`studies.distribution`.
+`studies.fit.distribution`.
 
 Tables use the docs/DESIGN.md column names and may come from the simulator, the LLM backend or users' own
 verl/TRL logs: only `run_id`, the compute column, the `by` column and the metric are required.
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from studies.records import record_breaking
-from studies.sigmoid import PARAM_NAMES, SigmoidFit, sigmoid
+from studies.fit.records import record_breaking
+from studies.fit.sigmoid import PARAM_NAMES, SigmoidFit, sigmoid
 
 __all__ = [
     "FrontierFit",
@@ -433,7 +433,7 @@ def fit_report(
     """The `isocompute fit --json` object of docs/DESIGN.md, JSON-serialisable (nan -> None).
 
     boot > 0 (and a `seed` column with >= 2 seeds): each frontier point also carries the 95% seed-bootstrap
-    interval of n* (<by>_lo, <by>_hi, studies.bootstrap) and "undetermined" (interval over most of the
+    interval of n* (<by>_lo, <by>_hi, studies.fit.bootstrap) and "undetermined" (interval over most of the
     grid); "n_star_interval" says how it was made. "n_star_fit" carries "shape": "flat" or "sigmoid"
     (n_star_shape).
 
@@ -489,7 +489,7 @@ def fit_report(
     numeric = ff._numeric_by(list(ff.curves_))  # an interval of n* needs an ordered grid (not --by allocator)
     seeds = "seed" in table.columns and table["seed"].nunique() > 1
     if boot and numeric and seeds and ff.aggregate_ == "mean":
-        from studies.bootstrap import LEVEL, bootstrap_n_star
+        from studies.fit.bootstrap import LEVEL, bootstrap_n_star
 
         iv = bootstrap_n_star(ff, table, [f["compute"] for f in frontier], reps=boot, seed_col="seed")
         for f, lo, hi, und in zip(frontier, iv["lo"], iv["hi"], iv["undetermined"], strict=True):

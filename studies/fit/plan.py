@@ -1,7 +1,7 @@
 """`isocompute plan` (`make_plan`, and its click command `plan`): the paper's workflow as a recommendation
 for one target budget (issue 14).
 
-Pilot runs (ours, or TRL / verl logs) -> `studies.frontier.FrontierFit` -> n*(C) from its sigmoid fit of
+Pilot runs (ours, or TRL / verl logs) -> `studies.fit.frontier.FrontierFit` -> n*(C) from its sigmoid fit of
 log2 n* vs log C (docs/PAPER.md step 3), snapped to the pilots' grid of n (inside the pilots' compute: their
 frontier's n at the budget); bp from the pilots (their n-vs-bp
 frontier when they vary bp), capped by --bp-max; m = C / (bp n). How sure: a bootstrap over runs (seeds),
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
-from studies.frontier import FrontierFit, extrapolation_check
+from studies.fit.frontier import FrontierFit, extrapolation_check
 
 WARN_FACTOR = 4.0
 """A budget more than this many times the pilots' largest compute is an extrapolation worth a warning: the
@@ -200,10 +200,10 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
 def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, n_rec: float, n_cont: float,
                budget: float, samples: np.ndarray, level: float, metric: str, enough: bool,
                notes: list[str]) -> dict[str, Any]:
-    """How sure the recommendation is (studies.certainty), from the bootstrap refits: the recommended set
+    """How sure the recommendation is (studies.fit.certainty), from the bootstrap refits: the recommended set
     (every n whose reward interval at the budget reaches the best n's, or still rising toward it), the
     expected regret of n_rec, ties of the pilots' frontier, and n* on the grid's edge. Notes go to `notes`."""
-    from studies.certainty import (
+    from studies.fit.certainty import (
         edge_note,
         expected_regret,
         final_slopes,
