@@ -21,10 +21,9 @@ from typing import Any
 from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, TINY_GRID, TINY_PRESETS, FigureSpec, StudySpec
 from studies import declared
 from studies.config import RunConfig, StudiesError
-from studies.declared import import_runs
 from studies.store import atomic_write_text
 
-__all__ = ["FigureDataWarning", "Tables", "build", "import_runs", "run_studies", "study_configs"]
+__all__ = ["FigureDataWarning", "Tables", "build", "figure_configs", "run_studies"]
 
 SIZES: dict[str, dict[str, Any]] = {
     "quick": {},
@@ -44,9 +43,10 @@ def presets_for(backend: str, lm: str | None = None) -> dict[str, dict[str, Any]
     return TINY_PRESETS if lm == "tiny" else LLM_PRESETS
 
 
-def study_configs(st: StudySpec, backend: str = "sim", lm: str | None = None
-                  ) -> list[tuple[str | None, RunConfig]]:
-    """(variant label or None, RunConfig) for every run of one study spec (studies.declared)."""
+def figure_configs(st: StudySpec, backend: str = "sim", lm: str | None = None
+                   ) -> list[tuple[str | None, RunConfig]]:
+    """(variant label or None, RunConfig) for every run of one figure's study spec on a backend: the
+    presets of `presets_for` given to studies.declared.study_configs."""
     return declared.study_configs(st, presets_for(backend, lm), backend)
 
 
@@ -79,7 +79,7 @@ def run_studies(
     progress: bool = True,
     reuse: Iterable[Path] = (),
     lm: str | None = None,
-) -> declared.Plan:
+) -> declared.DeclaredRuns:
     """Run every missing run of the figures' studies into one results directory (studies.declared)."""
     return declared.run_studies(studies, results, presets_for(backend, lm), backend, jobs, progress, reuse,
                                 study="paper_figs", desc="figure runs")
@@ -88,8 +88,8 @@ def run_studies(
 class Tables(declared.Tables):
     """studies.declared.Tables whose left-out runs are reported as FigureDataWarning."""
 
-    def __init__(self, results: Path, plan: declared.Plan):
-        super().__init__(results, plan, warning=FigureDataWarning)
+    def __init__(self, results: Path, runs: declared.DeclaredRuns):
+        super().__init__(results, runs, warning=FigureDataWarning)
 
 
 def save(fig, out_dir: Path, fid: str, formats: Iterable[str] = ("png", "pdf")) -> list[Path]:
@@ -192,14 +192,15 @@ class _Caught:
     category: type[Warning]
 
 
-def _draw_registered(fid: str, results: Path, plan: dict, out: Path):
+def _draw_registered(fid: str, results: Path, runs: declared.DeclaredRuns, out: Path):
     """Worker: the registry's figure `fid` drawn from its own lazy tables (a fresh process: spawn)."""
     from paper_figs.registry import figures
 
-    return _draw(figures()[fid], Tables(results, plan), out)
+    return _draw(figures()[fid], Tables(results, runs), out)
 
 
-def _draw_all(specs: list[FigureSpec], results: Path, plan: dict, out: Path, jobs: int | None) -> list:
+def _draw_all(specs: list[FigureSpec], results: Path, runs: declared.DeclaredRuns, out: Path,
+              jobs: int | None) -> list:
     """Every figure's _draw result in the order of `specs`. Drawing is serial matplotlib work (~85 s for the
     catalog on this machine), so with jobs > 1 the registry's figures are drawn in a pool of spawned
     processes (each reads the tables it needs; nothing is recomputed); any other spec, or jobs = 1, serially
@@ -209,13 +210,13 @@ def _draw_all(specs: list[FigureSpec], results: Path, plan: dict, out: Path, job
     reg = figures()
     workers = min(jobs or 1, len(specs))
     if workers <= 1 or any(reg.get(s.id) is not s for s in specs):
-        tables = Tables(results, plan)
+        tables = Tables(results, runs)
         return [_draw(s, tables, out) for s in specs]
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futs = [pool.submit(_draw_registered, s.id, results, plan, out) for s in specs]
+        futs = [pool.submit(_draw_registered, s.id, results, runs, out) for s in specs]
         return [f.result() for f in futs]
 
 
@@ -243,14 +244,14 @@ def build(
     specs = [s for s in specs if backend in s.backends]
     studies = needed_studies(specs, size, backend, lm)
     t0 = time.perf_counter()
-    plan = run_studies(studies, results, backend, jobs, progress, reuse, lm)
+    runs = run_studies(studies, results, backend, jobs, progress, reuse, lm)
     log(
-        f"studies ready in {time.perf_counter() - t0:.1f} s ({sum(len(v) for v in plan.values())} runs, "
+        f"studies ready in {time.perf_counter() - t0:.1f} s ({sum(len(v) for v in runs.values())} runs, "
         f"results in {results})"
     )
     done: dict[str, dict] = {}
     entries = []
-    for spec, (summ, entry, text, seconds, caught) in zip(specs, _draw_all(specs, results, plan, out, jobs),
+    for spec, (summ, entry, text, seconds, caught) in zip(specs, _draw_all(specs, results, runs, out, jobs),
                                                            strict=True):
         for w in caught:  # a worker's warnings (left-out runs), re-issued here in figure order
             warnings.warn(w.message, w.category, stacklevel=2)
