@@ -32,7 +32,6 @@ LAZY = {
     "figs": ("paper_figs.cli", "figs"),
     "claims": ("studies.claims", "claims"),
     "groupstd": ("studies.claims.groupstd", "groupstd"),
-    "plan": ("studies.fit.plan", "plan"),
     "predict": ("studies.predict", "predict"),
 }
 

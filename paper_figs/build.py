@@ -8,7 +8,6 @@ finished run is never recomputed (`isocompute figs` twice costs only the drawing
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
@@ -21,7 +20,7 @@ from typing import Any
 from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, TINY_GRID, TINY_PRESETS, FigureSpec, StudySpec
 from studies import declared
 from studies.config import RunConfig, StudiesError
-from studies.store import atomic_write_text
+from studies.store import atomic_write_text, jsonable
 
 __all__ = ["FigureDataWarning", "Tables", "build", "figure_configs", "run_studies"]
 
@@ -121,17 +120,14 @@ def save(fig, out_dir: Path, fid: str, formats: Iterable[str] = ("png", "pdf")) 
     return paths
 
 
-def _clean(obj: Any) -> Any:
-    """Summaries as stable JSON-able values (rounded floats, so rebuilding twice gives the same text)."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, float):
-        return float(f"{obj:.6g}") if math.isfinite(obj) else float("nan")
-    if hasattr(obj, "item"):
-        return _clean(obj.item())
-    return obj
+SUMMARY_DIGITS = 6
+"""Significant digits of a figure's summary numbers, so that rebuilding twice gives the same gallery text."""
+
+
+def plain_summary(summary: Any) -> Any:
+    """A figure's summary as plain values (studies.store.jsonable), floats rounded to SUMMARY_DIGITS; NaN
+    is kept (not strict), since the gallery's `ours` lines format it."""
+    return jsonable(summary, strict=False, digits=SUMMARY_DIGITS)
 
 
 def gallery(entries: list[dict], path: Path, img_dir: Path) -> str:
@@ -179,7 +175,7 @@ def _draw(spec: FigureSpec, tables: Tables, out: Path) -> tuple[dict, dict, str 
         fig = spec.make(tables)
         save(fig, out, spec.id)
         plt.close(fig)
-        summ = _clean(spec.summary(tables))
+        summ = plain_summary(spec.summary(tables))
         text = spec.text(tables) if spec.text is not None else None
     entry = {"id": spec.id, "heading": heading(spec), "paper_finding": spec.paper_finding,
              "ours": spec.ours(summ)}

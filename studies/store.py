@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 import subprocess
@@ -64,8 +65,35 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def jsonable(obj: Any, strict: bool = True, digits: int | None = None) -> Any:
+    """`obj` as plain JSON values: the one conversion every JSON writer and `--json` command uses. Mappings
+    (keys as str), lists and tuples (as lists), numpy scalars and arrays (as Python numbers and lists);
+    None, str, int and bool as they are; anything else (a Path) as its str. `digits`: finite floats rounded to
+    that many significant digits, so text built from them is the same on every rebuild.
+
+    Non-finite floats (NaN, +-inf): `strict` (the default) makes them None, because strict JSON has no NaN and
+    `--json` output must parse in any language; strict=False keeps them, for what only Python reads back
+    (json writes NaN / Infinity and reads the same floats): the store's records and extras (a gradient noise
+    scale of inf round-trips) and the figures' summaries (whose gallery text formats NaN as "nan")."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v, strict, digits) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v, strict, digits) for v in obj]
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return jsonable(obj.tolist(), strict, digits)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None if strict else obj
+        return float(f"{obj:.{digits}g}") if digits else obj
+    if obj is None or isinstance(obj, str | int):
+        return obj
+    return str(obj)
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True, default=_jsonable) + "\n").encode())
+    """`obj` as indented JSON with sorted keys (jsonable, non-strict: a stored NaN reads back as NaN)."""
+    text = json.dumps(jsonable(obj, strict=False), indent=1, sort_keys=True)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -173,12 +201,6 @@ def check_output_file(path: str | os.PathLike | None, what: str = "--out",
     if p.exists() and not os.access(p, os.W_OK):
         raise StudiesError(f"cannot write {what} {p}: permission denied")
     return p
-
-
-def _jsonable(o: Any) -> Any:
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    return str(o)
 
 
 def versions() -> dict[str, str]:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.fit.frontier import undetermined
+from studies.fit.frontier import config_value, undetermined
 
 NO_GAIN = 0.005
 """A configuration 'improved' when its seed-mean curve rises more than this above its first evaluation: the
@@ -249,8 +249,8 @@ def assess_table(table: pd.DataFrame, metric: str, by: str, budget: float, front
         return out
     members, best, interval = flat_set(keys, point, samples, level)
     numeric = all(isinstance(k, int | float | np.integer | np.floating) for k in keys)
-    out.update(n_star=_plain(best), flat_set=[_plain(v) for v in members], reward_interval=interval,
-               expected_regret=expected_regret(samples, keys.index(best)))
+    out.update(n_star=config_value(best), flat_set=[config_value(v) for v in members],
+               reward_interval=interval, expected_regret=expected_regret(samples, keys.index(best)))
     if numeric and not none:
         out["edge"] = grid_edge(float(best), [float(k) for k in keys])
         e = edge_note(float(best), [float(k) for k in keys], by)
@@ -260,17 +260,6 @@ def assess_table(table: pd.DataFrame, metric: str, by: str, budget: float, front
         if f:
             notes.append(f)
     return out
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        f = float(v)
-        return int(f) if f.is_integer() else f
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
 
 
 def n_star_fit_usable(fit: Any) -> bool:
