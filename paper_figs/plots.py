@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 
 from paper_figs import analysis as an
 from paper_figs import style
+from studies.fit.sigmoid import FIT_OK
 
 
 def n_curves(
@@ -53,7 +54,7 @@ def n_curves(
             g = sm[sm[by] == c[by]]
             # a degenerate fit (too few points) is a constant, not a curve: the seed-mean line above shows
             # the data, and the frontier uses its record points (studies.fit.frontier)
-            if g.empty or c.get("status", "ok") != "ok" or not an.has_params(c["params"]):
+            if g.empty or c.get("status", FIT_OK) != FIT_OK or not an.has_params(c["params"]):
                 continue
             cs = np.geomspace(g[x].min(), g[x].max(), 120)
             kw = {"color": style.n_color(c[by])} if by == "n" else {}

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from studies.config import RunConfig, StudiesError
+from studies.store import DIVERGED, DONE
 
 PASS1_COLUMNS = ("run_id", "compute", "split", "problem", "pass1")
 
@@ -27,8 +28,8 @@ class RunOutput:
     """Learning-curve table (docs/DESIGN.md columns), one row per evaluation point, `run_id` first."""
     pass1: pd.DataFrame
     """Per-problem pass@1 snapshots, tidy: run_id, compute, split ("train" | "val"), problem, pass1."""
-    status: str = "done"
-    """"done", or "diverged" when parameters or metrics became NaN/inf (the curve stops there)."""
+    status: str = DONE
+    """DONE, or DIVERGED when parameters or metrics became NaN/inf (the curve stops there): studies.store."""
     info: dict[str, Any] = field(default_factory=dict)
     """Extra facts for the status record: diverged_step, reason, wall_s, engine details."""
 
@@ -124,7 +125,7 @@ class SimAdapter:
         # issue 13: the allocator as a curve label (fixed runs: fixed-n8 ...), for `fit --by allocator`
         table["allocator"] = f"fixed-n{cfg.n}" if cfg.allocator == "fixed" else cfg.allocator
         pass1 = tidy_pass1(run_id, res.pass1.get("compute"), {s: res.pass1.get(s) for s in ("train", "val")})
-        status = "diverged" if res.status == "diverged" else "done"
+        status = DIVERGED if res.status == DIVERGED else DONE
         info = {"diverged_step": res.diverged_step, "reason": res.reason}
         return RunOutput(table=table, pass1=pass1, status=status, info=info)
 
@@ -233,7 +234,7 @@ class LLMAdapter:
         table.insert(0, "run_id", run_id)
         table["allocator"] = allocator_label(cfg.allocator, cfg.n)  # as the sim table (fit --by allocator)
         pass1 = tidy_pass1(run_id, res.pass1["compute"], {s: res.pass1.get(s) for s in ("train", "val")})
-        status = "diverged" if res.status == "diverged" else "done"
+        status = DIVERGED if res.status == DIVERGED else DONE
         info = {"diverged_step": res.diverged_step, "reason": res.reason, "steps": len(res.steps),
                 "wall_s": float(sum(s["t_step"] for s in res.steps)),
                 "rollouts": int(res.steps[-1]["compute"]) if res.steps else 0}

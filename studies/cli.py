@@ -183,7 +183,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
     """Train one configuration to its budget and summarise it."""
     from studies.backends import get_backend
     from studies.io import save_table
-    from studies.store import check_output_file
+    from studies.store import DIVERGED, check_output_file
 
     cfg = _config(**kw)
     adapter = get_backend(cfg.backend)
@@ -203,7 +203,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
     click.echo(f"{cfg.run_id}: {summary['status']}, m = {cfg.steps} steps of "
                f"{cfg.rollouts_per_step} rollouts, "
                f"{summary['wall_s']:.2f} s")
-    if summary["status"] == "diverged":
+    if summary["status"] == DIVERGED:
         click.echo(f"  diverged at step {summary['diverged_step']}: {summary['reason']}")
     for col in ("compute", "train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac"):
         if col in f:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from studies.config import RunConfig, StudiesError
 from studies.io import LeftOutRunsWarning
-from studies.store import ResultStore, atomic_write_bytes
+from studies.store import DONE, ResultStore, atomic_write_bytes
 from studies.sweeps import build_sweep
 
 Overrides = tuple[tuple[str, Any], ...]
@@ -156,7 +156,7 @@ def import_runs(configs: Iterable[RunConfig], results: Path, reuse: Iterable[Pat
             continue
         for src in sources:
             rec = src.record(rid)
-            if rec is None or rec.get("status") != "done":
+            if rec is None or rec.get("status") != DONE:
                 continue
             dst.runs_dir.mkdir(parents=True, exist_ok=True)
             for path in ("table_path", "pass1_path", "record_path"):
@@ -228,7 +228,7 @@ class Tables(Mapping):
         out = []
         for label, cfg in self.configs(name):
             rec = self.store.record(cfg.run_id)
-            if rec is not None and rec["status"] == "done":
+            if rec is not None and rec["status"] == DONE:
                 out.append((label, cfg))
         return out
 

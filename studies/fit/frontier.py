@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from studies.fit.records import record_breaking
-from studies.fit.sigmoid import PARAM_NAMES, SigmoidFit, sigmoid
+from studies.fit.sigmoid import FIT_OK, PARAM_NAMES, SigmoidFit, sigmoid
 from studies.store import jsonable
 
 __all__ = [
@@ -368,7 +368,7 @@ def extrapolation_check(
     # what the miss costs: frontier reward minus the full-data curve of the snapped prediction at that C
     _, P = full.curve_matrix(C)
     loss = target["reward"].to_numpy(dtype=float) - P[snap, np.arange(C.size)]
-    out["status"] = "ok" if low.n_star_fit_.ok_ else f"low-budget {by}* fit {low.n_star_fit_.status_}"
+    out["status"] = FIT_OK if low.n_star_fit_.ok_ else f"low-budget {by}* fit {low.n_star_fit_.status_}"
     out["n_star_fit_low"] = {"params": _params_json(low.n_star_fit_), "r2": jsonable(low.n_star_fit_.r2_)}
     out["points"] = [
         {
