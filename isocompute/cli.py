@@ -93,11 +93,6 @@ def _signals_and_warnings() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
-def register_lazy(name: str, module: str, attr: str) -> None:
-    """Attach a sub-command that lives in `module` (imported when the command is used)."""
-    LAZY[name] = (module, attr)
-
-
 class _Main(click.Group):
     """Root group: lazy sub-commands from other packages and the one place where errors become exit codes."""
 

@@ -1,8 +1,9 @@
-"""The only door from the figures to the studies analysis (record-breaking points, sigmoid fits,
-frontier, n*).
+"""What the figures need on top of `studies.fit`: fit reports as the figures use them (memoised, without the
+extrapolation check), the frontier as a table, and table wrangling for plotting (seed means, final values,
+metric@k labels).
 
-Figures never fit anything themselves: fits come from `studies` (records.py, sigmoid.py, frontier.py,
-distribution.py). What lives here is table wrangling for plotting: seed means, final values, metric@k labels.
+Figures never fit anything themselves: record-breaking points, sigmoid fits, frontiers and pass@1 statistics
+come from `studies.fit` (records, sigmoid, frontier, distribution), which figures import directly.
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ import numpy as np
 import pandas as pd
 
 from studies.fit import frontier as _fr
-from studies.fit.distribution import at_matched_compute, pass1_stats  # noqa: F401  (re-exported for figures)
-from studies.fit.frontier import fixed_batch_optimum, optimal_by_metric, sensitivity, sensitivity_summary  # noqa: F401
-from studies.fit.records import record_breaking  # noqa: F401
-from studies.fit.sigmoid import SigmoidFit, sigmoid  # noqa: F401
+from studies.fit.sigmoid import SigmoidFit, sigmoid
 
 _REPORTS: dict[tuple, dict] = {}
 _REPORTS_MAX = 256
@@ -53,9 +51,6 @@ def curve(params: dict, compute) -> np.ndarray:
 def nstar_curve(params: dict, compute) -> np.ndarray:
     """n*(C) from the fitted sigmoid of log2 n* against C (docs/PAPER.md workflow step 4)."""
     return 2.0 ** curve(params, compute)
-
-
-EARLY_GAIN = _fr.EARLY_GAIN  # frontier gain share below which n* is 'undetermined' (ties near R0)
 
 
 def undetermined(fr: pd.DataFrame) -> pd.Series:
@@ -107,15 +102,6 @@ def final_values(table: pd.DataFrame, metric: str, by: list[str] | tuple[str, ..
     fr = _fr.final_reward(table, metric, keys=tuple(by))
     fr["se"] = fr["sd"].fillna(0.0) / np.sqrt(fr["n_runs"].clip(lower=1))
     return fr.rename(columns={"reward": metric, "n_runs": "count"}).drop(columns="sd")
-
-
-def n_at(report: dict, compute: float, by: str = "n") -> float:
-    """The frontier's <by> value at the grid point nearest (in log C) to `compute`; nan without a frontier."""
-    fr = frontier_frame(report, by)
-    if fr.empty:
-        return float("nan")
-    i = int(np.argmin(np.abs(np.log(fr["compute"].to_numpy(dtype=float)) - np.log(compute))))
-    return float(fr[by].iloc[i])
 
 
 def k_of(table: pd.DataFrame) -> int | None:

@@ -9,7 +9,6 @@ finished run is never recomputed (`isocompute figs` twice costs only the drawing
 from __future__ import annotations
 
 import os
-import re
 import time
 import warnings
 from collections.abc import Iterable, Mapping
@@ -19,10 +18,10 @@ from typing import Any
 
 from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, TINY_GRID, TINY_PRESETS, FigureSpec, StudySpec
 from studies import declared
-from studies.config import RunConfig, StudiesError
+from studies.config import StudiesError
 from studies.store import atomic_write_text, jsonable
 
-__all__ = ["FigureDataWarning", "Tables", "build", "figure_configs", "run_studies"]
+__all__ = ["FigureDataWarning", "Tables", "build", "run_studies"]
 
 SIZES: dict[str, dict[str, Any]] = {
     "quick": {},
@@ -40,13 +39,6 @@ def presets_for(backend: str, lm: str | None = None) -> dict[str, dict[str, Any]
     if backend == "sim":
         return PRESETS
     return TINY_PRESETS if lm == "tiny" else LLM_PRESETS
-
-
-def figure_configs(st: StudySpec, backend: str = "sim", lm: str | None = None
-                   ) -> list[tuple[str | None, RunConfig]]:
-    """(variant label or None, RunConfig) for every run of one figure's study spec on a backend: the
-    presets of `presets_for` given to studies.declared.study_configs."""
-    return declared.study_configs(st, presets_for(backend, lm), backend)
 
 
 def sized(st: StudySpec, size: str, backend: str = "sim", lm: str | None = None) -> StudySpec:
@@ -260,7 +252,3 @@ def build(
         gallery(entries, gallery_path, out)
         log(f"gallery: {gallery_path}")
     return done
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()

@@ -14,6 +14,7 @@ from paper_figs import analysis as an
 from paper_figs import plots, style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD
 from paper_figs.specs import FigureSpec
+from studies.fit.sigmoid import SigmoidFit
 
 STUDIES = (JOINT_EASY, JOINT_HARD)
 _CODE = 1_000_000  # cfg = bp * _CODE + n, a numeric key so studies' fit_report can group by configuration
@@ -29,7 +30,7 @@ def joint_report(t):
     fr["undetermined"] = an.undetermined(fr)
     ok = (fr["compute"] > 0) & ~fr["undetermined"]
     lo, hi = np.log2(t["n"].min()), np.log2(t["n"].max())
-    fit = an.SigmoidFit(y_bounds=(lo, hi)).fit(fr.loc[ok, "compute"], np.log2(fr.loc[ok, "n"]))
+    fit = SigmoidFit(y_bounds=(lo, hi)).fit(fr.loc[ok, "compute"], np.log2(fr.loc[ok, "n"]))
     return rep, fr, fit
 
 
