@@ -22,8 +22,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from studies.frontier import fit_report, synthetic_table
-from studies.records import record_breaking
+from studies.fit.frontier import fit_report, synthetic_table
+from studies.fit.records import record_breaking
 
 BUDGET_S = 10.0
 

@@ -21,7 +21,8 @@ COMMAND = ("isocompute sweep n-vs-m --backend llm --lm tiny --n 2,4,8,16 --bp 8 
 
 
 def records(t, budget: float):
-    """seed x n matrix of the record val_mean at compute <= budget (studies.frontier's best-so-far reward)."""
+    """seed x n matrix of the record val_mean at compute <= budget (the best-so-far reward of
+    studies.fit.frontier)."""
     t = t.loc[t["compute"] <= budget * (1 + 1e-9)]
     best = t.groupby(["seed", "n"])["val_mean"].max().reset_index()
     return best.pivot_table(index="seed", columns="n", values="val_mean")

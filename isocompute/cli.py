@@ -34,7 +34,6 @@ LAZY = {
     # aliases of `isocompute report claims` / `isocompute report groupstd`
     "claims": ("isocompute.reports.claims.report", "claims"),
     "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
-    "plan": ("studies.plan", "plan"),
     "predict": ("studies.predict", "predict"),
 }
 
@@ -94,11 +93,6 @@ def _signals_and_warnings() -> Iterator[None]:
         warnings.showwarning = shown
         if main_thread:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-
-def register_lazy(name: str, module: str, attr: str) -> None:
-    """Attach a sub-command that lives in `module` (imported when the command is used)."""
-    LAZY[name] = (module, attr)
 
 
 class _Main(click.Group):

@@ -1,8 +1,9 @@
-"""The only door from the figures to the studies analysis (record-breaking points, sigmoid fits,
-frontier, n*).
+"""What the figures need on top of `studies.fit`: fit reports as the figures use them (memoised, without the
+extrapolation check), the frontier as a table, and table wrangling for plotting (seed means, final values,
+metric@k labels).
 
-Figures never fit anything themselves: fits come from `studies` (records.py, sigmoid.py, frontier.py,
-distribution.py). What lives here is table wrangling for plotting: seed means, final values, metric@k labels.
+Figures never fit anything themselves: record-breaking points, sigmoid fits, frontiers and pass@1 statistics
+come from `studies.fit` (records, sigmoid, frontier, distribution), which figures import directly.
 """
 
 from __future__ import annotations
@@ -10,11 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from studies import frontier as _fr
-from studies.distribution import at_matched_compute, pass1_stats  # noqa: F401  (re-exported for figures)
-from studies.frontier import fixed_batch_optimum, optimal_by_metric, sensitivity, sensitivity_summary  # noqa: F401
-from studies.records import record_breaking  # noqa: F401
-from studies.sigmoid import SigmoidFit, sigmoid  # noqa: F401
+from studies.fit import frontier as _fr
+from studies.fit.sigmoid import SigmoidFit, sigmoid
 
 _REPORTS: dict[tuple, dict] = {}
 _REPORTS_MAX = 256
@@ -23,7 +21,7 @@ _REPORTS_MAX = 256
 def fit_report(
     table: pd.DataFrame, metric: str = "val_mean", by: str = "n", x: str = "compute", smooth: int = 1
 ) -> dict:
-    """`studies.frontier.fit_report` (the `isocompute fit --json` object) without the extrapolation check
+    """`studies.fit.frontier.fit_report` (the `isocompute fit --json` object) without the extrapolation check
     (figures do not show it); `x="tokens"` fits against generated tokens (paper Fig 24).
 
     Memoised on the content of the columns it reads, because a figure and its gallery summary fit the same
@@ -46,7 +44,7 @@ def has_params(params: dict | None) -> bool:
 
 
 def curve(params: dict, compute) -> np.ndarray:
-    """A fitted reward curve R(C) (ScaleRL sigmoid of studies.sigmoid) on the given compute values."""
+    """A fitted reward curve R(C) (ScaleRL sigmoid of studies.fit.sigmoid) on the given compute values."""
     return sigmoid(np.asarray(compute, dtype=float), params["R0"], params["A"], params["C_mid"], params["b"])
 
 
@@ -55,18 +53,15 @@ def nstar_curve(params: dict, compute) -> np.ndarray:
     return 2.0 ** curve(params, compute)
 
 
-EARLY_GAIN = _fr.EARLY_GAIN  # frontier gain share below which n* is 'undetermined' (ties near R0)
-
-
 def undetermined(fr: pd.DataFrame) -> pd.Series:
-    """Frontier points where n* is not yet determined (studies.frontier.undetermined on fr["reward"])."""
+    """Frontier points where n* is not yet determined (studies.fit.frontier.undetermined on fr["reward"])."""
     return pd.Series(_fr.undetermined(fr["reward"]), index=fr.index, dtype=bool)
 
 
 def nstar_fit(report: dict, by: str = "n") -> SigmoidFit | None:
-    """Sigmoid of log2 n* against C (studies.sigmoid.SigmoidFit, bounded by the grid of n, as studies.frontier
-    does) fitted on the determined frontier points only; None without a frontier. A constant n* gives a
-    degenerate fit (ok_ False) whose prediction is that constant."""
+    """Sigmoid of log2 n* against C (studies.fit.sigmoid.SigmoidFit, bounded by the grid of n, as
+    studies.fit.frontier does) fitted on the determined frontier points only; None without a frontier. A
+    constant n* gives a degenerate fit (ok_ False) whose prediction is that constant."""
     fr = frontier_frame(report, by)
     if fr.empty:
         return None
@@ -101,20 +96,12 @@ def seed_mean(
 
 
 def final_values(table: pd.DataFrame, metric: str, by: list[str] | tuple[str, ...] = ("n",)) -> pd.DataFrame:
-    """Per configuration: the metric at the largest compute every run reaches (studies.frontier.final_reward,
-    iso-compute), as columns by + [metric, se, count] (mean and standard error over seeds)."""
+    """Per configuration: the metric at the largest compute every run reaches
+    (studies.fit.frontier.final_reward, iso-compute), as columns by + [metric, se, count] (mean and standard
+    error over seeds)."""
     fr = _fr.final_reward(table, metric, keys=tuple(by))
     fr["se"] = fr["sd"].fillna(0.0) / np.sqrt(fr["n_runs"].clip(lower=1))
     return fr.rename(columns={"reward": metric, "n_runs": "count"}).drop(columns="sd")
-
-
-def n_at(report: dict, compute: float, by: str = "n") -> float:
-    """The frontier's <by> value at the grid point nearest (in log C) to `compute`; nan without a frontier."""
-    fr = frontier_frame(report, by)
-    if fr.empty:
-        return float("nan")
-    i = int(np.argmin(np.abs(np.log(fr["compute"].to_numpy(dtype=float)) - np.log(compute))))
-    return float(fr[by].iloc[i])
 
 
 def k_of(table: pd.DataFrame) -> int | None:

@@ -8,9 +8,7 @@ finished run is never recomputed (`isocompute figs` twice costs only the drawing
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import time
 import warnings
 from collections.abc import Iterable, Mapping
@@ -20,11 +18,10 @@ from typing import Any
 
 from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, TINY_GRID, TINY_PRESETS, FigureSpec, StudySpec
 from studies import declared
-from studies.config import RunConfig, StudiesError
-from studies.declared import import_runs
-from studies.store import atomic_write_text
+from studies.config import StudiesError
+from studies.store import atomic_write_text, jsonable
 
-__all__ = ["FigureDataWarning", "Tables", "build", "import_runs", "run_studies", "study_configs"]
+__all__ = ["FigureDataWarning", "Tables", "build", "run_studies"]
 
 SIZES: dict[str, dict[str, Any]] = {
     "quick": {},
@@ -42,12 +39,6 @@ def presets_for(backend: str, lm: str | None = None) -> dict[str, dict[str, Any]
     if backend == "sim":
         return PRESETS
     return TINY_PRESETS if lm == "tiny" else LLM_PRESETS
-
-
-def study_configs(st: StudySpec, backend: str = "sim", lm: str | None = None
-                  ) -> list[tuple[str | None, RunConfig]]:
-    """(variant label or None, RunConfig) for every run of one study spec (studies.declared)."""
-    return declared.study_configs(st, presets_for(backend, lm), backend)
 
 
 def sized(st: StudySpec, size: str, backend: str = "sim", lm: str | None = None) -> StudySpec:
@@ -79,7 +70,7 @@ def run_studies(
     progress: bool = True,
     reuse: Iterable[Path] = (),
     lm: str | None = None,
-) -> declared.Plan:
+) -> declared.DeclaredRuns:
     """Run every missing run of the figures' studies into one results directory (studies.declared)."""
     return declared.run_studies(studies, results, presets_for(backend, lm), backend, jobs, progress, reuse,
                                 study="paper_figs", desc="figure runs")
@@ -88,8 +79,8 @@ def run_studies(
 class Tables(declared.Tables):
     """studies.declared.Tables whose left-out runs are reported as FigureDataWarning."""
 
-    def __init__(self, results: Path, plan: declared.Plan):
-        super().__init__(results, plan, warning=FigureDataWarning)
+    def __init__(self, results: Path, runs: declared.DeclaredRuns):
+        super().__init__(results, runs, warning=FigureDataWarning)
 
 
 def save(fig, out_dir: Path, fid: str, formats: Iterable[str] = ("png", "pdf")) -> list[Path]:
@@ -121,17 +112,14 @@ def save(fig, out_dir: Path, fid: str, formats: Iterable[str] = ("png", "pdf")) 
     return paths
 
 
-def _clean(obj: Any) -> Any:
-    """Summaries as stable JSON-able values (rounded floats, so rebuilding twice gives the same text)."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, float):
-        return float(f"{obj:.6g}") if math.isfinite(obj) else float("nan")
-    if hasattr(obj, "item"):
-        return _clean(obj.item())
-    return obj
+SUMMARY_DIGITS = 6
+"""Significant digits of a figure's summary numbers, so that rebuilding twice gives the same gallery text."""
+
+
+def plain_summary(summary: Any) -> Any:
+    """A figure's summary as plain values (studies.store.jsonable), floats rounded to SUMMARY_DIGITS; NaN
+    is kept (not strict), since the gallery's `ours` lines format it."""
+    return jsonable(summary, strict=False, digits=SUMMARY_DIGITS)
 
 
 def gallery(entries: list[dict], path: Path, img_dir: Path) -> str:
@@ -146,7 +134,7 @@ def gallery(entries: list[dict], path: Path, img_dir: Path) -> str:
         "each figure needs are declared in its module. One figure: `isocompute figs --only ID` (ids:",
         "`isocompute figs --list`); a new figure = a module with a `SPEC`, named in paper_figs/registry.py.",
         "Conventions: colour = n on one log2 scale in every figure; dashed black = frontier (max over n) of",
-        "the per-n sigmoid fits (studies.frontier); hollow n* points = no n has improved yet (ties).",
+        "the per-n sigmoid fits (studies.fit.frontier); hollow n* points = no n has improved yet (ties).",
         "",
     ]
     for e in entries:
@@ -179,7 +167,7 @@ def _draw(spec: FigureSpec, tables: Tables, out: Path) -> tuple[dict, dict, str 
         fig = spec.make(tables)
         save(fig, out, spec.id)
         plt.close(fig)
-        summ = _clean(spec.summary(tables))
+        summ = plain_summary(spec.summary(tables))
         text = spec.text(tables) if spec.text is not None else None
     entry = {"id": spec.id, "heading": heading(spec), "paper_finding": spec.paper_finding,
              "ours": spec.ours(summ)}
@@ -192,14 +180,15 @@ class _Caught:
     category: type[Warning]
 
 
-def _draw_registered(fid: str, results: Path, plan: dict, out: Path):
+def _draw_registered(fid: str, results: Path, runs: declared.DeclaredRuns, out: Path):
     """Worker: the registry's figure `fid` drawn from its own lazy tables (a fresh process: spawn)."""
     from paper_figs.registry import figures
 
-    return _draw(figures()[fid], Tables(results, plan), out)
+    return _draw(figures()[fid], Tables(results, runs), out)
 
 
-def _draw_all(specs: list[FigureSpec], results: Path, plan: dict, out: Path, jobs: int | None) -> list:
+def _draw_all(specs: list[FigureSpec], results: Path, runs: declared.DeclaredRuns, out: Path,
+              jobs: int | None) -> list:
     """Every figure's _draw result in the order of `specs`. Drawing is serial matplotlib work (~85 s for the
     catalog on this machine), so with jobs > 1 the registry's figures are drawn in a pool of spawned
     processes (each reads the tables it needs; nothing is recomputed); any other spec, or jobs = 1, serially
@@ -209,13 +198,13 @@ def _draw_all(specs: list[FigureSpec], results: Path, plan: dict, out: Path, job
     reg = figures()
     workers = min(jobs or 1, len(specs))
     if workers <= 1 or any(reg.get(s.id) is not s for s in specs):
-        tables = Tables(results, plan)
+        tables = Tables(results, runs)
         return [_draw(s, tables, out) for s in specs]
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        futs = [pool.submit(_draw_registered, s.id, results, plan, out) for s in specs]
+        futs = [pool.submit(_draw_registered, s.id, results, runs, out) for s in specs]
         return [f.result() for f in futs]
 
 
@@ -243,14 +232,14 @@ def build(
     specs = [s for s in specs if backend in s.backends]
     studies = needed_studies(specs, size, backend, lm)
     t0 = time.perf_counter()
-    plan = run_studies(studies, results, backend, jobs, progress, reuse, lm)
+    runs = run_studies(studies, results, backend, jobs, progress, reuse, lm)
     log(
-        f"studies ready in {time.perf_counter() - t0:.1f} s ({sum(len(v) for v in plan.values())} runs, "
+        f"studies ready in {time.perf_counter() - t0:.1f} s ({sum(len(v) for v in runs.values())} runs, "
         f"results in {results})"
     )
     done: dict[str, dict] = {}
     entries = []
-    for spec, (summ, entry, text, seconds, caught) in zip(specs, _draw_all(specs, results, plan, out, jobs),
+    for spec, (summ, entry, text, seconds, caught) in zip(specs, _draw_all(specs, results, runs, out, jobs),
                                                            strict=True):
         for w in caught:  # a worker's warnings (left-out runs), re-issued here in figure order
             warnings.warn(w.message, w.category, stacklevel=2)
@@ -263,7 +252,3 @@ def build(
         gallery(entries, gallery_path, out)
         log(f"gallery: {gallery_path}")
     return done
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()

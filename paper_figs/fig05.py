@@ -9,6 +9,8 @@ from paper_figs import analysis as an
 from paper_figs import style
 from paper_figs.catalog import JOINT_EASY, subset
 from paper_figs.specs import FigureSpec
+from studies.fit.records import record_breaking
+from studies.fit.sigmoid import SigmoidFit
 
 STUDIES = (JOINT_EASY,)
 BP, BIN = 32, 0.01
@@ -17,8 +19,8 @@ BP, BIN = 32, 0.01
 def _points(tables):
     t = subset(tables[JOINT_EASY.name], bp=BP)
     t = t[t["compute"] > 0].assign(pool="all")
-    rec = an.record_breaking(t, "val_mean", bin_width=BIN, run_col="pool")
-    fit = an.SigmoidFit().fit(rec["compute"], rec["val_mean"])
+    rec = record_breaking(t, "val_mean", bin_width=BIN, run_col="pool")
+    fit = SigmoidFit().fit(rec["compute"], rec["val_mean"])
     return t, rec, fit
 
 

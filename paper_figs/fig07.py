@@ -10,7 +10,7 @@ from paper_figs.specs import FigureSpec
 STUDIES = (JOINT_EASY, JOINT_HARD)
 BP = 32
 SMOOTH = 3
-"""Running-average window (grid points) of log2 n*, as the paper plots (studies.frontier `smooth`)."""
+"""Running-average window (grid points) of log2 n*, as the paper plots (studies.fit.frontier `smooth`)."""
 
 
 @style.styled

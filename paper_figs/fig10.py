@@ -8,6 +8,7 @@ from paper_figs import analysis as an
 from paper_figs import style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD
 from paper_figs.specs import FigureSpec
+from studies.fit.frontier import sensitivity, sensitivity_summary
 
 STUDIES = (JOINT_EASY, JOINT_HARD)
 BP_MARKERS = ("o", "s", "^", "D", "v")
@@ -18,9 +19,9 @@ def _final(tables, st):
 
 
 def _ranges(tables, st):
-    """Mean reward range when varying n at fixed bp and bp at fixed n (studies.frontier.sensitivity; Fig 10
-    reports 9.2% vs 1.9% on Easy)."""
-    summ = an.sensitivity_summary(an.sensitivity(tables[st.name], "val_mean", ("n", "bp")))
+    """Mean reward range when varying n at fixed bp and bp at fixed n (studies.fit.frontier.sensitivity;
+    Fig 10 reports 9.2% vs 1.9% on Easy)."""
+    summ = sensitivity_summary(sensitivity(tables[st.name], "val_mean", ("n", "bp")))
     return summ.get("n", float("nan")), summ.get("bp", float("nan"))
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs import analysis as an
 from paper_figs import plots, style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD, pass1_of, subset
 from paper_figs.specs import FigureSpec
+from studies.fit.distribution import at_matched_compute, pass1_stats
 
 STUDIES = (JOINT_EASY, JOINT_HARD)
 BP, N_SMALL, N_LARGE = 32, 8, 128
@@ -32,7 +32,7 @@ def snapshots(tables, st):
     t = t[t["n"].isin([small, large])]
     c = float(t.groupby("n")["compute"].max().min())
     p1 = pass1_of(tables, st.name, t, "train")
-    stats = an.at_matched_compute(an.pass1_stats(p1), c)
+    stats = at_matched_compute(pass1_stats(p1), c)
     run_n = dict(zip(t["run_id"], t["n"], strict=False))
     chosen = stats.set_index("run_id")["compute"]
     key = p1["run_id"].map(chosen)

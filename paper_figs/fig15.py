@@ -9,6 +9,7 @@ from paper_figs import analysis as an
 from paper_figs import plots, style
 from paper_figs.catalog import JOINT_EASY, subset
 from paper_figs.specs import FigureSpec
+from studies.fit.records import record_breaking
 
 STUDIES = (JOINT_EASY,)
 BP, BIN = 32, 0.01
@@ -17,7 +18,7 @@ BP, BIN = 32, 0.01
 def _records(t):
     """Record-breaking points per n, seeds pooled (one curve per n, as in the per-configuration fits)."""
     t = t[t["compute"] > 0].assign(pool=t["n"])
-    return an.record_breaking(t, "val_mean", bin_width=BIN, run_col="pool")
+    return record_breaking(t, "val_mean", bin_width=BIN, run_col="pool")
 
 
 @style.styled

@@ -14,21 +14,23 @@ from paper_figs import analysis as an
 from paper_figs import plots, style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD
 from paper_figs.specs import FigureSpec
+from studies.fit.sigmoid import SigmoidFit
 
 STUDIES = (JOINT_EASY, JOINT_HARD)
 _CODE = 1_000_000  # cfg = bp * _CODE + n, a numeric key so studies' fit_report can group by configuration
 
 
 def joint_report(t):
-    """Frontier over every (bp, n) configuration (studies.frontier with by = configuration) and the sigmoid
-    fit of log2 n* against C (studies.sigmoid.SigmoidFit) on its determined points (analysis.undetermined)."""
+    """Frontier over every (bp, n) configuration (studies.fit.frontier with by = configuration) and the
+    sigmoid fit of log2 n* against C (studies.fit.sigmoid.SigmoidFit) on its determined points
+    (analysis.undetermined)."""
     rep = an.fit_report(t.assign(cfg=t["bp"] * _CODE + t["n"]), by="cfg")
     fr = an.frontier_frame(rep, "cfg")
     fr["bp"], fr["n"] = fr["cfg"] // _CODE, fr["cfg"] % _CODE
     fr["undetermined"] = an.undetermined(fr)
     ok = (fr["compute"] > 0) & ~fr["undetermined"]
     lo, hi = np.log2(t["n"].min()), np.log2(t["n"].max())
-    fit = an.SigmoidFit(y_bounds=(lo, hi)).fit(fr.loc[ok, "compute"], np.log2(fr.loc[ok, "n"]))
+    fit = SigmoidFit(y_bounds=(lo, hi)).fit(fr.loc[ok, "compute"], np.log2(fr.loc[ok, "n"]))
     return rep, fr, fit
 
 

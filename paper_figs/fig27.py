@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from paper_figs import analysis as an
 from paper_figs import style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD, pass1_of, subset
 from paper_figs.fig11 import BP, STUCK, pick_ns
 from paper_figs.specs import FigureSpec
+from studies.fit.distribution import pass1_stats
 
 STUDIES = (JOINT_EASY, JOINT_HARD)
 BINS = np.linspace(0, 1, 11)
@@ -74,7 +74,7 @@ def summary(tables):
         t = subset(tables[st.name], bp=BP)
         for n in pick_ns(t):
             p1 = pass1_of(tables, st.name, t[t["n"] == n], "train")
-            s = an.pass1_stats(p1, zero_tol=STUCK).groupby("compute")["zero_frac"].mean()
+            s = pass1_stats(p1, zero_tol=STUCK).groupby("compute")["zero_frac"].mean()
             out[f"{st.dataset}_n{n}"] = {"zero_first": float(s.iloc[0]), "zero_last": float(s.iloc[-1])}
     return out
 

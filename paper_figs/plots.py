@@ -13,6 +13,8 @@ from matplotlib.lines import Line2D
 
 from paper_figs import analysis as an
 from paper_figs import style
+from studies.fit.frontier import EARLY_GAIN
+from studies.fit.sigmoid import FIT_OK
 
 
 def n_curves(
@@ -29,7 +31,7 @@ def n_curves(
     unit: str = "rollouts",
 ) -> dict | None:
     """Reward vs compute, one colour per n: seed-mean curves (thin), fitted sigmoids (solid) and the frontier
-    (black dashed) of `studies.frontier.fit_report` (paper Fig 6 layout). Returns the report it drew."""
+    (black dashed) of `studies.fit.frontier.fit_report` (paper Fig 6 layout). Returns the report it drew."""
     if table.empty:
         style.empty_panel(ax, "no runs")
         return None
@@ -52,8 +54,8 @@ def n_curves(
         for c in report.get("curves", []):
             g = sm[sm[by] == c[by]]
             # a degenerate fit (too few points) is a constant, not a curve: the seed-mean line above shows
-            # the data, and the frontier uses its record points (studies.frontier)
-            if g.empty or c.get("status", "ok") != "ok" or not an.has_params(c["params"]):
+            # the data, and the frontier uses its record points (studies.fit.frontier)
+            if g.empty or c.get("status", FIT_OK) != FIT_OK or not an.has_params(c["params"]):
                 continue
             cs = np.geomspace(g[x].min(), g[x].max(), 120)
             kw = {"color": style.n_color(c[by])} if by == "n" else {}
@@ -85,7 +87,7 @@ def nstar_panel(
         style.empty_panel(ax, "no frontier")
         return
     y = fr[by + "_smooth"] if by + "_smooth" in fr.columns else fr[by]
-    early = undetermined(fr)
+    early = an.undetermined(fr)
     if color_by_reward:
         norm = style.norm_for(fr["reward"])
         sc = ax.scatter(
@@ -125,8 +127,6 @@ def nstar_panel(
 MIN_R2 = 0.5
 """Sigmoid fits of n* explaining less than half the variance are not drawn (a line through nothing misleads);
 a constant n* (degenerate fit) is drawn as the constant it is."""
-EARLY_GAIN = an.EARLY_GAIN
-undetermined = an.undetermined
 
 
 def fit_handle(label: str = "sigmoid fit of log2 n* (filled points)") -> tuple[Line2D, str]:
@@ -134,14 +134,15 @@ def fit_handle(label: str = "sigmoid fit of log2 n* (filled points)") -> tuple[L
 
 
 def frontier_numbers(report: dict | None, by: str = "n") -> dict:
-    """Gallery numbers of one frontier: n* at the lowest compute where it is determined (see `undetermined`)
-    and at the highest compute of the grid, the reward there, and the r2 of the n* fit."""
+    """Gallery numbers of one frontier: n* at the lowest compute where it is determined (see
+    `analysis.undetermined`) and at the highest compute of the grid, the reward there, and the r2 of the n*
+    fit."""
     fr = an.frontier_frame(report or {}, by)
     nan = float("nan")
     if fr.empty:
         return {"C_lo": nan, "C_hi": nan, "n_lo": nan, "n_hi": nan, "n_max": nan, "R_hi": nan, "r2": nan}
     f = an.nstar_fit(report or {}, by)
-    det = fr[~undetermined(fr)]
+    det = fr[~an.undetermined(fr)]
     det = det if not det.empty else fr
     return {
         "C_lo": float(det["compute"].iloc[0]),
@@ -217,7 +218,7 @@ def nstar_legend(fig, smooth: int = 1) -> None:
     )
 
 
-HOLLOW_LABEL = f"hollow: frontier gain < {int(100 * an.EARLY_GAIN)}%, n* undetermined (ties)"
+HOLLOW_LABEL = f"hollow: frontier gain < {int(100 * EARLY_GAIN)}%, n* undetermined (ties)"
 
 
 def nstar_span(v: dict) -> str:

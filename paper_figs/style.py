@@ -27,7 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator  # noqa: E402
 
-from studies.plots import n_cmap  # noqa: E402, F401  (one colour scale of n for studies and paper_figs)
+from studies.fit.plots import n_cmap  # noqa: E402, F401  (one colour scale of n for studies and paper_figs)
 
 LOG2_N_RANGE = (1.0, 9.0)
 """log2 n mapped onto the colour scale: n = 2 (lightest) .. n = 512 (darkest; larger n are clipped to it)."""

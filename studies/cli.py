@@ -1,9 +1,8 @@
-"""The studies commands of `isocompute` (run, sweep, fit, plot, demo): thin click commands over importable
-functions, so scripts and tests call the same code.
+"""The studies commands of `isocompute` (run, sweep, fit, plot, plan, demo): thin click commands over
+importable functions, so scripts and tests call the same code.
 
 The root group lives above studies, in isocompute/cli.py (docs/DESIGN.md arrows), which also maps every error
-to
-one line and exit code 2. Heavy modules (engines, fitting, plotting) load inside the commands.
+to one line and exit code 2. Heavy modules (engines, fitting, plotting) load inside the commands.
 """
 
 from __future__ import annotations
@@ -132,32 +131,17 @@ def _config(**kw: Any) -> RunConfig:
     return RunConfig(**kw)
 
 
-def _clean(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, NaN/inf to None (strict JSON has no NaN)."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if hasattr(obj, "tolist"):
-        return _clean(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(_clean(obj), allow_nan=False)
-
-
 JSON_STREAM: list[Any] = []
 """Where `emit_json` writes; isocompute/cli.py points it at the real stdout while third-party output (vLLM's
 log lines, C-level prints) is sent to stderr, so `--json` prints exactly one JSON object on stdout."""
 
 
 def emit_json(obj: Any) -> None:
-    """Print `obj` as the command's one JSON object (strict JSON: NaN/inf become null)."""
+    """Print `obj` as the command's one JSON object (studies.store.jsonable, strict: NaN/inf become null)."""
+    from studies.store import jsonable
+
     stream = JSON_STREAM[-1] if JSON_STREAM else sys.stdout
-    stream.write(_dumps(obj) + "\n")
+    stream.write(json.dumps(jsonable(obj), allow_nan=False) + "\n")
     stream.flush()
 
 
@@ -505,12 +489,12 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     """Readable n*(C): one line per frontier grid point (every `every`-th and the last), then the fits."""
     import numpy as np
 
-    from studies.frontier import EARLY_GAIN, undetermined
+    from studies.fit.frontier import EARLY_GAIN, undetermined
 
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
     tie = undetermined([math.nan if f["reward"] is None else f["reward"] for f in frontier])
-    if frontier and all("tie" in f for f in frontier):  # studies.certainty.annotate_report's flags
+    if frontier and all("tie" in f for f in frontier):  # studies.fit.certainty.annotate_report's flags
         tie = np.asarray([bool(f["tie"]) for f in frontier], dtype=bool)
     cert = report.get("certainty") or {}
     keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
@@ -568,7 +552,8 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
 
 def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo
                     ) -> None:
-    """The lines of studies.certainty.assess_table: the answer at the largest compute and how sure it is."""
+    """The lines of studies.fit.certainty.assess_table: the answer at the largest compute and how sure it
+    is."""
     if not cert or cert.get("n_star") is None or cert.get("none_improved"):
         return
     lo, hi = cert.get("reward_interval") or (None, None)
@@ -610,18 +595,19 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     metric = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
-    fit_report = _import("studies.frontier", "fit_report")
+    fit_report = _import("studies.fit.frontier", "fit_report")
     try:
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width, boot=200)
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
-    from studies.certainty import annotate_report
+    from studies.fit.certainty import annotate_report
+    from studies.store import jsonable
 
     annotate_report(report, table, model=table.attrs.get("model"))
     if as_json:
         emit_json(report)
     else:
-        print_fit_report(_clean(report))
+        print_fit_report(jsonable(report))
         for w in report.get("warnings") or []:
             click.echo(f"warning: {w}", err=True)
 
@@ -645,8 +631,8 @@ def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag:
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")  # after reading: bad input leaves nothing
     os.environ.setdefault("MPLBACKEND", "Agg")
-    plot_frontier = _import("studies.plots", "plot_frontier")
-    frontier_fit = _import("studies.frontier", "FrontierFit")
+    plot_frontier = _import("studies.fit.plots", "plot_frontier")
+    frontier_fit = _import("studies.fit.frontier", "FrontierFit")
     try:
         ff = frontier_fit(metric=metric, by=by).fit(table)
         for w in ff.warnings_:  # the same warnings as `fit`
@@ -664,6 +650,53 @@ def plot_title(paths: tuple[Path, ...], metric: str, by: str, table: Any) -> str
     model = table.attrs.get("model")
     return (f"{what}: {metric} by {by}" + (f", {model} preset" if model else "")
             + f" ({table['run_id'].nunique()} runs)")
+
+
+@click.command("plan")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--budget", required=True, help="Target budget C in rollouts, e.g. 4e6 or 2^22.")
+@click.option("--metric", default=None,
+              help="Reward column to maximise (default: val_mean; train_mean for the tabular preset).")
+@click.option("--bp-max", type=int, default=None, help="Most problems per step you can afford (caps bp).")
+@click.option("--max-compute", default=None,
+              help="Use only pilot rows with compute <= this (e.g. 2^15): the pilots as if stopped there.")
+@click.option("--bootstrap", type=click.IntRange(1, 10_000), default=100, show_default=True,
+              help="Bootstrap resamples of runs (1..10000).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+              help="Seed of the bootstrap.")
+@click.option("--warn-factor", type=float, default=None, show_default="4.0 (studies.fit.plan.WARN_FACTOR)",
+              help="Warn when the budget exceeds the pilots' largest compute by more than this factor.")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              help="As for fit: auto, csv, trl, verl, wandb, tensorboard.")
+@click.option("--n", "n_flag", default=None, help="As for fit: n of logs lacking it (per PATH).")
+@click.option("--bp", "bp_flag", default=None, help="As for fit: bp of logs lacking it (per PATH).")
+@click.option("--pool", is_flag=True, help="As for fit: pool runs whose configurations differ.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
+def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int | None,
+         max_compute: str | None, bootstrap: int, seed: int, warn_factor: float | None, fmt: str,
+         n_flag: str | None, bp_flag: str | None, pool: bool, as_json: bool) -> None:
+    """Recommend n, bp and m for a budget from pilot runs (results directories or TRL / verl logs)."""
+    from studies.fit.plan import WARN_FACTOR, make_plan, print_plan
+
+    if bootstrap < 0:
+        raise StudiesError(f"--bootstrap must be >= 0, got {bootstrap}")
+    if bp_max is not None and bp_max < 1:
+        raise StudiesError(f"--bp-max must be positive, got {bp_max}")
+    c = parse_count(budget)
+    cap = None if max_compute is None else parse_count(max_compute)
+    n_list = None if n_flag is None else parse_count_list(n_flag)
+    bp_list = None if bp_flag is None else parse_count_list(bp_flag)
+    metric = resolve_metric(paths, metric)
+    table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric,
+                       "n", pool)
+    out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
+                    warn_factor=WARN_FACTOR if warn_factor is None else warn_factor)
+    if as_json:
+        emit_json(out)
+        return
+    print_plan(out)
+    for w in out["warnings"]:
+        click.echo(f"warning: {w}", err=True)
 
 
 # ----------------------------------------------------------------------------------------------------- demo
@@ -687,13 +720,13 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     """Main job: an n-vs-m study (bp = 32, n = 2..256) with the tabular and interference presets,
     printing each n*(C) table and writing each frontier figure."""
     from studies.executors import run_sweep
-    from studies.store import ResultStore, check_output_dir
+    from studies.store import ResultStore, check_output_dir, jsonable
     from studies.sweeps import build_sweep
 
     check_sweep_size(seeds, [0] * 8)  # n = 2^1..2^8
     jobs = check_jobs(jobs)
     check_output_dir(out_dir)
-    fit_report = _import("studies.frontier", "fit_report")
+    fit_report = _import("studies.fit.frontier", "fit_report")
     for model, metric, claim in DEMO_PRESETS:
         base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512, d_val=256,
                          n_evals=24)
@@ -708,13 +741,13 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
             report = fit_report(table, metric=metric, by="n")
         except ValueError as e:
             raise StudiesError(f"cannot fit {where}: {e}") from None
-        from studies.certainty import annotate_report
+        from studies.fit.certainty import annotate_report
 
         annotate_report(report, table, model=model)
         click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
-        print_fit_report(_clean(report), every=4)
+        print_fit_report(jsonable(report), every=4)
         try:
-            plot_frontier = _import("studies.plots", "plot_frontier")
+            plot_frontier = _import("studies.fit.plots", "plot_frontier")
         except StudiesError:
             continue
         os.environ.setdefault("MPLBACKEND", "Agg")
@@ -723,5 +756,5 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         click.echo(f"figure: {where / 'frontier.png'}")
 
 
-COMMANDS = (run, sweep, fit, plot, demo)
+COMMANDS = (run, sweep, fit, plot, plan, demo)
 """The commands of this module; isocompute/cli.py attaches them to the root group."""

@@ -19,14 +19,16 @@ from typing import Any
 
 import pandas as pd
 
+from isocompute.contract.status import DONE
 from studies.config import RunConfig, StudiesError
 from studies.io import LeftOutRunsWarning
 from studies.store import ResultStore, atomic_write_bytes
 from studies.sweeps import build_sweep
 
 Overrides = tuple[tuple[str, Any], ...]
-Plan = dict[str, list[tuple[str | None, RunConfig]]]
-"""{study name: [(variant label or None, RunConfig), ...]}: what `run_studies` ran."""
+DeclaredRuns = dict[str, list[tuple[str | None, RunConfig]]]
+"""{study name: [(variant label or None, RunConfig), ...]}: the runs `run_studies` declared and ran. (A "plan"
+in this project is the recommendation of `isocompute plan`, studies.fit.plan.make_plan.)"""
 
 POW2 = tuple(2**k for k in range(1, 9))
 """n = 2 .. 256, the default n grid (the paper's 8 .. 2048 scaled to the simulator's budgets)."""
@@ -155,7 +157,7 @@ def import_runs(configs: Iterable[RunConfig], results: Path, reuse: Iterable[Pat
             continue
         for src in sources:
             rec = src.record(rid)
-            if rec is None or rec.get("status") != "done":
+            if rec is None or rec.get("status") != DONE:
                 continue
             dst.runs_dir.mkdir(parents=True, exist_ok=True)
             for path in ("table_path", "pass1_path", "record_path"):
@@ -177,13 +179,13 @@ def run_studies(
     reuse: Iterable[Path] = (),
     study: str = "declared",
     desc: str = "runs",
-) -> Plan:
+) -> DeclaredRuns:
     """Run every missing run of the studies into one results directory; returns each study's runs.
     Failed runs are left out of the tables with a LeftOutRunsWarning naming them."""
     from studies.executors import run_sweep
 
-    plan = {name: study_configs(st, presets, backend) for name, st in studies.items()}
-    configs = [c for runs in plan.values() for _, c in runs]
+    runs = {name: study_configs(st, presets, backend) for name, st in studies.items()}
+    configs = [c for study_runs in runs.values() for _, c in study_runs]
     if reuse:
         import_runs(configs, results, reuse)
     with ResultStore(results, study=study) as store:
@@ -192,7 +194,7 @@ def run_studies(
         rid, why = next(iter(summary.failed.items()))
         warnings.warn(f"{len(summary.failed)} run(s) failed and are left out, e.g. {rid}: {why}",
                       LeftOutRunsWarning, stacklevel=2)
-    return plan
+    return runs
 
 
 class Tables(Mapping):
@@ -203,31 +205,31 @@ class Tables(Mapping):
     shown, not silently dropped). `configs(study)` gives the runs; `extras(study, name)` measurements
     recorded beside the tables (ResultStore.write_extra)."""
 
-    def __init__(self, results: Path, plan: Plan, warning: type[Warning] = LeftOutRunsWarning):
+    def __init__(self, results: Path, runs: DeclaredRuns, warning: type[Warning] = LeftOutRunsWarning):
         self.store = ResultStore(results)
-        self.plan = plan
+        self.runs = runs
         self.warning = warning
         self._cache: dict[str, pd.DataFrame] = {}
 
     def __iter__(self) -> Iterator[str]:
-        for name in self.plan:
+        for name in self.runs:
             yield name
             yield name + ".pass1"
 
     def __len__(self) -> int:
-        return 2 * len(self.plan)
+        return 2 * len(self.runs)
 
     def configs(self, name: str) -> list[tuple[str | None, RunConfig]]:
-        if name not in self.plan:
+        if name not in self.runs:
             raise KeyError(name)
-        return self.plan[name]
+        return self.runs[name]
 
     def done(self, name: str) -> list[tuple[str | None, RunConfig]]:
         """The runs of a study that finished without diverging."""
         out = []
         for label, cfg in self.configs(name):
             rec = self.store.record(cfg.run_id)
-            if rec is not None and rec["status"] == "done":
+            if rec is not None and rec["status"] == DONE:
                 out.append((label, cfg))
         return out
 
@@ -245,11 +247,11 @@ class Tables(Mapping):
             return self._cache[key]
         pass1 = key.endswith(".pass1")
         name = key[: -len(".pass1")] if pass1 else key
-        if name not in self.plan:
+        if name not in self.runs:
             raise KeyError(key)
         done = {c.run_id for _, c in self.done(name)}
         frames, left_out = [], []
-        for label, cfg in self.plan[name]:
+        for label, cfg in self.runs[name]:
             if cfg.run_id not in done:
                 rec = self.store.record(cfg.run_id)
                 left_out.append(f"{cfg.run_id} ({rec['status'] if rec else 'missing'})")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
+from isocompute.contract.status import DIVERGED
 from studies.backends import Adapter, RunOutput, get_backend
 from studies.config import RunConfig, StudiesError
 from studies.store import ResultStore
@@ -459,7 +460,7 @@ def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: Result
             summary.failed[run_id] = (err or "").strip().splitlines()[-1] if err else "unknown error"
         else:
             summary.done += 1
-            if rec["status"] == "diverged":
+            if rec["status"] == DIVERGED:
                 summary.diverged.append(run_id)
         bar.update(1)
         bar.set_postfix(failed=len(summary.failed), diverged=len(summary.diverged), refresh=False)

@@ -18,7 +18,17 @@ import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
-from studies.store import atomic_write_table, finished_records, read_manifest, run_damage
+from studies.store import (
+    DIVERGED,
+    DONE,
+    MANIFEST,
+    RUNS,
+    atomic_write_table,
+    finished_records,
+    read_manifest,
+    run_damage,
+    run_file,
+)
 
 
 class LeftOutRunsWarning(UserWarning):
@@ -82,7 +92,7 @@ def load_table(path: str | Path, include_diverged: bool = False, kind: str = "ta
         raise StudiesError(f"no such file or directory: {p}")
     if fmt not in formats():
         raise StudiesError(f"unknown --format {fmt!r}; use {', '.join(formats())}")
-    if p.is_dir() and ((p / "manifest.json").exists() or (p / "runs").is_dir()) and fmt in ("auto", "csv"):
+    if p.is_dir() and ((p / MANIFEST).exists() or (p / RUNS).is_dir()) and fmt in ("auto", "csv"):
         return _load_dir(p, include_diverged, kind)
     reader = _pick_reader(p, fmt)
     if reader is None:
@@ -222,22 +232,22 @@ def _read_plain(p: Path) -> pd.DataFrame:
 
 
 def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
-    if not (root / "runs").is_dir() and not (root / "manifest.json").exists():
+    if not (root / RUNS).is_dir() and not (root / MANIFEST).exists():
         raise StudiesError(f"{root} is not a results directory (no manifest.json or runs/)")
     records = finished_records(root)
     manifest = read_manifest(root)
     if manifest is None:
-        warnings.warn(f"{root / 'manifest.json'} is damaged; using the run records (a sweep into {root} "
+        warnings.warn(f"{root / MANIFEST} is damaged; using the run records (a sweep into {root} "
                       "rebuilds it)", LeftOutRunsWarning, stacklevel=3)
         manifest = {}
     manifest_runs = manifest.get("runs", {})
-    damaged = {r: why for r, rec in records.items() if (why := run_damage(root / "runs", rec)) is not None}
+    damaged = {r: why for r, rec in records.items() if (why := run_damage(root / RUNS, rec)) is not None}
     if damaged:
         shown = [f"{r} ({why})" for r, why in damaged.items()]
         warnings.warn(f"left out {len(damaged)} damaged run(s) (rerun the sweep to repair them): "
                       f"{_names(shown)}", LeftOutRunsWarning, stacklevel=3)
         records = {r: rec for r, rec in records.items() if r not in damaged}
-    diverged = sorted(r for r, rec in records.items() if rec["status"] == "diverged")
+    diverged = sorted(r for r, rec in records.items() if rec["status"] == DIVERGED)
     unfinished = sorted(set(manifest_runs) - set(records) - set(damaged))
     if diverged and not include_diverged:
         steps = {r: records[r].get("diverged_step") for r in diverged}
@@ -247,9 +257,8 @@ def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
     if unfinished:
         warnings.warn(f"left out {len(unfinished)} unfinished run(s): {_names(unfinished)}",
                       LeftOutRunsWarning, stacklevel=2)
-    keep = sorted(r for r, rec in records.items() if include_diverged or rec["status"] == "done")
-    suffix = ".parquet" if kind == "table" else ".pass1.parquet"
-    frames = [pd.read_parquet(root / "runs" / f"{r}{suffix}") for r in keep]
+    keep = sorted(r for r, rec in records.items() if include_diverged or rec["status"] == DONE)
+    frames = [pd.read_parquet(run_file(root / RUNS, r, kind)) for r in keep]
     if not frames:
         raise StudiesError(f"{root} holds no finished runs")
     table = pd.concat(frames, ignore_index=True)
@@ -289,7 +298,7 @@ def default_metric(paths: Iterable[str | Path]) -> tuple[str, str | None]:
     found: set[str] = set()
     for path in paths:
         p = Path(path)
-        if not (p.is_dir() and (p / "manifest.json").exists()):
+        if not (p.is_dir() and (p / MANIFEST).exists()):
             found.add(DEFAULT_METRIC)
             continue
         runs = (read_manifest(p) or {}).get("runs", {})

@@ -169,7 +169,7 @@ class SignalRule:
     crossings_: dict = field(default_factory=dict)
 
     def fit(self, table: pd.DataFrame, frontier=None) -> SignalRule:
-        from studies.frontier import FrontierFit, undetermined
+        from studies.fit.frontier import FrontierFit, undetermined
 
         if ZVF not in table.columns:
             raise StudiesError(f"the signal rule needs the {ZVF} column (TRL: frac_reward_zero_std)")
@@ -233,7 +233,7 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
                        by: str = "n", octaves: int = GRID_OCTAVES) -> dict[str, Any]:
     """The `isocompute predict --json` object from pilot runs: n*(C) on `prediction_grid(budget)` by `rule`,
     the other rule's prediction beside it, and the pilot statistics it used."""
-    from studies.frontier import FrontierFit, _params_json
+    from studies.fit.frontier import FrontierFit, _params_json
 
     if rule not in RULES:
         raise StudiesError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
@@ -294,7 +294,7 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
     if "val_zero_frac" in table.columns:
         last = table.sort_values("compute").groupby(by)["val_zero_frac"].last()
         out["pilots"]["val_zero_frac_final"] = {str(_int(k)): float(v) for k, v in last.items()}
-    from studies.certainty import final_slopes
+    from studies.fit.certainty import final_slopes
 
     slope = {str(_int(k)): v for k, v in final_slopes(table, metric, by).items()}
     if slope:
@@ -304,10 +304,10 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
 
 
 def prediction_certainty(rep: dict[str, Any], table: pd.DataFrame, ff, by: str = "n") -> dict[str, Any]:
-    """How sure a prediction is (studies.certainty): the pilots' own frontier (ties, none improved, the flat
-    set at their largest compute), the predicted n* at the budget on the grid's edge, and whether the two
+    """How sure a prediction is (studies.fit.certainty): the pilots' own frontier (ties, none improved, the
+    flat set at their largest compute), the predicted n* at the budget on the grid's edge, and whether the two
     rules agree at the budget (more than HIT_STEPS grid steps apart: the prediction is uncertain)."""
-    from studies.certainty import assess_table, edge_note, grid_edge
+    from studies.fit.certainty import assess_table, edge_note, grid_edge
 
     metric = rep["metric"]
     cert = assess_table(table, metric, by, rep["pilots"]["max_compute"], ff.frontier_["reward"].tolist(),
@@ -336,7 +336,7 @@ def prediction_certainty(rep: dict[str, Any], table: pd.DataFrame, ff, by: str =
 # ---------------------------------------------------------------------------------------------- evaluate
 def swept_n_star(table: pd.DataFrame, C: np.ndarray, metric: str = "val_mean", by: str = "n") -> np.ndarray:
     """The swept n*(C) of full-budget runs: the frontier of `FrontierFit` at the computes C."""
-    from studies.frontier import FrontierFit
+    from studies.fit.frontier import FrontierFit
 
     ff = FrontierFit(metric=metric, by=by).fit(table)
     v = ff.n_star_at(C)[by].to_numpy()

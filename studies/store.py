@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 import subprocess
@@ -29,14 +30,26 @@ import time
 import warnings
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from studies.backends import RunOutput
+from isocompute.contract.status import DIVERGED, DONE, FAILED, FINISHED, PENDING
 from studies.config import RunConfig, StudiesError
 
-FINISHED = ("done", "diverged")
+if TYPE_CHECKING:
+    from studies.backends import RunOutput
+
+DAMAGED = "damaged"
+"""The manifest's status of a run whose files do not match its record (run again by the next sweep); the
+other run statuses (DONE, DIVERGED, FINISHED, PENDING, FAILED) are the contract's, re-exported here."""
+
+RUNS = "runs"
+MANIFEST = "manifest.json"
+RUN_FILES = {"table": ".parquet", "pass1": ".pass1.parquet", "record": ".json"}
+"""The layout of a results directory (docs/CONTRACTS.md), spelled here only: DIR/manifest.json and, per
+run, DIR/runs/<run_id> + the suffix of each kind of file (learning-curve table, pass@1 snapshots, status
+record)."""
 _TMP_SUFFIX = ".tmp"
 
 
@@ -64,8 +77,35 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def jsonable(obj: Any, strict: bool = True, digits: int | None = None) -> Any:
+    """`obj` as plain JSON values: the one conversion every JSON writer and `--json` command uses. Mappings
+    (keys as str), lists and tuples (as lists), numpy scalars and arrays (as Python numbers and lists);
+    None, str, int and bool as they are; anything else (a Path) as its str. `digits`: finite floats rounded to
+    that many significant digits, so text built from them is the same on every rebuild.
+
+    Non-finite floats (NaN, +-inf): `strict` (the default) makes them None, because strict JSON has no NaN and
+    `--json` output must parse in any language; strict=False keeps them, for what only Python reads back
+    (json writes NaN / Infinity and reads the same floats): the store's records and extras (a gradient noise
+    scale of inf round-trips) and the figures' summaries (whose gallery text formats NaN as "nan")."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v, strict, digits) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v, strict, digits) for v in obj]
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return jsonable(obj.tolist(), strict, digits)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None if strict else obj
+        return float(f"{obj:.{digits}g}") if digits else obj
+    if obj is None or isinstance(obj, str | int):
+        return obj
+    return str(obj)
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True, default=_jsonable) + "\n").encode())
+    """`obj` as indented JSON with sorted keys (jsonable, non-strict: a stored NaN reads back as NaN)."""
+    text = json.dumps(jsonable(obj, strict=False), indent=1, sort_keys=True)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -175,12 +215,6 @@ def check_output_file(path: str | os.PathLike | None, what: str = "--out",
     return p
 
 
-def _jsonable(o: Any) -> Any:
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    return str(o)
-
-
 def versions() -> dict[str, str]:
     """Versions of the packages that shape the numbers (recorded in the manifest for reproducibility)."""
     out = {"python": platform.python_version()}
@@ -210,8 +244,8 @@ class ResultStore:
 
     def __init__(self, root: str | os.PathLike, study: str | None = None):
         self.root = Path(root)
-        self.runs_dir = self.root / "runs"
-        self.manifest_path = self.root / "manifest.json"
+        self.runs_dir = self.root / RUNS
+        self.manifest_path = self.root / MANIFEST
         self.study = study
         self._lock_fh = None
         self.manifest: dict[str, Any] = {}
@@ -275,7 +309,7 @@ class ResultStore:
         """Make the manifest agree with the status records (the source of truth for finished runs)."""
         runs = self.manifest["runs"]
         self.damaged = {}
-        for rec_path in sorted(self.runs_dir.glob("*.json")):
+        for rec_path in sorted(self.runs_dir.glob("*" + RUN_FILES["record"])):
             rec = self._load_record(rec_path)
             if rec is None:
                 continue
@@ -286,12 +320,12 @@ class ResultStore:
             why = self.damage(rec["run_id"], rec)
             if why is not None:
                 self.damaged[rec["run_id"]] = why
-                entry.update(status="damaged", damage=why)
+                entry.update(status=DAMAGED, damage=why)
             else:
                 entry.pop("damage", None)
         for run_id, entry in runs.items():
             if entry.get("status") in FINISHED and not self.record_path(run_id).exists():
-                entry["status"] = "pending"  # its record vanished (deleted by hand or --force interrupted)
+                entry["status"] = PENDING  # its record vanished (deleted by hand or --force interrupted)
         if self.damaged:
             shown = [f"{r} ({why})" for r, why in self.damaged.items()]
             warnings.warn(f"{len(self.damaged)} damaged run(s) in {self.root} are treated as unfinished "
@@ -300,13 +334,13 @@ class ResultStore:
 
     # -- paths and queries ----------------------------------------------------------------------------------
     def table_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.parquet"
+        return run_file(self.runs_dir, run_id, "table")
 
     def pass1_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.pass1.parquet"
+        return run_file(self.runs_dir, run_id, "pass1")
 
     def record_path(self, run_id: str) -> Path:
-        return self.runs_dir / f"{run_id}.json"
+        return run_file(self.runs_dir, run_id, "record")
 
     @staticmethod
     def _load_record(path: Path) -> dict[str, Any] | None:
@@ -336,7 +370,7 @@ class ResultStore:
     def finished_runs(self) -> dict[str, str]:
         """{run_id: status} of every run with a status record ("done" or "diverged") that its files match,
         in run_id order."""
-        recs = (self._load_record(p) for p in sorted(self.runs_dir.glob("*.json")))
+        recs = (self._load_record(p) for p in sorted(self.runs_dir.glob("*" + RUN_FILES["record"])))
         return {r["run_id"]: r["status"] for r in recs
                 if r is not None and self.damage(r["run_id"], r) is None}
 
@@ -380,7 +414,7 @@ class ResultStore:
             entry = runs.setdefault(cfg.run_id, {})
             entry["config"] = cfg.to_dict()
             if entry.get("status") not in FINISHED:
-                entry["status"] = "pending"
+                entry["status"] = PENDING
         self.write_manifest()
 
     def invalidate(self, run_id: str) -> None:
@@ -390,12 +424,12 @@ class ResultStore:
         _fsync_dir(self.runs_dir)
         self._checked.pop(run_id, None)
         if run_id in self.manifest["runs"]:
-            self.manifest["runs"][run_id]["status"] = "pending"
+            self.manifest["runs"][run_id]["status"] = PENDING
 
     def write_run(self, cfg: RunConfig, out: RunOutput, wall_s: float | None = None) -> dict[str, Any]:
         """Store one finished run: tables first, the status record last; then update the manifest."""
         run_id = cfg.run_id
-        status = "diverged" if out.status == "diverged" else "done"
+        status = DIVERGED if out.status == DIVERGED else DONE
         if "run_id" not in out.table.columns or (out.table["run_id"] != run_id).any():
             raise RuntimeError(f"adapter returned a table whose run_id is not {run_id}")
         # A rerun of a damaged run: its old record goes first, so a crash never pairs it with new tables.
@@ -434,19 +468,24 @@ class ResultStore:
     def mark_failed(self, cfg: RunConfig, error: str) -> None:
         """A run that raised: noted in the manifest (not finished, so a rerun retries it)."""
         entry = self.manifest["runs"].setdefault(cfg.run_id, {"config": cfg.to_dict()})
-        entry["status"] = "failed"
+        entry["status"] = FAILED
         entry["error"] = error.strip().splitlines()[-1][:500] if error.strip() else "unknown error"
         self.write_manifest()
 
 
 # ---------------------------------------------------------------------------------- reading and verifying
+def run_file(runs_dir: Path | str, run_id: str, kind: str) -> Path:
+    """The file of one run in a results directory's runs/ folder: kind "table", "pass1" or "record"."""
+    return Path(runs_dir) / f"{run_id}{RUN_FILES[kind]}"
+
+
 def _names(ids: list[str], most: int = 8) -> str:
     return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:
     """DIR/manifest.json as a dict ({} when absent), or None when it is damaged (not JSON, wrong shape)."""
-    path = Path(root) / "manifest.json"
+    path = Path(root) / MANIFEST
     if not path.exists():
         return {}
     try:
@@ -469,13 +508,13 @@ def load_record(path: Path) -> dict[str, Any] | None:
         return None
     if not (isinstance(rec, dict) and rec.get("status") in FINISHED and isinstance(rec.get("run_id"), str)):
         return None
-    return rec if Path(path).name == f"{rec['run_id']}.json" else None
+    return rec if Path(path).name == rec["run_id"] + RUN_FILES["record"] else None
 
 
 def finished_records(root: Path) -> dict[str, dict[str, Any]]:
     """{run_id: record} of every status record of a results directory, in run_id order (unverified)."""
     out = {}
-    for p in sorted((Path(root) / "runs").glob("*.json")):
+    for p in sorted((Path(root) / RUNS).glob("*" + RUN_FILES["record"])):
         rec = load_record(p)
         if rec is not None:
             out[rec["run_id"]] = rec
@@ -491,8 +530,7 @@ def run_damage(runs_dir: Path, rec: dict[str, Any]) -> str | None:
     import pyarrow.parquet as pq
 
     run_id = rec["run_id"]
-    runs_dir = Path(runs_dir)
-    paths = {"table": runs_dir / f"{run_id}.parquet", "pass1": runs_dir / f"{run_id}.pass1.parquet"}
+    paths = {kind: run_file(runs_dir, run_id, kind) for kind in ("table", "pass1")}
     files = rec.get("files")
     for kind, path in paths.items():
         if not path.is_file():

@@ -64,7 +64,7 @@ def imported_modules(path: Path) -> set[str]:
             subs = [f"{node.module}.{a.name}" for a in node.names if is_module(f"{node.module}.{a.name}")]
             names = subs if len(subs) == len(node.names) else [node.module, *subs]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            # "studies.plots" passed to importlib / a lazy registry; "isocompute.json" is a file name, and
+            # "studies.fit.plots" passed to importlib / a lazy registry; "isocompute.json" is a file name, and
             # only an existing module of ours counts
             if "." in node.value and " " not in node.value and is_module(node.value):
                 names = [node.value]

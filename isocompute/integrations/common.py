@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -124,21 +124,6 @@ def _tokens(C: np.ndarray, length: np.ndarray) -> np.ndarray:
     prev = np.concatenate([[0.0], C[has][:-1]])
     cum = np.cumsum(length[has] * (C[has] - prev))
     return np.interp(C, C[has], cum)
-
-
-def unique_run_ids(tables: Iterable[pd.DataFrame]) -> list[pd.DataFrame]:
-    """Tables of several logs with distinct run_ids (a second `checkpoint-500` becomes `checkpoint-500#2`)."""
-    seen: dict[str, int] = {}
-    out = []
-    for t in tables:
-        t = t.copy()
-        names = {}
-        for rid in t["run_id"].unique():
-            seen[rid] = seen.get(rid, 0) + 1
-            names[rid] = rid if seen[rid] == 1 else f"{rid}#{seen[rid]}"
-        t["run_id"] = t["run_id"].map(names)
-        out.append(t)
-    return out
 
 
 def files_under(root: Path, pattern: str, depth: int = 4) -> list[Path]:

@@ -17,8 +17,15 @@ from paper_figs import build, style
 from paper_figs.catalog import FIXED_EASY, JOINT_EASY
 from paper_figs.registry import figures
 from paper_figs.specs import StudySpec
+from studies import declared
 
 REG = figures()
+
+
+def runs_of(st: StudySpec, backend: str = "sim", lm: str | None = None):
+    """(variant label, RunConfig) of every run of one figure's study: studies.declared.study_configs with the
+    figures' presets for the backend."""
+    return declared.study_configs(st, build.presets_for(backend, lm), backend)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +70,8 @@ def test_figure_draws_with_shared_style(fid, synth_tables):
 @pytest.mark.parametrize("fid", list(REG))
 def test_summary_numbers_are_deterministic_text(fid, synth_tables):
     spec = REG[fid]
-    s1 = build._clean(spec.summary(synth_tables(fid)))
-    s2 = build._clean(spec.summary(synth_tables(fid)))
+    s1 = build.plain_summary(spec.summary(synth_tables(fid)))
+    s2 = build.plain_summary(spec.summary(synth_tables(fid)))
     line = spec.ours(s1)
     assert line == spec.ours(s2)
     assert isinstance(line, str) and any(ch.isdigit() for ch in line) and line.endswith(".")
@@ -91,17 +98,17 @@ def test_log2_axis_ticks_are_powers_of_two():
 
 
 def test_study_configs_expand_grids_presets_and_variants():
-    joint = build.study_configs(JOINT_EASY)
+    joint = runs_of(JOINT_EASY)
     # bp in {8, 32, 128}, n = 2..256 with bp * n <= 8192 -> 8 + 8 + 6 pairs, 2 seeds
     assert len(joint) == 22 * JOINT_EASY.seeds
     assert {c.model for _, c in joint} == {"interference"}
     assert max(c.bp * c.n for _, c in joint) <= 8192
-    fixed = build.study_configs(FIXED_EASY)
+    fixed = runs_of(FIXED_EASY)
     assert {c.bp * c.n for _, c in fixed} == set(FIXED_EASY.batch)
     base = REG["fig26"].studies[0]
-    runs = {(label, c.n, c.n_est) for label, c in build.study_configs(base)}
+    runs = {(label, c.n, c.n_est) for label, c in runs_of(base)}
     assert ("16/64 (decoupled)", 16, 64) in runs and ("64/64", 64, 0) in runs
-    models = {label: c for label, c in build.study_configs(REG["fig12"].studies[0])}
+    models = {label: c for label, c in runs_of(REG["fig12"].studies[0])}
     assert models["linear"].model == "linear"
     assert dict(models["interference, share 0.5"].options) == {"share": 0.5}
 
@@ -122,7 +129,7 @@ def test_every_figure_declares_its_studies_consistently():
     studies = build.needed_studies(REG.values())
     assert "joint-easy" in studies and "headline-tabular" in studies
     for st in studies.values():  # every declared study expands into valid RunConfigs
-        assert build.study_configs(st)
+        assert runs_of(st)
 
 
 def test_gallery_is_generated_and_stable(tmp_path):
@@ -155,12 +162,13 @@ def test_every_study_config_is_accepted_by_the_sim_backend():
     sim = get_backend("sim")
     for spec in REG.values():
         for st in build.needed_studies([spec]).values():
-            for _, cfg in build.study_configs(st):
+            for _, cfg in runs_of(st):
                 sim.validate(cfg)
 
 
 def test_import_runs_copies_only_finished_runs(tmp_path):
     from studies.config import RunConfig
+    from studies.declared import import_runs
 
     src, dst = tmp_path / "src", tmp_path / "dst"
     (src / "runs").mkdir(parents=True)
@@ -171,12 +179,12 @@ def test_import_runs_copies_only_finished_runs(tmp_path):
             pd.DataFrame({"run_id": [cfg.run_id]}).to_parquet(src / "runs" / f"{cfg.run_id}{suffix}")
         rec = f'{{"run_id": "{cfg.run_id}", "status": "{status}"}}'
         (src / "runs" / f"{cfg.run_id}.json").write_text(rec)
-    assert build.import_runs([done, div], dst, [src]) == 1
+    assert import_runs([done, div], dst, [src]) == 1
     assert (dst / "runs" / f"{done.run_id}.json").exists() and (
         dst / "runs" / f"{done.run_id}.parquet"
     ).exists()
     assert not (dst / "runs" / f"{div.run_id}.json").exists()
-    assert build.import_runs([done], dst, [src]) == 0  # already present: nothing copied twice
+    assert import_runs([done], dst, [src]) == 0  # already present: nothing copied twice
 
 
 @pytest.mark.slow
@@ -252,7 +260,7 @@ def test_llm_backend_builds_the_figures_that_apply_and_refuses_the_rest(tmp_path
                        jobs=1, progress=False, log=logs.append)
     assert list(done) == ["fig24"] and (tmp_path / "img" / "fig24.png").exists()
     assert any(line.startswith("fig06: refused: ") and "sim backend" in line for line in logs)
-    cfgs = build.study_configs(build.sized(REG["fig24"].studies[0], "quick", "llm"), "llm")
+    cfgs = runs_of(build.sized(REG["fig24"].studies[0], "quick", "llm"), "llm")
     assert sorted(c.n for _, c in cfgs) == [2, 4, 8] and {c.bp for _, c in cfgs} == {4}
     assert all(c.option("engine") == "vllm" and c.option("response_len") is None for _, c in cfgs)
 

@@ -1,6 +1,6 @@
 """`isocompute report claims --quick` (issue 4, 10): one command writes a report with a verdict for the theory
 and every finding 1-11 of docs/PAPER.md, each backed by numbers; the numbers are those of the runs in its
-results directory, and n* is the frontier of studies.frontier (the estimator of `isocompute fit`)."""
+results directory, and n* is the frontier of studies.fit.frontier (the estimator of `isocompute fit`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from isocompute.reports.claims.common import PRESETS, n_star_rows
 from isocompute.reports.claims.nstar import f1_measure, theory_measure
 from isocompute.reports.claims.report import studies_of
 from studies.declared import Tables, study_configs
-from studies.frontier import fit_report
+from studies.fit.frontier import fit_report
 
 pytestmark = pytest.mark.slow  # one whole quick report (~40 s on one core), shared by the module
 

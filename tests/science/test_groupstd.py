@@ -26,8 +26,8 @@ from isocompute.reports.claims.groupstd import (
     verdict,
 )
 from isocompute.reports.claims.wgain import w_gain
-from studies.frontier import run_rewards
-from studies.sigmoid import sigmoid
+from studies.fit.frontier import run_rewards
+from studies.fit.sigmoid import sigmoid
 
 
 def _arm(diff: float, half: float, growth: float = 8.0) -> dict:

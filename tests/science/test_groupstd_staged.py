@@ -22,7 +22,7 @@ def test_staged_build_reads_out_as_the_full_grid(tmp_path):
         assert [r["per_n"] for r in a["rows"]] == [r["per_n"] for r in b["rows"]]
         assert a["stars"] == b["stars"] and a["stars_ci"] == b["stars_ci"]
     assert full["verdict"] == staged["verdict"]
-    runs = sum(len(v) for v in t.plan.values())
+    runs = sum(len(v) for v in t.runs.values())
     assert runs < full["wall"]["runs"]  # the reported seeds ran at the chosen lrs only
 
 

@@ -15,7 +15,7 @@ from isocompute.reports.claims.mechanisms import (
     rises,
     spec,
 )
-from studies.sigmoid import sigmoid
+from studies.fit.sigmoid import sigmoid
 
 LRS = (1e-3, 1e-2, 1e-1)
 SIZE = Size(ns=(2, 8, 32, 128), budget=2**16, seeds=6, tune=2, d=64)

@@ -244,7 +244,7 @@ def test_fit_on_a_results_directory_names_left_out_diverged_runs(tmp_path):
 def test_fit_table_marks_undetermined_ties(tmp_path):
     """Before any curve has gained 10% of the frontier's total gain, all n tie near R0 and the printed n* is
     arbitrary: those rows say (tie), later rows do not, and a footnote explains the mark."""
-    from studies.frontier import EARLY_GAIN, synthetic_table, undetermined
+    from studies.fit.frontier import EARLY_GAIN, synthetic_table, undetermined
 
     # r0 = 0.2, total gain 0.8: undetermined below 0.28
     mask = undetermined([0.2, 0.21, 0.27, 0.29, 1.0])

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from studies_fakes import register
 
 from isocompute.cli import main
-from studies.frontier import synthetic_table
+from studies.fit.frontier import synthetic_table
 
 register()
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,9 +62,9 @@ def test_1_tabular_reads_train_mean_and_a_metric_that_never_moves_is_all_tie(tab
 
 
 def test_1_plot_draws_no_n_star_sigmoid_for_a_degenerate_fit(tabular_dir):
-    from studies.frontier import FrontierFit
+    from studies.fit.frontier import FrontierFit
+    from studies.fit.plots import plot_frontier
     from studies.io import load_table
-    from studies.plots import plot_frontier
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -110,7 +110,7 @@ def test_2_plan_recommended_set_contains_the_swept_n_star(tmp_path):
     """Pilots stopped at 1/16 of the budget (large n still rising there): the recommended set must hold
     the n* that the full curves give at the budget, as in the issue's demo case."""
     path, full = _rising_table(tmp_path)
-    from studies.frontier import FrontierFit
+    from studies.fit.frontier import FrontierFit
 
     budget = 2**19
     truth = FrontierFit(metric="val_mean").fit(full).n_star_at(budget)["n"].iloc[0]
@@ -285,7 +285,7 @@ def test_9_minor_ones(tmp_path):
 
 
 def test_9_bounded_parameter_warnings_name_r0_too():
-    from studies.frontier import FrontierFit
+    from studies.fit.frontier import FrontierFit
 
     t = synthetic_table({2: (0.0, 1.0, 1e5, 1.5), 8: (0.0, 1.0, 1e6, 1.5)}, seeds=2, c_max=1e6, noise=0.0)
     ff = FrontierFit(metric="val_mean").fit(t)

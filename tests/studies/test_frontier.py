@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.frontier import FrontierFit, extrapolation_check, fit_report, n_star_table, synthetic_table
-from studies.sigmoid import SigmoidFit, sigmoid
+from studies.fit.frontier import FrontierFit, extrapolation_check, fit_report, n_star_table, synthetic_table
+from studies.fit.sigmoid import SigmoidFit, sigmoid
 
 BP = 32
 SPECS = {  # n: (R0, A, C_mid, b); larger n starts slower and plateaus higher, so n*(C) rises with C
@@ -353,7 +353,7 @@ def test_extrapolation_within_a_step_on_average_but_off_at_the_largest_c_is_not_
 
 def test_flat_n_star_fit_is_reported_as_flat_and_printed_so():
     from studies.cli import print_fit_report
-    from studies.frontier import n_star_shape
+    from studies.fit.frontier import n_star_shape
 
     flat = {n: (0.2, 0.6 - 0.02 * i, 1e4, 1.5) for i, n in enumerate((4, 8, 16, 32))}  # n = 4 wins everywhere
     rep = fit_report(synthetic_table(flat, seeds=2, points=40, bp=BP, rng=np.random.default_rng(0)))

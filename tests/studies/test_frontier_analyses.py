@@ -6,15 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.distribution import at_matched_compute, pass1_stats
-from studies.frontier import (
+from studies.fit.distribution import at_matched_compute, pass1_stats
+from studies.fit.frontier import (
     final_reward,
     fixed_batch_optimum,
     optimal_by_metric,
     sensitivity,
     sensitivity_summary,
 )
-from studies.sigmoid import sigmoid
+from studies.fit.sigmoid import sigmoid
 
 
 def _runs(final_of, bps, ns, seeds=2, points=5, budget=1e6, cols=("val_mean",)):

@@ -1,4 +1,4 @@
-"""Seed-bootstrap interval of n*(C) (studies/bootstrap.py, issue 25) on synthetic curves with a known n*.
+"""Seed-bootstrap interval of n*(C) (studies/fit/bootstrap.py, issue 25) on synthetic curves with a known n*.
 
 Tolerances: the vectorised refit must give the n* of `FrontierFit` refitted on the same resampled seeds on
 >= 90% of (replicate, budget) cells (the two optimisers start differently: three grid starts vs the point
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.bootstrap import bootstrap_n_star, seed_weights, summarise
-from studies.frontier import FrontierFit, synthetic_table
-from studies.sigmoid import sigmoid
+from studies.fit.bootstrap import bootstrap_n_star, seed_weights, summarise
+from studies.fit.frontier import FrontierFit, synthetic_table
+from studies.fit.sigmoid import sigmoid
 
 BP = 32
 SPECS = {  # as tests/studies/test_frontier.py: n*(C) rises from 4 to 64

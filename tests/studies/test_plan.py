@@ -1,4 +1,4 @@
-"""`isocompute plan` (studies.plan): recommendations from pilot runs whose true curves are known."""
+"""`isocompute plan` (studies.fit.plan): recommendations from pilot runs whose true curves are known."""
 
 import json
 
@@ -8,9 +8,9 @@ from click.testing import CliRunner
 
 from isocompute.cli import main
 from studies.config import StudiesError
-from studies.frontier import synthetic_table
-from studies.plan import make_plan
-from studies.sigmoid import sigmoid
+from studies.fit.frontier import synthetic_table
+from studies.fit.plan import make_plan
+from studies.fit.sigmoid import sigmoid
 
 # larger n: higher plateau, reached later -> the compute-optimal n grows with C (docs/PAPER.md finding 1)
 SPECS = {2: (0.1, 0.55, 2e3, 1.5), 4: (0.1, 0.65, 5e3, 1.5), 8: (0.1, 0.75, 1.5e4, 1.5),

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.records import record_breaking
+from studies.fit.records import record_breaking
 
 
 def _run(values, run="r", compute=None):

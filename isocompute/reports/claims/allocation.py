@@ -23,7 +23,7 @@ from isocompute.reports.claims.common import (
     yes,
 )
 from studies.declared import StudySpec, Tables
-from studies.frontier import FrontierFit, run_rewards, sensitivity, sensitivity_summary
+from studies.fit.frontier import FrontierFit, run_rewards, sensitivity, sensitivity_summary
 
 METRICS = ("best_k", "worst_k", "mean")
 

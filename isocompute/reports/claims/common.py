@@ -4,10 +4,10 @@ Conventions (issue 4, kept): seeds are paired across n (seed s uses problem_seed
 problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
 seeds. "record" reward = a run's best-so-far value up to a budget (the record-breaking envelope the paper
 fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always the frontier of
-`studies.frontier.FrontierFit` (the estimator of `isocompute fit` and the gallery) at the budgets shown.
+`studies.fit.frontier.FrontierFit` (the estimator of `isocompute fit` and the gallery) at the budgets shown.
 Issue 25: every choice (an lr, a base lr, the best small and large n of a contrast) is made on seeds that are
 not reported (isocompute/reports/claims/selection.py), growth is directional (last / first), and n* tables
-carry the seed-bootstrap interval of studies/bootstrap.py.
+carry the seed-bootstrap interval of studies/fit/bootstrap.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pandas as pd
 from isocompute.reports.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
 from studies.declared import CPU_LLM, StudySpec, Tables
-from studies.frontier import FrontierFit, run_rewards
+from studies.fit.frontier import FrontierFit, run_rewards
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "not applicable to a simulator", "measured")
 
@@ -274,13 +274,13 @@ def n_star_rows(
     boot: int = 0,
 ) -> list[dict]:
     """Per budget: n* of the FrontierFit frontier, and the record reward of n* over seeds (mean, CI); with
-    boot > 0 also the 95% seed-bootstrap interval of n* (studies.bootstrap: resample seeds, refit) as
+    boot > 0 also the 95% seed-bootstrap interval of n* (studies.fit.bootstrap: resample seeds, refit) as
     "n_lo", "n_hi", "share" (replicates agreeing with n*), "undetermined" (interval over most of the grid)."""
     ff = FrontierFit(metric=metric, by=by, x=x).fit(table)
     at = ff.n_star_at(budgets)
     iv = None
     if boot and "seed" in table.columns and table["seed"].nunique() > 1 and ff.aggregate_ == "mean":
-        from studies.bootstrap import bootstrap_n_star
+        from studies.fit.bootstrap import bootstrap_n_star
 
         iv = bootstrap_n_star(ff, table, list(at[x]), reps=boot)
     rows = []
@@ -311,7 +311,7 @@ def _num(v):
 
 
 BOOT = 200
-"""Seed-bootstrap replicates of n* in the claims tables (studies.bootstrap)."""
+"""Seed-bootstrap replicates of n* in the claims tables (studies.fit.bootstrap)."""
 
 NO_CONTRAST = {"diff": float("nan"), "se": float("nan"), "z": float("nan"), "ci": float("nan"), "wins": 0,
                "seeds": 0}

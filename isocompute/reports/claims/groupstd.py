@@ -36,7 +36,7 @@ from isocompute.reports.claims.common import ci, paired_contrast, tq
 from isocompute.reports.claims.selection import directional_growth, select_on_heldout
 from isocompute.reports.claims.wgain import w_gain
 from studies.declared import StudySpec, Tables, run_studies
-from studies.frontier import FrontierFit
+from studies.fit.frontier import FrontierFit
 
 SHOWN, RULED_OUT, INCONCLUSIVE = "shown", "ruled out", "inconclusive"
 RULED_OUT_BELOW = 0.01
@@ -253,7 +253,7 @@ def records(
     keys: tuple[str, ...] = ("variant", "n", "bp", "seed"),
 ) -> pd.DataFrame:
     """Record reward of every run at every budget at once: columns run_id, keys, budget, reward. The same
-    numbers as `studies.frontier.run_rewards(stat="best")` budget by budget (tested), one pass instead of
+    numbers as `studies.fit.frontier.run_rewards(stat="best")` budget by budget (tested), one pass instead of
     one pandas group-by per budget (the readout asks for ~30 budgets per arm)."""
     cols = ["run_id", "compute", metric, *keys]
     df = table[cols].copy()
@@ -332,9 +332,9 @@ def boot_stars(
     keep: pd.DataFrame, budgets, seeds: list[int], reps: int, metric: str = "val_mean", rng_seed: int = 0
 ) -> list[tuple[int | None, int | None]]:
     """95% percentile interval of n*(C) per budget from the seed bootstrap of the project
-    (studies.bootstrap.bootstrap_n_star: whole seeds resampled, the same frontier refitted), over the arms
+    (studies.fit.bootstrap.bootstrap_n_star: whole seeds resampled, the same frontier refitted), over the arms
     (n, tuned lr) of `keep` on `seeds`, as n values."""
-    from studies.bootstrap import bootstrap_n_star
+    from studies.fit.bootstrap import bootstrap_n_star
 
     rows = keep.loc[keep["seed"].isin(list(seeds))]
     ff = _Frontier(metric=metric, by="arm").fit(rows)

@@ -423,7 +423,7 @@ def write_figure(x: dict, path: Path) -> None:
     per arm with its 95% CI."""
     from matplotlib.figure import Figure
 
-    from studies.plots import n_cmap
+    from studies.fit.plots import n_cmap
     from studies.store import atomic_save_figure
 
     fig = Figure(figsize=(15, 4.4), constrained_layout=True)

@@ -122,7 +122,7 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "Every number below is computed from runs of the declared studies of "
             "`isocompute/reports/claims/` (one",
             "results directory through `studies.declared`: RunConfig -> sweep -> executor -> ResultStore);",
-            "nothing is typed by hand. n* is always the frontier of `studies.frontier.FrontierFit` (the",
+            "nothing is typed by hand. n* is always the frontier of `studies.fit.frontier.FrontierFit` (the",
             "estimator of `isocompute fit` and the gallery: record-breaking points of the seed-mean curve,",
             "one sigmoid per n, upper envelope, ties to the smaller n) at the budgets shown.",
             f"Seeds: {plan.seeds} (0..{plan.seeds - 1}), paired across n (problem_seed = seed); ± is a 95%",
@@ -135,7 +135,7 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "mechanism",
             "study). Growth of n* is directional",
             "(last / first budget). n* [a-b]: 95% seed-bootstrap interval (seeds resampled, frontier",
-            "refitted; studies/bootstrap.py), 'undetermined' where it spans over half of the n grid.",
+            "refitted; studies/fit/bootstrap.py), 'undetermined' where it spans over half of the n grid.",
         ]),
     ]
     if quick:

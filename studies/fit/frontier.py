@@ -5,7 +5,7 @@ record-breaking points -> one monotone sigmoid per configuration (value of `by`,
 (frontier) on a log-spaced compute grid -> n*(C) and a sigmoid fit of log2 n* vs log C -> extrapolation check.
 Plus the other analyses of the paper: best@k vs worst@k optimal n (Fig 8), n*(M) and B_p*(M) at fixed batch
 (Fig 9), sensitivity of reward to n vs B_p (Fig 10). Pass@1 distribution statistics (Fig 11/27) live in
-`studies.distribution`.
+`studies.fit.distribution`.
 
 Tables use the docs/DESIGN.md column names and may come from the simulator, the LLM backend or users' own
 verl/TRL logs: only `run_id`, the compute column, the `by` column and the metric are required.
@@ -13,14 +13,14 @@ verl/TRL logs: only `run_id`, the compute column, the `by` column and the metric
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from studies.records import record_breaking
-from studies.sigmoid import PARAM_NAMES, SigmoidFit, sigmoid
+from studies.fit.records import record_breaking
+from studies.fit.sigmoid import FIT_OK, PARAM_NAMES, SigmoidFit, sigmoid
+from studies.store import jsonable
 
 __all__ = [
     "FrontierFit",
@@ -62,32 +62,17 @@ def _require(table: pd.DataFrame, cols: Sequence[str]) -> None:
         raise ValueError(f"table lacks column(s) {', '.join(missing)} (has: {have})")
 
 
-def _plain(v):
-    """A JSON-safe scalar: numpy numbers -> int/float, integral floats of a grid -> int, nan/inf -> None."""
-    if v is None:
-        return None
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return f if math.isfinite(f) else None
-    if isinstance(v, str):
-        return v
-    return v.item() if hasattr(v, "item") else v
-
-
-def _by_value(v):
-    """A configuration value for JSON: 8.0 -> 8 (grids are integers), other values unchanged."""
-    v = _plain(v)
+def config_value(v):
+    """A configuration value (n, bp...) for JSON: studies.store.jsonable, and 8.0 -> 8 (grids are
+    integers)."""
+    v = jsonable(v)
     if isinstance(v, float) and v.is_integer():
         return int(v)
     return v
 
 
 def _params_json(fit: SigmoidFit) -> dict:
-    return {k: _plain(fit.params_[k]) for k in PARAM_NAMES}
+    return {k: jsonable(fit.params_[k]) for k in PARAM_NAMES}
 
 
 class FrontierFit:
@@ -194,13 +179,13 @@ class FrontierFit:
             fit = SigmoidFit(**kw).fit(g[x].to_numpy(dtype=float), g[metric].to_numpy(dtype=float))
             self.curves_[v] = fit
             if not fit.ok_:
-                self.warnings_.append(f"{by}={_by_value(v)}: {fit.status_}")
+                self.warnings_.append(f"{by}={config_value(v)}: {fit.status_}")
             elif set(fit.at_bounds_) - {"R0"}:
                 # R0 (the C -> 0 level) on its bound is common and harmless: curves often rise from their
                 # first evaluation on. A, C_mid or b on a bound means the data do not pin the curve down.
                 names = ", ".join(p for p in fit.at_bounds_ if p != "R0")
                 also = " (R0 too, which is harmless)" if "R0" in fit.at_bounds_ else ""
-                self.warnings_.append(f"{by}={_by_value(v)}: parameter(s) {names} at a bound{also}")
+                self.warnings_.append(f"{by}={config_value(v)}: parameter(s) {names} at a bound{also}")
         lo, hi = float(df[x].min()), float(df[x].max())
         self.grid_ = np.geomspace(lo, hi, int(self.grid_points)) if hi > lo else np.array([lo])
         self._build_frontier()
@@ -383,24 +368,24 @@ def extrapolation_check(
     # what the miss costs: frontier reward minus the full-data curve of the snapped prediction at that C
     _, P = full.curve_matrix(C)
     loss = target["reward"].to_numpy(dtype=float) - P[snap, np.arange(C.size)]
-    out["status"] = "ok" if low.n_star_fit_.ok_ else f"low-budget {by}* fit {low.n_star_fit_.status_}"
-    out["n_star_fit_low"] = {"params": _params_json(low.n_star_fit_), "r2": _plain(low.n_star_fit_.r2_)}
+    out["status"] = FIT_OK if low.n_star_fit_.ok_ else f"low-budget {by}* fit {low.n_star_fit_.status_}"
+    out["n_star_fit_low"] = {"params": _params_json(low.n_star_fit_), "r2": jsonable(low.n_star_fit_.r2_)}
     out["points"] = [
         {
-            "compute": _plain(c),
-            f"{by}_pred": _plain(2.0**p),
-            by: _by_value(a),
-            "error_steps": _plain(e),
+            "compute": jsonable(c),
+            f"{by}_pred": jsonable(2.0**p),
+            by: config_value(a),
+            "error_steps": jsonable(e),
             "index_error": int(i),
-            "reward_loss": _plain(lo),
+            "reward_loss": jsonable(lo),
         }
         for c, p, a, e, i, lo in zip(C, pred, target[by].to_numpy(), err, idx_err, loss, strict=True)
     ]
-    out["mean_abs_error_steps"] = _plain(np.mean(np.abs(err)))
-    out["max_abs_error_steps"] = _plain(np.max(np.abs(err)))
-    out["final_error_steps"] = _plain(err[-1])
-    out["mean_abs_index_error"] = _plain(np.mean(np.abs(idx_err)))
-    out["max_reward_loss"] = _plain(np.nanmax(loss)) if np.isfinite(loss).any() else None
+    out["mean_abs_error_steps"] = jsonable(np.mean(np.abs(err)))
+    out["max_abs_error_steps"] = jsonable(np.max(np.abs(err)))
+    out["final_error_steps"] = jsonable(err[-1])
+    out["mean_abs_index_error"] = jsonable(np.mean(np.abs(idx_err)))
+    out["max_reward_loss"] = jsonable(np.nanmax(loss)) if np.isfinite(loss).any() else None
     # the quality of the extrapolation, apart from whether the low-budget fit converged (`status`)
     out["predictable_mean"] = bool(np.mean(np.abs(err)) <= PREDICTABLE_STEPS)
     out["predictable_largest"] = bool(abs(err[-1]) <= PREDICTABLE_STEPS)
@@ -433,7 +418,7 @@ def fit_report(
     """The `isocompute fit --json` object of docs/DESIGN.md, JSON-serialisable (nan -> None).
 
     boot > 0 (and a `seed` column with >= 2 seeds): each frontier point also carries the 95% seed-bootstrap
-    interval of n* (<by>_lo, <by>_hi, studies.bootstrap) and "undetermined" (interval over most of the
+    interval of n* (<by>_lo, <by>_hi, studies.fit.bootstrap) and "undetermined" (interval over most of the
     grid); "n_star_interval" says how it was made. "n_star_fit" carries "shape": "flat" or "sigmoid"
     (n_star_shape).
 
@@ -459,27 +444,27 @@ def fit_report(
         lo, hi = ff.ranges_[v]
         curves.append(
             {
-                by: _by_value(v),
+                by: config_value(v),
                 "params": _params_json(fit),
-                "r2": _plain(fit.r2_),
+                "r2": jsonable(fit.r2_),
                 "status": fit.status_,
                 "at_bounds": list(fit.at_bounds_),
                 "n_points": int(fit.n_points_),
                 "n_runs": int(ff.n_runs_.get(v, 0)),
-                "compute_range": [_plain(lo), _plain(hi)],
+                "compute_range": [jsonable(lo), jsonable(hi)],
             }
         )
     frontier = []
     for row in ff.frontier_.itertuples(index=False):
         d = row._asdict()
-        item = {"compute": _plain(d[x]), "reward": _plain(d["reward"]), by: _by_value(d[by])}
+        item = {"compute": jsonable(d[x]), "reward": jsonable(d["reward"]), by: config_value(d[by])}
         if by + "_smooth" in d:
-            item[by + "_smooth"] = _plain(d[by + "_smooth"])
+            item[by + "_smooth"] = jsonable(d[by + "_smooth"])
         frontier.append(item)
     if ff.n_star_fit_ is not None:
         nsf = {
             "params": _params_json(ff.n_star_fit_),
-            "r2": _plain(ff.n_star_fit_.r2_),
+            "r2": jsonable(ff.n_star_fit_.r2_),
             "status": ff.n_star_fit_.status_,
             "target": f"log2 {by}",
             "shape": n_star_shape(ff.n_star_fit_, ff.frontier_[by].tolist()),
@@ -489,11 +474,11 @@ def fit_report(
     numeric = ff._numeric_by(list(ff.curves_))  # an interval of n* needs an ordered grid (not --by allocator)
     seeds = "seed" in table.columns and table["seed"].nunique() > 1
     if boot and numeric and seeds and ff.aggregate_ == "mean":
-        from studies.bootstrap import LEVEL, bootstrap_n_star
+        from studies.fit.bootstrap import LEVEL, bootstrap_n_star
 
         iv = bootstrap_n_star(ff, table, [f["compute"] for f in frontier], reps=boot, seed_col="seed")
         for f, lo, hi, und in zip(frontier, iv["lo"], iv["hi"], iv["undetermined"], strict=True):
-            f.update({f"{by}_lo": _by_value(lo), f"{by}_hi": _by_value(hi), "undetermined": bool(und)})
+            f.update({f"{by}_lo": config_value(lo), f"{by}_hi": config_value(hi), "undetermined": bool(und)})
         nsi = {"method": "seed bootstrap: seeds resampled with replacement, frontier refitted",
                "reps": int(iv["reps"]), "seeds": int(iv["seeds"]), "level": LEVEL}
     else:
@@ -714,7 +699,8 @@ def fixed_batch_optimum(
         fr["bp_star"] = B / fr["n_star"].astype(float)
         parts.append(fr)
         if ff.n_star_fit_ is not None:
-            fits[_by_value(B)] = {"params": _params_json(ff.n_star_fit_), "r2": _plain(ff.n_star_fit_.r2_)}
+            fits[config_value(B)] = {"params": _params_json(ff.n_star_fit_),
+                                     "r2": jsonable(ff.n_star_fit_.r2_)}
     if not parts:
         raise ValueError("no batch value with at least two values of n")
     out = pd.concat(parts, ignore_index=True)[["batch", "m", "reward", "n_star", "bp_star"]]

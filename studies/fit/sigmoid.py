@@ -27,6 +27,11 @@ def sigmoid(C: np.ndarray | float, R0: float, A: float, C_mid: float, b: float) 
         return R0 + (A - R0) * expit(b * (x - math.log(C_mid)))
 
 
+FIT_OK = "ok"
+"""The fit status (`SigmoidFit.status_`, the "status" of a fit report's curves) of a usable fit; otherwise
+"degenerate: <reason>". A property of a fit of the data, not a run's status (studies.store.DONE...)."""
+
+
 class SigmoidFit:
     """Least-squares fit of the monotone (non-decreasing) sigmoid R(C), scikit-learn shaped.
 
@@ -39,8 +44,8 @@ class SigmoidFit:
 
     After `fit`: `params_` (dict R0, A, C_mid, b), `r2_` (nan when undefined), `ok_` (False for degenerate
     data: too few points or a constant target; then params_ describe a flat line at the mean, or are nan
-    without data), `status_` ("ok" or "degenerate: <reason>"), `at_bounds_` (names of parameters on a bound),
-    `n_points_`, `compute_range_` (min, max of the fitted C).
+    without data), `status_` (the fit status: FIT_OK or "degenerate: <reason>"), `at_bounds_` (names of
+    parameters on a bound), `n_points_`, `compute_range_` (min, max of the fitted C).
     """
 
     def __init__(
@@ -164,7 +169,7 @@ class SigmoidFit:
             names.append("b")
         self.at_bounds_ = names
         self.ok_ = True
-        self.status_ = "ok"
+        self.status_ = FIT_OK
 
     def _starts(self, x, y, lo, hi, mu_rng, b_rng) -> list[np.ndarray]:
         """Robust start values: a grid over (ln C_mid, b) with R0, A solved by linear least squares.

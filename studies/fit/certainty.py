@@ -5,7 +5,7 @@ looked real but were not: n* = 2 on every row of a tabular sweep whose validatio
 the last n of the grid with no word that the grid may be too short, and one recommended n on a frontier where
 n = 16..256 were within 0.002 of each other. This module holds the one definition of each of these cases:
 
-- **tie**: a frontier point where n* is not determined (`studies.frontier.undetermined`: the frontier has
+- **tie**: a frontier point where n* is not determined (`studies.fit.frontier.undetermined`: the frontier has
   gained < EARLY_GAIN of its total there), and the whole frontier when *no n improved at all* (every n's
   seed-mean curve gains at most `NO_GAIN` over its first evaluation: the metric never moved, e.g. the
   tabular preset's val_mean, whose validation problems share no parameters with the training ones).
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.frontier import undetermined
+from studies.fit.frontier import config_value, undetermined
 
 NO_GAIN = 0.005
 """A configuration 'improved' when its seed-mean curve rises more than this above its first evaluation: the
@@ -249,8 +249,8 @@ def assess_table(table: pd.DataFrame, metric: str, by: str, budget: float, front
         return out
     members, best, interval = flat_set(keys, point, samples, level)
     numeric = all(isinstance(k, int | float | np.integer | np.floating) for k in keys)
-    out.update(n_star=_plain(best), flat_set=[_plain(v) for v in members], reward_interval=interval,
-               expected_regret=expected_regret(samples, keys.index(best)))
+    out.update(n_star=config_value(best), flat_set=[config_value(v) for v in members],
+               reward_interval=interval, expected_regret=expected_regret(samples, keys.index(best)))
     if numeric and not none:
         out["edge"] = grid_edge(float(best), [float(k) for k in keys])
         e = edge_note(float(best), [float(k) for k in keys], by)
@@ -260,17 +260,6 @@ def assess_table(table: pd.DataFrame, metric: str, by: str, budget: float, front
         if f:
             notes.append(f)
     return out
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        f = float(v)
-        return int(f) if f.is_integer() else f
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
 
 
 def n_star_fit_usable(fit: Any) -> bool:
@@ -283,7 +272,7 @@ def n_star_fit_usable(fit: Any) -> bool:
 
 def annotate_report(report: dict[str, Any], table: pd.DataFrame, model: str | None = None,
                     level: float = LEVEL) -> dict[str, Any]:
-    """Add the certainty of a `studies.frontier.fit_report` in place: a "tie" flag on every frontier point
+    """Add the certainty of a `studies.fit.frontier.fit_report` in place: a "tie" flag on every frontier point
     and report["certainty"] (`assess_table` at the frontier's largest compute). Returns the report."""
     frontier = report.get("frontier") or []
     metric, by = report.get("metric", "val_mean"), report.get("by", "n")

@@ -1,7 +1,7 @@
-"""`isocompute plan` (`make_plan`, and its click command `plan`): the paper's workflow as a recommendation
-for one target budget (issue 14).
+"""`isocompute plan` (`make_plan`; its click command is studies.cli.plan): the paper's workflow as a
+recommendation for one target budget (issue 14).
 
-Pilot runs (ours, or TRL / verl logs) -> `studies.frontier.FrontierFit` -> n*(C) from its sigmoid fit of
+Pilot runs (ours, or TRL / verl logs) -> `studies.fit.frontier.FrontierFit` -> n*(C) from its sigmoid fit of
 log2 n* vs log C (docs/PAPER.md step 3), snapped to the pilots' grid of n (inside the pilots' compute: their
 frontier's n at the budget); bp from the pilots (their n-vs-bp
 frontier when they vary bp), capped by --bp-max; m = C / (bp n). How sure: a bootstrap over runs (seeds),
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 from typing import Any
 
 import click
@@ -21,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
-from studies.frontier import FrontierFit, extrapolation_check
+from studies.fit.frontier import FrontierFit, extrapolation_check
 
 WARN_FACTOR = 4.0
 """A budget more than this many times the pilots' largest compute is an extrapolation worth a warning: the
@@ -200,10 +199,10 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
 def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, n_rec: float, n_cont: float,
                budget: float, samples: np.ndarray, level: float, metric: str, enough: bool,
                notes: list[str]) -> dict[str, Any]:
-    """How sure the recommendation is (studies.certainty), from the bootstrap refits: the recommended set
+    """How sure the recommendation is (studies.fit.certainty), from the bootstrap refits: the recommended set
     (every n whose reward interval at the budget reaches the best n's, or still rising toward it), the
     expected regret of n_rec, ties of the pilots' frontier, and n* on the grid's edge. Notes go to `notes`."""
-    from studies.certainty import (
+    from studies.fit.certainty import (
         edge_note,
         expected_regret,
         final_slopes,
@@ -306,51 +305,3 @@ def print_plan(p: dict[str, Any], echo=click.echo) -> None:
         members = ", ".join(map(str, c.get("recommended_set") or []))
         echo(f"  recommended set (reward interval reaching the best n's {level}% one, or rising toward it): "
              f"{{{members}}}; expected regret of n = {r['n']}: {c['expected_regret']:.4f} {p['metric']}")
-
-
-@click.command("plan")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--budget", required=True, help="Target budget C in rollouts, e.g. 4e6 or 2^22.")
-@click.option("--metric", default=None,
-              help="Reward column to maximise (default: val_mean; train_mean for the tabular preset).")
-@click.option("--bp-max", type=int, default=None, help="Most problems per step you can afford (caps bp).")
-@click.option("--max-compute", default=None,
-              help="Use only pilot rows with compute <= this (e.g. 2^15): the pilots as if stopped there.")
-@click.option("--bootstrap", type=click.IntRange(1, 10_000), default=100, show_default=True,
-              help="Bootstrap resamples of runs (1..10000).")
-@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
-              help="Seed of the bootstrap.")
-@click.option("--warn-factor", type=float, default=WARN_FACTOR, show_default=True,
-              help="Warn when the budget exceeds the pilots' largest compute by more than this factor.")
-@click.option("--format", "fmt", default="auto", show_default=True,
-              help="As for fit: auto, csv, trl, verl, wandb, tensorboard.")
-@click.option("--n", "n_flag", default=None, help="As for fit: n of logs lacking it (per PATH).")
-@click.option("--bp", "bp_flag", default=None, help="As for fit: bp of logs lacking it (per PATH).")
-@click.option("--pool", is_flag=True, help="As for fit: pool runs whose configurations differ.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
-def plan(paths, budget, metric, bp_max, max_compute, bootstrap, seed, warn_factor, fmt, n_flag,
-                 bp_flag, pool, as_json) -> None:
-    """Recommend n, bp and m for a budget from pilot runs (results directories or TRL / verl logs)."""
-    from studies.cli import emit_json, load_paths, resolve_metric
-    from studies.config import parse_count, parse_count_list
-
-    if bootstrap < 0:
-        raise StudiesError(f"--bootstrap must be >= 0, got {bootstrap}")
-    if bp_max is not None and bp_max < 1:
-        raise StudiesError(f"--bp-max must be positive, got {bp_max}")
-    c = parse_count(budget)
-    cap = None if max_compute is None else parse_count(max_compute)
-    n_list = None if n_flag is None else parse_count_list(n_flag)
-    bp_list = None if bp_flag is None else parse_count_list(bp_flag)
-    metric = resolve_metric(paths, metric)
-    table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric,
-                       "n", pool)
-    out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
-               warn_factor=warn_factor)
-    if as_json:
-        emit_json(out)
-        return
-    print_plan(out)
-    for w in out["warnings"]:
-        click.echo(f"warning: {w}", err=True)
-

@@ -30,7 +30,7 @@ LEVEL = 0.95
 UNDETERMINED_SPAN = 0.5
 """n* is 'undetermined' where its interval spans more than this share of the configuration grid (in log2):
 the data then do not say which n is best."""
-_EDGE_EPS = 1e-9  # as studies.records: a value on a bin edge counts in the upper bin
+_EDGE_EPS = 1e-9  # as studies.fit.records: a value on a bin edge counts in the upper bin
 
 
 def seed_weights(seeds: int, reps: int, rng: np.random.Generator) -> np.ndarray:
@@ -53,7 +53,7 @@ def _config_arrays(df: pd.DataFrame, by, x, metric, seed_col, seeds):
 
 def _records(M: np.ndarray, bin_width: float) -> np.ndarray:
     """Record mask of each row of M (nan = no point): the first finite point, then each entry into a higher
-    bin than all earlier finite points (studies.records.record_breaking, row-wise)."""
+    bin than all earlier finite points (studies.fit.records.record_breaking, row-wise)."""
     bins = np.floor(M / bin_width + _EDGE_EPS)
     fin = np.isfinite(bins)
     b = np.where(fin, bins, -np.inf)
@@ -153,7 +153,7 @@ def bootstrap_n_star(ff, table: pd.DataFrame, C, reps: int = REPS, level: float 
     point n*), "undetermined" (interval wider than UNDETERMINED_SPAN of the grid), "reps", "seeds"}.
     `weights` (reps, seeds) replaces the multinomial draw (tests pass the identity to reproduce the fit).
     """
-    from studies.sigmoid import SigmoidFit
+    from studies.fit.sigmoid import SigmoidFit
 
     if getattr(ff, "aggregate_", None) != "mean":
         raise ValueError("the seed bootstrap needs aggregate 'mean' (runs sharing evaluation points)")

@@ -17,7 +17,7 @@ from matplotlib.colors import Colormap, LinearSegmentedColormap, LogNorm, Normal
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from studies.frontier import FrontierFit
+from studies.fit.frontier import FrontierFit
 
 SAVE_SUFFIXES = (".png", ".pdf", ".svg")
 N_CMAP = "viridis_r"
@@ -57,11 +57,11 @@ def plot_frontier(
     `fit`: a FrontierFit already fitted on `table` (else one is fitted with `fit_kwargs`). `out`: a .png, .pdf
     or .svg path, or a path without suffix to write both .png and .pdf. Returns the Figure.
 
-    How sure (studies.certainty): frontier points where n* is a tie are drawn hollow and grey (all of them
+    How sure (studies.fit.certainty): frontier points where n* is a tie are drawn hollow and grey (all of them
     when no n improved at all, said in the left panel, with the preset `model`'s metric hint); the n*
     sigmoid is drawn only when it is usable (converged, r2 >= MIN_R2), else the panel says why not.
     """
-    from studies.certainty import MIN_R2, n_star_fit_usable, no_improvement, no_improvement_note, tie_mask
+    from studies.fit.certainty import MIN_R2, n_star_fit_usable, no_improvement, no_improvement_note, tie_mask
 
     ff = fit if fit is not None else FrontierFit(metric=metric, by=by, **fit_kwargs).fit(table)
     metric, by, x = ff.metric, ff.by, ff.x
