@@ -34,7 +34,6 @@ LAZY = {
     # aliases of `isocompute report claims` / `isocompute report groupstd`
     "claims": ("isocompute.reports.claims.report", "claims"),
     "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
-    "predict": ("studies.predict", "predict"),
 }
 
 READS_LOGS = frozenset({"fit", "plot", "plan", "predict"})

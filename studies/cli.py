@@ -37,6 +37,9 @@ MAX_RUNS = 100_000
 """Most runs one sweep may ask for (grid x seeds): its configs, manifest and progress bar live in memory."""
 JOBS_PER_CORE = 4
 """--jobs above this many worker processes per core only adds memory and contention; it is capped there."""
+PREDICT_RULES = ("signal", "paper")
+"""`predict --rule` values: studies.fit.predict.RULES (tests/studies/test_predict.py ties the two; this module
+loads no pandas at start-up)."""
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
 
@@ -699,6 +702,84 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
         click.echo(f"warning: {w}", err=True)
 
 
+# -------------------------------------------------------------------------------------------------- predict
+@click.command("predict")
+@click.argument("results_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--budget", type=COUNT, required=True, help="Target compute C in rollouts (4e6, 2^22).")
+@click.option("--n", "n_grid", type=COUNT_LIST, default="2^1..2^8", show_default=True,
+              help="Pilot grid of n (comma list or 2^a..2^b); with RESULTS_DIR the pilots' own n.")
+@click.option("--bp", type=COUNT, default=32, show_default=True, help="Problems per step of the pilots.")
+@click.option("--pilot-fraction", type=float, default=None,
+              show_default="0.05 (studies.fit.predict.PILOT_FRACTION)",
+              help="Each pilot run spends at most this share of --budget.")
+@click.option("--seeds", type=click.IntRange(1, 1000), default=4, show_default=True,
+              help="Pilot seeds 0..S-1 per n.")
+@click.option("--metric", default=None,
+              help="Reward column the frontier maximises (default: val_mean; train_mean for the tabular "
+                   "preset, whose validation problems never move).")
+@click.option("--rule", type=click.Choice(PREDICT_RULES), default="signal", show_default=True,
+              help="signal: zero-variance rule (closed form, module docstring); paper: the extrapolated "
+                   "log2 n* sigmoid of the pilots' frontier.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the pilots run (resumable); default results/predict/<hash of the request>.")
+@click.option("--jobs", type=int, default=None, help="Local worker processes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
+@_apply(_CONFIG_OPTIONS)
+def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, pilot_fraction: float | None,
+            seeds: int, metric: str, rule: str, out_dir: Path | None, jobs: int | None, as_json: bool,
+            progress: bool, **kw: Any) -> None:
+    """Predict n*(C) up to --budget from pilot runs limited to --pilot-fraction of it: either run the pilots
+    (--backend and the run options) or read them from RESULTS_DIR (a results directory or a log)."""
+    import hashlib
+
+    from studies.fit.predict import PILOT_FRACTION, pilot_configs, predict_from_table, run_configs
+    from studies.io import preset_metric
+
+    pilot_fraction = PILOT_FRACTION if pilot_fraction is None else pilot_fraction
+
+    target = budget
+    if results_dir is not None:
+        metric = resolve_metric([results_dir], metric)
+        table = load_paths((results_dir,), ["run_id", "compute", "n", metric], metric=metric)
+        where = str(results_dir)
+    else:
+        if metric is None:
+            metric = preset_metric(kw.get("model"), kw.get("backend") or "sim")
+        ns = list(n_grid)
+        base = _config(n=ns[0], bp=bp, budget=target, seed=0, **kw)
+        cfgs, skipped = pilot_configs(base, ns, target, pilot_fraction, seeds)
+        check_configs(cfgs)  # bad input fails before --out is created, and before any note
+        if skipped:
+            click.echo(f"note: n = {','.join(map(str, skipped))} left out (one step exceeds the pilot "
+                       "budget)", err=True)
+        if out_dir is None:
+            key = hashlib.sha1("|".join(sorted(c.run_id for c in cfgs)).encode()).hexdigest()[:10]
+            out_dir = Path("results") / "predict" / key
+        table = run_configs(cfgs, out_dir, jobs, progress)
+        where = str(out_dir)
+    rep = predict_from_table(table, target, metric=metric, rule=rule)
+    rep["pilot_dir"] = where
+    if as_json:
+        emit_json(rep)
+        return
+    click.echo(f"n*(C) up to {_fmt_c(target)} by the {rep['rule']} rule from {rep['pilots']['runs']} "
+               f"pilot runs (<= {rep['pilots']['fraction']:.3g} of the budget) in {where}")
+    alt = rep["alternatives"]
+    click.echo(f"{'compute':>12}  {'n*':>6}  {'signal':>6}  {'paper':>6}")
+    for i, p in enumerate(rep["n_star"]):
+        s = alt["signal"][i]["n"] if alt.get("signal") else "-"
+        q = alt["paper"][i]["n"] if alt.get("paper") else "-"
+        click.echo(f"{_fmt_c(p['compute']):>12}  {p['n']:>6}  {s:>6}  {q:>6}")
+    if rep.get("signal"):
+        sp = rep["signal"]
+        click.echo(f"signal rule: z* = {sp['z_star']:.3f}, C_z*(n) = e^{sp['a']:.3g} n^{sp['gamma']:.3g} "
+                   f"({rep['status']['signal']})")
+    click.echo(f"paper rule: {rep['status']['paper']}")
+    for note in rep["certainty"]["notes"]:
+        click.echo(f"note: {note}")
+
+
 # ----------------------------------------------------------------------------------------------------- demo
 DEMO_PRESETS = (
     # tabular validation problems never move (no shared parameters), so claim 1 is read on training problems
@@ -756,5 +837,5 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         click.echo(f"figure: {where / 'frontier.png'}")
 
 
-COMMANDS = (run, sweep, fit, plot, plan, demo)
+COMMANDS = (run, sweep, fit, plot, plan, predict, demo)
 """The commands of this module; isocompute/cli.py attaches them to the root group."""

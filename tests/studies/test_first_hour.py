@@ -264,7 +264,7 @@ def test_8_readme_has_one_llm_study_paragraph_and_throughput_says_at_which_n():
 
 # ------------------------------------------------------------------------------------------------------ 9
 def test_9_minor_ones(tmp_path):
-    from studies.predict import predict as predict_cmd
+    from studies.cli import predict as predict_cmd
 
     progress = next(p for p in predict_cmd.params if p.name == "progress")
     assert progress.default is True  # as sweep

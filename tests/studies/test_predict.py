@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from studies.predict import (
+from studies.fit.predict import (
     SignalRule,
     crossing,
     hit_rate,
@@ -124,3 +124,22 @@ def test_predict_from_results_dir_equals_the_run_form(pilot_dir):
                              catch_exceptions=False, standalone_mode=False)
     again = json.loads(res.output.strip().splitlines()[-1])
     assert again["n_star"] == rep["n_star"]
+
+
+def test_the_cli_states_the_rules_and_pilot_fraction_of_the_module():
+    """studies.cli keeps pandas out of start-up, so it names predict's rules and default fraction itself."""
+    from studies import cli
+    from studies.fit import predict
+
+    assert cli.PREDICT_RULES == predict.RULES
+    fraction = next(p for p in cli.predict.params if p.name == "pilot_fraction")
+    assert fraction.default is None and str(predict.PILOT_FRACTION) in str(fraction.show_default)
+
+
+def test_report_predict_refuses_an_unknown_case_in_one_line(tmp_path):
+    from isocompute.cli import main
+
+    res = CliRunner().invoke(main, ["report", "predict", "--cases", "nope", "--out", str(tmp_path / "p.md"),
+                                    "--results", str(tmp_path / "r")])
+    assert res.exit_code == 2
+    assert "unknown case(s) ['nope']" in res.output and not (tmp_path / "r").exists()

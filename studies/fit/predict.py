@@ -18,7 +18,8 @@ Two rules, both from the same pilots (runs of every n of the grid, each with bud
 If the signal rule lacks data (fewer than two crossings), it falls back to the paper rule and says so.
 
 Everything runs through the one pipeline (RunConfig -> sweep -> run_sweep -> ResultStore -> FrontierFit);
-`evaluate` compares both rules with the swept n*(C) of full-budget runs (studies that use it: issue 12).
+the evaluation against the swept n*(C) of full-budget runs is a report: isocompute/reports/predict_eval.py
+(`isocompute report predict`, issue 12); the `predict` command is in studies/cli.py.
 """
 
 from __future__ import annotations
@@ -30,11 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 import pandas as pd
 
-from studies.cli import _CONFIG_OPTIONS, COUNT, COUNT_LIST, _apply
 from studies.config import RunConfig, StudiesError
 
 PILOT_FRACTION = 0.05
@@ -220,10 +219,11 @@ class SignalRule:
     def params(self) -> dict[str, Any]:
         return {"z_star": self.z_star_, "a": self.a_, "gamma": self.gamma_, "exponent": 1 / self.gamma_
                 if np.isfinite(self.gamma_) else None,
-                "crossings": [{"n": _int(k), "compute": v} for k, v in sorted(self.crossings_.items())]}
+                "crossings": [{"n": plain_int(k), "compute": v} for k, v in sorted(self.crossings_.items())]}
 
 
-def _int(v: Any) -> Any:
+def plain_int(v: Any) -> Any:
+    """8.0 -> 8 (grid values are integers); other floats, NaN included, stay floats."""
     f = float(v)
     return int(f) if f.is_integer() else f
 
@@ -270,18 +270,18 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
         "rule": used,
         "rule_requested": rule,
         "metric": metric,
-        "n_star": [{"compute": float(c), by: _int(v)} for c, v in zip(C, n_pred, strict=True)],
+        "n_star": [{"compute": float(c), by: plain_int(v)} for c, v in zip(C, n_pred, strict=True)],
         "n_star_continuous": [float(v) for v in preds[used]],
         "pilots": {
             "runs": int(table["run_id"].nunique()),
-            "n": [_int(v) for v in grid_n],
+            "n": [plain_int(v) for v in grid_n],
             "max_compute": pcmax,
             "fraction": pcmax / float(budget),
-            "frontier": [{"compute": float(c), "reward": float(r), by: _int(v)} for c, r, v in
+            "frontier": [{"compute": float(c), "reward": float(r), by: plain_int(v)} for c, r, v in
                          zip(ff.frontier_["compute"], ff.frontier_["reward"], ff.frontier_[by], strict=True)],
         },
         "status": status,
-        "alternatives": {k: ([{"compute": float(c), by: _int(v)} for c, v in zip(C, snap(p, grid_n),
+        "alternatives": {k: ([{"compute": float(c), by: plain_int(v)} for c, v in zip(C, snap(p, grid_n),
                                                                                  strict=True)]
                              if p is not None else None) for k, p in preds.items()},
     }
@@ -290,13 +290,14 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
     if sig is not None:
         out["signal"] = sig.params()
         curves = seed_mean_curves(table, ZVF, by)
-        out["pilots"]["zero_var_frac_final"] = {str(_int(k)): float(z[-1]) for k, (_, z) in curves.items()}
+        out["pilots"]["zero_var_frac_final"] = {str(plain_int(k)): float(z[-1])
+                                                for k, (_, z) in curves.items()}
     if "val_zero_frac" in table.columns:
         last = table.sort_values("compute").groupby(by)["val_zero_frac"].last()
-        out["pilots"]["val_zero_frac_final"] = {str(_int(k)): float(v) for k, v in last.items()}
+        out["pilots"]["val_zero_frac_final"] = {str(plain_int(k)): float(v) for k, v in last.items()}
     from studies.fit.certainty import final_slopes
 
-    slope = {str(_int(k)): v for k, v in final_slopes(table, metric, by).items()}
+    slope = {str(plain_int(k)): v for k, v in final_slopes(table, metric, by).items()}
     if slope:
         out["pilots"]["reward_slope_per_octave"] = slope
     out["certainty"] = prediction_certainty(out, table, ff, by)
@@ -355,219 +356,3 @@ def hit_rate(pred: Sequence[float] | None, truth: Sequence[float], C: np.ndarray
     err = np.abs(np.log2(p[ok]) - np.log2(t[ok]))
     return {"hit_rate": float(np.mean(err <= steps + 1e-9)) if ok.any() else None,
             "mean_abs_err_steps": float(err.mean()) if ok.any() else None, "points": int(ok.sum())}
-
-
-def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction: float = PILOT_FRACTION,
-             pilot_seeds: int = 4, truth_seeds: int = 4, pilot_offset: int = 100, truth_offset: int = 200,
-             metric: str = "val_mean", jobs: int | None = None, progress: bool = False) -> dict[str, Any]:
-    """One case: pilots (seeds pilot_offset..) and full-budget truth runs (seeds truth_offset..) of the same
-    grid through the pipeline into `out`; hit rates of both rules and of a constant baseline (the pilot
-    frontier's last n held fixed) against the swept n*(C) on the upper 70% of the log-compute grid."""
-    from studies.sweeps import build_sweep
-
-    pcfgs, _ = pilot_configs(base, n, budget, fraction, pilot_seeds, pilot_offset)
-    ptable = run_configs(pcfgs, out, jobs, progress, "pilots")
-    tcfgs = build_sweep("n-vs-m", base.replace(budget=budget, n=n[0]), n=list(n), seeds=truth_seeds,
-                        budget=budget)
-    tcfgs = offset_seeds(tcfgs, truth_offset, base.problem_seed)
-    ttable = run_configs(tcfgs, out, jobs, progress, "truth")
-    rep = predict_from_table(ptable, budget, metric=metric)
-    C = np.array([p["compute"] for p in rep["n_star"]])
-    truth = swept_n_star(ttable, C, metric)
-    res: dict[str, Any] = {"truth": [None if not np.isfinite(t) else _int(t) for t in truth],
-                           "compute": C.tolist(), "upper": upper_mask(C).tolist(), "rules": {}}
-    for k, alt in rep["alternatives"].items():
-        pred = None if alt is None else [p["n"] for p in alt]
-        res["rules"][k] = {"n_star": pred, **hit_rate(pred, truth, C), "status": rep["status"][k]}
-    last = rep["pilots"]["frontier"][-1]["n"] if rep["pilots"]["frontier"] else None
-    const = None if last is None else [last] * len(C)
-    res["rules"]["constant"] = {"n_star": const, **hit_rate(const, truth, C),
-                                "status": "pilot frontier's last n held fixed"}
-    res["signal"] = rep.get("signal")
-    res["z_star"] = (rep.get("signal") or {}).get("z_star")
-    return res
-
-
-# ----------------------------------------------------------------------------------------------------- CLI
-@click.command()
-@click.argument("results_dir", required=False, type=click.Path(path_type=Path))
-@click.option("--budget", type=COUNT, required=True, help="Target compute C in rollouts (4e6, 2^22).")
-@click.option("--n", "n_grid", type=COUNT_LIST, default="2^1..2^8", show_default=True,
-              help="Pilot grid of n (comma list or 2^a..2^b); with RESULTS_DIR the pilots' own n.")
-@click.option("--bp", type=COUNT, default=32, show_default=True, help="Problems per step of the pilots.")
-@click.option("--pilot-fraction", type=float, default=PILOT_FRACTION, show_default=True,
-              help="Each pilot run spends at most this share of --budget.")
-@click.option("--seeds", type=click.IntRange(1, 1000), default=4, show_default=True,
-              help="Pilot seeds 0..S-1 per n.")
-@click.option("--metric", default=None,
-              help="Reward column the frontier maximises (default: val_mean; train_mean for the tabular "
-                   "preset, whose validation problems never move).")
-@click.option("--rule", type=click.Choice(RULES), default="signal", show_default=True,
-              help="signal: zero-variance rule (closed form, module docstring); paper: the extrapolated "
-                   "log2 n* sigmoid of the pilots' frontier.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the pilots run (resumable); default results/predict/<hash of the request>.")
-@click.option("--jobs", type=int, default=None, help="Local worker processes.")
-@click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
-@_apply(_CONFIG_OPTIONS)
-def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, pilot_fraction: float,
-            seeds: int, metric: str, rule: str, out_dir: Path | None, jobs: int | None, as_json: bool,
-            progress: bool, **kw: Any) -> None:
-    """Predict n*(C) up to --budget from pilot runs limited to --pilot-fraction of it: either run the pilots
-    (--backend and the run options) or read them from RESULTS_DIR (a results directory or a log)."""
-    import hashlib
-
-    from studies import cli as scli
-    from studies.io import preset_metric
-
-    target = budget
-    if results_dir is not None:
-        metric = scli.resolve_metric([results_dir], metric)
-        table = scli.load_paths((results_dir,), ["run_id", "compute", "n", metric], metric=metric)
-        where = str(results_dir)
-    else:
-        if metric is None:
-            metric = preset_metric(kw.get("model"), kw.get("backend") or "sim")
-        ns = list(n_grid)
-        base = scli._config(n=ns[0], bp=bp, budget=target, seed=0, **kw)
-        cfgs, skipped = pilot_configs(base, ns, target, pilot_fraction, seeds)
-        scli.check_configs(cfgs)  # bad input fails before --out is created, and before any note
-        if skipped:
-            click.echo(f"note: n = {','.join(map(str, skipped))} left out (one step exceeds the pilot "
-                       "budget)", err=True)
-        if out_dir is None:
-            key = hashlib.sha1("|".join(sorted(c.run_id for c in cfgs)).encode()).hexdigest()[:10]
-            out_dir = Path("results") / "predict" / key
-        table = run_configs(cfgs, out_dir, jobs, progress)
-        where = str(out_dir)
-    rep = predict_from_table(table, target, metric=metric, rule=rule)
-    rep["pilot_dir"] = where
-    if as_json:
-        scli.emit_json(rep)
-        return
-    click.echo(f"n*(C) up to {scli._fmt_c(target)} by the {rep['rule']} rule from {rep['pilots']['runs']} "
-               f"pilot runs (<= {rep['pilots']['fraction']:.3g} of the budget) in {where}")
-    alt = rep["alternatives"]
-    click.echo(f"{'compute':>12}  {'n*':>6}  {'signal':>6}  {'paper':>6}")
-    for i, p in enumerate(rep["n_star"]):
-        s = alt["signal"][i]["n"] if alt.get("signal") else "-"
-        q = alt["paper"][i]["n"] if alt.get("paper") else "-"
-        click.echo(f"{scli._fmt_c(p['compute']):>12}  {p['n']:>6}  {s:>6}  {q:>6}")
-    if rep.get("signal"):
-        sp = rep["signal"]
-        click.echo(f"signal rule: z* = {sp['z_star']:.3f}, C_z*(n) = e^{sp['a']:.3g} n^{sp['gamma']:.3g} "
-                   f"({rep['status']['signal']})")
-    click.echo(f"paper rule: {rep['status']['paper']}")
-    for note in rep["certainty"]["notes"]:
-        click.echo(f"note: {note}")
-
-
-
-# ------------------------------------------------------------------------------------- evaluation report
-DESIGN_CASE = "interference-easy"
-"""The case the signal rule was designed on (its seeds: pilots 0.., truth 50..); every other case uses
-pilot seeds 100.. and truth seeds 200.., which no design decision saw."""
-CASES: dict[str, dict[str, Any]] = {
-    "interference-easy": {"model": "interference"},
-    "interference-hard": {"model": "interference", "dataset": "hard"},
-    "mlp-easy": {"model": "mlp"},
-    "linear-easy": {"model": "linear"},
-    "skills-easy": {"model": "skills"},
-    "interference-hidden8": {"model": "interference", "options": (("hidden", 8),)},
-    "interference-d128": {"model": "interference", "d": 128},
-    "tabular-easy": {"model": "tabular"},
-    "interference-dual": {"model": "interference", "dataset": "dual"},
-    "mlp-hard": {"model": "mlp", "dataset": "hard"},
-}
-"""Simulator cases of the evaluation: RunConfig fields over the shared base (bp 32, budget 2^20, d = d_val
-= 512, 40 evaluation points, n 2..256, 4 pilot seeds at 5% of the budget, 4 truth seeds at the budget)."""
-EVAL_NS = (2, 4, 8, 16, 32, 64, 128, 256)
-EVAL_BUDGET = 2**20
-
-
-def case_config(name: str) -> tuple[RunConfig, str]:
-    kw = dict(CASES[name])
-    kw.setdefault("d", 512)
-    metric = "train_mean" if kw.get("model") == "tabular" else "val_mean"  # tabular val problems never move
-    return RunConfig(backend="sim", bp=32, budget=EVAL_BUDGET, d_val=512, n_evals=40, **kw), metric
-
-
-def evaluate_cases(names: Sequence[str], root: Path, jobs: int | None = 2) -> dict[str, dict]:
-    out = {}
-    for name in names:
-        base, metric = case_config(name)
-        po, to = (0, 50) if name == DESIGN_CASE else (100, 200)
-        out[name] = evaluate(base, list(EVAL_NS), EVAL_BUDGET, root / name, pilot_offset=po, truth_offset=to,
-                             metric=metric, jobs=jobs)
-    return out
-
-
-def evaluation_markdown(res: dict[str, dict]) -> str:
-    """docs/PREDICT.md: hit rates per case and rule, then each case's n*(C) rows."""
-    rules = ("signal", "paper", "constant")
-    intro = (
-        "Generated by `python -m studies.predict --out docs/PREDICT.md` from simulator runs (nothing typed "
-        "by hand). Per case: pilots of n = 2..256 at bp = 32, each spending 5% of the budget 2^20 (4 "
-        "seeds), and full-budget truth runs (4 other seeds); truth n*(C) = the FrontierFit frontier of the "
-        "truth runs on the 21-point grid 2^10..2^20. A hit = the predicted n within a factor 2 of the truth; "
-        "hit rate over the 15 grid points in the upper 70% of log C. `constant` = the pilot frontier's last "
-        "n held fixed (a no-extrapolation baseline). Goal (issue 12): >= 80% on >= 4 cases other than the "
-        f"design case ({DESIGN_CASE}). The truth itself is noisy (4 seeds): its n* can jump by more than a "
-        "factor 2 between neighbouring grid points."
-    )
-    lines = ["# `isocompute predict`: hit rates against swept n*(C) (issue 12)", "", intro, "",
-             "| case | signal rule | paper extrapolation | constant | signal rule: z*, exponent 1/gamma |",
-             "|---|---|---|---|---|"]
-    for name, r in res.items():
-        cells = []
-        for k in rules:
-            h = r["rules"][k]["hit_rate"]
-            cells.append("n/a" if h is None else f"{h:.0%}")
-        sig = r.get("signal") or {}
-        zs = sig.get("z_star")
-        ex = sig.get("exponent")
-        tag = " (design)" if name == DESIGN_CASE else ""
-        lines.append(f"| {name}{tag} | {' | '.join(cells)} | "
-                     + (f"{zs:.2f}, {ex:.2f}" if zs is not None and ex is not None else "n/a") + " |")
-    met = [n for n, r in res.items() if n != DESIGN_CASE and (r["rules"]["signal"]["hit_rate"] or 0) >= 0.8]
-    beat = [n for n in met if (r := res[n]["rules"])["signal"]["hit_rate"] > (r["paper"]["hit_rate"] or 0)]
-    lines += ["", f"Cases other than the design case with a signal-rule hit rate >= 80%: {len(met)} "
-              f"({', '.join(met) or 'none'}); of these, where the paper's extrapolation hits less often: "
-              f"{len(beat)} ({', '.join(beat) or 'none'}).", ""]
-    for name, r in res.items():
-        lines += [f"## {name}", "", "| compute | truth n* | signal | paper | upper 70% |",
-                  "|---|---|---|---|---|"]
-        for i, c in enumerate(r["compute"]):
-            s = r["rules"]["signal"]["n_star"]
-            q = r["rules"]["paper"]["n_star"]
-            lines.append(f"| 2^{math.log2(c):.1f} | {r['truth'][i]} | {s[i] if s else '-'} | "
-                         f"{q[i] if q else '-'} | {'yes' if r['upper'][i] else ''} |")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m studies.predict [--cases a,b] [--results DIR] [--out FILE]`: the evaluation report."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m studies.predict")
-    ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--results", type=Path, default=Path("results/issue12/eval"))
-    ap.add_argument("--out", type=Path, default=Path("docs/PREDICT.md"))
-    ap.add_argument("--jobs", type=int, default=2)
-    a = ap.parse_args(argv)
-    names = [c for c in a.cases.split(",") if c]
-    unknown = [c for c in names if c not in CASES]
-    if unknown:
-        raise SystemExit(f"unknown case(s) {unknown}; have {list(CASES)}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = evaluate_cases(names, a.results, a.jobs)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(evaluation_markdown(res))
-    print(f"wrote {a.out}")
-
-
-if __name__ == "__main__":
-    main()
