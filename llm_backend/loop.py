@@ -58,7 +58,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
         evaluator = Evaluator(cfg, engine, tok, train, val, log)
         points = [s * cfg.batch for s in eval_steps(cfg.steps, cfg.n_evals)]  # in rollouts spent
         due = [c for c in points if c > state.spent]
-        outcome, last = (status.OK, None, None), None
+        outcome, last = (status.DONE, None, None), None
         try:
             if state.step == 0:
                 evaluator.record(state, None)
@@ -89,7 +89,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                     break
             stopped = stop_after is not None and state.step >= stop_after
             between = last is not None and state.curve.rows[-1]["m"] != state.step
-            if outcome[0] == status.OK and between and not stopped:
+            if outcome[0] == status.DONE and between and not stopped:
                 evaluator.record(state, last)  # the budget ended the run between evaluation points
         finally:
             log.close()

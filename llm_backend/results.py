@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from isocompute.contract.columns import CURVE_COLUMNS
-from isocompute.contract.status import OK
+from isocompute.contract.status import DONE
 from llm_backend.config import LLMConfig
 
 TABLE_COLUMNS = CURVE_COLUMNS
@@ -30,7 +30,7 @@ class LLMResult:
     table: dict[str, np.ndarray]
     pass1: dict[str, np.ndarray]
     steps: list[dict] = field(default_factory=list)
-    status: str = OK
+    status: str = DONE
     diverged_step: int | None = None
     reason: str | None = None
 
@@ -88,7 +88,7 @@ class Curve:
         self.snaps.append([float(x) for x in p1])
         self.snaps_train.append([float(x) for x in p1_train])
 
-    def result(self, cfg: LLMConfig, n_train: int, n_val: int, status=OK, diverged_step=None,
+    def result(self, cfg: LLMConfig, n_train: int, n_val: int, status=DONE, diverged_step=None,
                reason=None) -> LLMResult:
         """The LLMResult of these rows (n_train, n_val: the lengths of the two pass@1 vectors)."""
         table = {c: np.array([r[c] for r in self.rows]) for c in TABLE_COLUMNS}

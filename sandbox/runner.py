@@ -34,7 +34,7 @@ import numpy as np
 
 from isocompute.contract import schedule
 from isocompute.contract.columns import CURVE_COLUMNS
-from isocompute.contract.status import DIVERGED, OK
+from isocompute.contract.status import DIVERGED, DONE
 from sandbox import _cache, allocators, grpo
 from sandbox.blas import one_blas_thread
 from sandbox.config import SimConfig
@@ -56,7 +56,7 @@ class SimResult:
     config: SimConfig
     table: dict[str, np.ndarray]
     pass1: dict[str, np.ndarray]
-    status: str = OK
+    status: str = DONE
     diverged_step: int | None = None
     reason: str | None = None
     info: dict = field(default_factory=dict)
@@ -272,7 +272,7 @@ def run(config: SimConfig, progress: bool = False, threads: int | None = None) -
 def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res, seconds: float) -> SimResult:
     """The SimResult of one run from the arrays `grpo._run_full` filled."""
     filled, code = int(res[0]), int(res[1])
-    status, div_step, reason = OK, None, None
+    status, div_step, reason = DONE, None, None
     if code != grpo.OK:
         status, div_step, reason = DIVERGED, int(res[2]), grpo.REASONS[code]
     d = config.d

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from isocompute.contract import allocspec
-from isocompute.contract.status import DONE, recorded
+from isocompute.contract.status import DONE
 from studies.config import RunConfig, StudiesError
 
 PASS1_COLUMNS = ("run_id", "compute", "split", "problem", "pass1")
@@ -128,7 +128,7 @@ class SimAdapter:
         table["allocator"] = allocspec.label(cfg.allocator, cfg.n)
         pass1 = tidy_pass1(run_id, res.pass1.get("compute"), {s: res.pass1.get(s) for s in ("train", "val")})
         info = {"diverged_step": res.diverged_step, "reason": res.reason}
-        return RunOutput(table=table, pass1=pass1, status=recorded(res.status), info=info)
+        return RunOutput(table=table, pass1=pass1, status=res.status, info=info)
 
 
 def _coerce(key: str, value: Any, kind: type) -> Any:
@@ -231,7 +231,7 @@ class LLMAdapter:
         info = {"diverged_step": res.diverged_step, "reason": res.reason, "steps": len(res.steps),
                 "wall_s": float(sum(s["t_step"] for s in res.steps)),
                 "rollouts": int(res.steps[-1]["compute"]) if res.steps else 0}
-        return RunOutput(table=table, pass1=pass1, status=recorded(res.status), info=info)
+        return RunOutput(table=table, pass1=pass1, status=res.status, info=info)
 
 
 def field_docs(cls: type) -> dict[str, str]:

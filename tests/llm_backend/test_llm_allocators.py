@@ -389,7 +389,7 @@ def test_recorded_compute_and_tokens_are_what_the_engine_generated(spec, tiny_lm
 
     cfg = tiny(tiny_lm, allocator=spec, d=2)  # 2 training problems (p = 1 and p ~ 0.5): both every step
     res = run(cfg)
-    assert res.status == "ok"
+    assert res.status == "done"
     compute, tokens = res.table["compute"], res.table["tokens"]
     assert compute[-1] == counted["rollouts"] == sum(s["rollouts"] for s in res.steps)
     assert tokens[-1] == counted["tokens"]

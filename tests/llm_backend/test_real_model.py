@@ -192,7 +192,7 @@ def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
         seed=0,
     )
     res = run(cfg, engine=engine)
-    assert res.status == "ok" and len(res.steps) == 3
+    assert res.status == "done" and len(res.steps) == 3
     for s in res.steps:
         for key in ("reward", "entropy", "grad_norm", "response_len", "tokens", "t_rollout", "t_train"):
             assert math.isfinite(s[key]), key

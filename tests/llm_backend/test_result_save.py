@@ -23,4 +23,4 @@ def test_save_writes_whole_files_and_no_temporaries(tmp_path):
     assert pd.read_csv(tmp_path / "table.csv")["val_mean"].tolist() == [0.1, 0.2]
     p1 = pd.read_csv(tmp_path / "pass1.csv")
     assert len(p1) == 4 and p1["pass1"].tolist() == [0.5, 0.25, 0.75, 1.0]
-    assert json.loads((tmp_path / "config.json").read_text())["status"] == "ok"
+    assert json.loads((tmp_path / "config.json").read_text())["status"] == "done"

@@ -166,7 +166,7 @@ def test_a_run_is_deterministic_in_process_and_learns_shape(small_run_cfg):
     from llm_backend.runner import run
 
     a, b = run(small_run_cfg), run(small_run_cfg)
-    assert a.status == "ok" and len(a.steps) == 4
+    assert a.status == "done" and len(a.steps) == 4
     for col in ("val_mean", "train_mean", "batch_reward", "grad_norm", "tokens"):
         np.testing.assert_array_equal(np.asarray(a.table[col], float), np.asarray(b.table[col], float))
     # the engine's log-probs are the trainer's: the logged mismatch is rounding only

@@ -126,7 +126,7 @@ ALLOCS = ("knapsack", "knapsack:oracle=1", "dynamic-sampling", "skip-zero-var:p=
 def test_allocator_runs_and_compute_is_rollouts_drawn(spec, model):
     cfg = SimConfig(**{**SMALL, "model": model}, allocator=spec)
     r = run(cfg)
-    assert r.status == "ok"
+    assert r.status == "done"
     t = r.table
     assert t["compute"][0] == 0 and np.all(np.diff(t["compute"]) > 0)
     assert t["compute"][-1] <= cfg.budget
@@ -294,7 +294,7 @@ def test_new_allocators_compute_is_rollouts_drawn(spec, model):
 
     cfg = SimConfig(**{**SMALL, "model": model}, allocator=spec)
     r = run(cfg)
-    assert r.status == "ok"
+    assert r.status == "done"
     t = r.table
     assert t["compute"][0] == 0 and np.all(np.diff(t["compute"]) > 0) and t["compute"][-1] <= cfg.budget
     st = prepare(cfg)

@@ -57,7 +57,7 @@ def test_run_many_keeps_a_diverging_run_apart(monkeypatch):
     monkeypatch.setattr(runner, "build_policy", poisoned)
     cfgs = [SimConfig(model="linear", share=0.5, seed=s, n=4, **SMALL) for s in (0, 1, 2)]
     out = run_many(cfgs, threads=2)
-    assert [r.status for r in out] == ["ok", "diverged", "ok"]
+    assert [r.status for r in out] == ["done", "diverged", "done"]
     for c, r in zip(cfgs, out, strict=True):
         _same(run(c), r)
 

@@ -26,7 +26,7 @@ def sweep(model: str, metric: str, d: int = 512, d_val: int = 256) -> tuple[np.n
             cfg = SimConfig(model=model, dataset="easy", n=n, bp=BP, budget=BUDGET, d=d, d_val=d_val, seed=s,
                             problem_seed=100 + s, n_evals=16, snapshots=False)
             r = run(cfg)
-            assert r.status == "ok"
+            assert r.status == "done"
             c = r.table["compute"][1:]
             vals.append(np.interp(np.log(grid), np.log(c), r.table[metric][1:]))
         curves[n] = np.mean(vals, axis=0)

@@ -92,7 +92,7 @@ def test_advantage_std_options():
     eps = run(SimConfig(adv_eps=0.5, **SMALL))
     assert not np.array_equal(base.pass1["train"], eps.pass1["train"])
     for extra in (dict(scale_rewards="batch"), dict(n_est=4), dict(n_est=4, adv_std="population")):
-        assert run(SimConfig(**SMALL, **extra)).status == "ok", extra
+        assert run(SimConfig(**SMALL, **extra)).status == "done", extra
     for bad in (dict(adv_std="unbiased"), dict(adv_eps=-1e-4), dict(adv_eps=float("inf"))):
         with pytest.raises(ConfigError):
             SimConfig(**SMALL, **bad)

@@ -24,7 +24,7 @@ def _same(a, b):
 def test_table_contract_and_determinism(model):
     cfg = SimConfig(model=model, **SMALL)
     a, b = run(cfg), run(cfg)
-    assert a.status == "ok" and a.reason is None
+    assert a.status == "done" and a.reason is None
     assert tuple(a.table) == CURVE_COLUMNS
     E = a.table["m"].size
     assert all(v.shape == (E,) for v in a.table.values())
@@ -112,7 +112,7 @@ def test_kl_entropy_decay_filter_and_baseline_options_run_and_matter():
                   weight_decay=0.1), dict(zero_variance_filter=True), dict(scale_rewards="batch"),
                   dict(scale_rewards="none"), dict(optimizer="sgd", lr=1.0), dict(lr_rule="sqrt")):
         r = run(SimConfig(**SMALL, **extra))
-        assert r.status == "ok", extra
+        assert r.status == "done", extra
         assert not np.array_equal(ref.pass1["train"], r.pass1["train"]), extra
     kl = run(SimConfig(kl_coef=2.0, **SMALL))
     assert kl.table["kl"][-1] < ref.table["kl"][-1]
