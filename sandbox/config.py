@@ -79,7 +79,8 @@ class SimConfig(EngineConfig):
     lr_ref_batch: int = 256
     """Reference batch for `lr_rule` (the paper: 1024 for the LLM)."""
     weight_decay: float = 0.0
-    """Decay toward the initial parameters (AdamW-style, decoupled); 0 disables it."""
+    """Decoupled (AdamW-style) decay toward the initial parameters theta0, not toward zero as torch's AdamW in
+    llm_backend: theta <- theta - lr * wd * (theta - theta0) after each update; 0 disables it."""
     beta1: float = 0.9
     beta2: float = 0.999
     adam_eps: float = 1e-8
