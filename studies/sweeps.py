@@ -32,7 +32,7 @@ def _distinct(values: Sequence[int] | None, name: str) -> list[int]:
 
 def n_vs_m(base: RunConfig, n: Sequence[int], seeds: int = 1, bp: int | None = None,
            budget: int | None = None) -> list[RunConfig]:
-    """Fixed bp, one budget, a list of n: m = budget // (bp * n) follows (paper Fig 6-7)."""
+    """Fixed bp, one budget, a list of n: m follows (isocompute.contract.budget.STEPS_RULE; paper Fig 6-7)."""
     ns = _distinct(n, "n")
     bp = base.bp if bp is None else bp
     budget = base.budget if budget is None else budget
