@@ -1,0 +1,68 @@
+"""The rollouts of a GRPO step (sandbox/grpo.py, step 1 of its docstring): the problem order (epochs over a
+shuffled training set) and a group's answer counts, as n categorical draws for small n or one multinomial
+(a chain of K-1 binomials, O(1) in n) for large n."""
+
+from __future__ import annotations
+
+from numba import njit
+
+from sandbox.kernels.layout import SAMPLER_AUTO, SMALL_N, ST_POS
+from sandbox.rng import multinomial, shuffle, uniform
+
+
+@njit(cache=True, error_model="numpy")
+def _categorical_counts(s, pi, n, first, need_rest, out):
+    """Counts (K,) of n categorical draws from pi, for small n (`SMALL_N`): the number correct c (answer
+    `first`) as n Bernoulli(pi[first]) draws, then each of the n - c wrong rollouts by inverse CDF over the
+    wrong answers. need_rest=False leaves the wrong counts at 0 when c = 0 (the caller knows they cannot
+    matter: zero advantages, no length model), saving those draws. Exact (up to rounding of the CDF)."""
+    K = pi.shape[0]
+    p = pi[first]
+    c = 0
+    for _ in range(n):
+        if uniform(s) < p:
+            c += 1
+    for k in range(K):
+        out[k] = 0
+    out[first] = c
+    if c == n or (c == 0 and not need_rest):
+        return c
+    mass = 0.0
+    last = first
+    for k in range(K):
+        if k != first:
+            mass += pi[k]
+            last = k
+    for _ in range(n - c):
+        u = uniform(s) * mass
+        pick = last
+        cum = 0.0
+        for k in range(K):
+            if k == first:
+                continue
+            cum += pi[k]
+            if u < cum:
+                pick = k
+                break
+        out[pick] += 1
+    return c
+
+@njit(cache=True, error_model="numpy")
+def _sample_group(rs, pi, k, cg, need_rest, sampler, out):
+    """Counts (K,) of k rollouts from pi: categorical for k <= SMALL_N under sampler auto, else the binomial
+    chain; returns the number correct (answer cg)."""
+    if sampler == SAMPLER_AUTO and k <= SMALL_N:
+        return _categorical_counts(rs, pi, k, cg, need_rest, out)
+    multinomial(rs, pi, k, cg, out)
+    return out[cg]
+
+
+@njit(cache=True, error_model="numpy")
+def _next_problem(rs, perm, st, d):
+    """The next training problem of the epoch order perm (d,), reshuffled when an epoch ends (st[ST_POS])."""
+    if st[ST_POS] >= d:
+        shuffle(rs, perm)
+        st[ST_POS] = 0
+    g = perm[st[ST_POS]]
+    st[ST_POS] += 1
+    return g

@@ -1,0 +1,329 @@
+"""The simulator's one train kernel (docs/PAPER.md "The question", docs/DESIGN.md "Simulator"; the step is
+described in sandbox/grpo.py's docstring): GRPO steps in place on theta and the optimiser state, for fixed n
+(the allocator `A_FIXED`) and under every rollout allocator (sandbox/allocators.py, issue 13).
+
+`train_kernel` is one loop over small kernels: the candidates of a step and their group sizes
+(sandbox/kernels/allocate.py), the rollouts of a group (`_rollout`), its advantages (`_advantages`), the
+gradient of an update (`_gradients`) and the optimiser's tail (sandbox/kernels/optimizer.py). A fixed run
+passes hist=None: every allocator branch is then pruned at compile time, so its kernel has no allocator code
+(the cold compile of a fixed run is ~40% shorter, issue 22), and its step is the original fixed path's
+arithmetic in the same order (tests/sandbox/test_refactor_bits.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from sandbox.allocators import A_ADA, A_DYNAMIC, A_FIXED, A_GVM, A_KNAPSACK, A_SCHED_ZV, A_VARIANCE, N_PARAMS
+from sandbox.kernels.allocate import (
+    ada_continue,
+    candidates,
+    group_sizes,
+    has_signal,
+    step_group_size,
+    update_history,
+    zv_schedule_update,
+)
+from sandbox.kernels.layout import (
+    AC_BREW,
+    AC_GNORM,
+    AC_GROUPS,
+    AC_ROLL,
+    AC_TOK,
+    AC_TOKENS,
+    AC_UPDATES,
+    AC_ZV,
+    ADAM,
+    BAD_GRAD,
+    BAD_LOGITS,
+    HP_A0,
+    HP_ADV_EPS,
+    HP_B1,
+    HP_B2,
+    HP_BUDGET,
+    HP_CLIP,
+    HP_ENT,
+    HP_EPS,
+    HP_KL,
+    HP_LR,
+    HP_TINY,
+    HP_WD,
+    IP_ALLOC,
+    IP_BP,
+    IP_EPOCHS,
+    IP_LENS,
+    IP_MB,
+    IP_N,
+    IP_NEST,
+    IP_OBJ,
+    IP_OPT,
+    IP_SAMPLE_STD,
+    IP_SAMPLER,
+    IP_SCALE,
+    IP_ZVF,
+    OK,
+    PG,
+    ST_STEP,
+)
+from sandbox.kernels.objective import advantages, logit_gradient, reward_std
+from sandbox.kernels.optimizer import TINY, grad_norm, step
+from sandbox.kernels.rollouts import _sample_group
+from sandbox.kernels.softmax import _softmax_fast, _softmax_rows
+from sandbox.policies import batch_backward, batch_logits, work_size
+from sandbox.rng import binomial
+
+NO_UPDATE = -1
+"""`_gradients`' code for a minibatch without a kept group: no update (nor its counters) at all."""
+
+
+@njit(cache=True, error_model="numpy")
+def _rollout(rs, pi, k, cg, lens_g, n_est, need_rest, has_len, sampler, out, rounds, chunk, room, tmp):
+    """Answer counts out (K,) of a group of k rollouts from pi (correct answer cg) and, under ada, further
+    rounds of `chunk` while `ada_continue` and k <= room. Returns (c correct, k drawn, the baseline mean,
+    tokens): the mean is c / k, or that of n_est separate rollouts (a decoupled baseline), whose tokens count
+    too, as the length's expectation given their number correct. lens_g (K,): the answers' lengths."""
+    K = pi.shape[0]
+    c = _sample_group(rs, pi, k, cg, need_rest, sampler, out)
+    done = 1
+    while ada_continue(c, k, done, rounds) and k <= room:
+        c += _sample_group(rs, pi, chunk, cg, need_rest, sampler, tmp)
+        for kk in range(K):
+            out[kk] += tmp[kk]
+        k += chunk
+        done += 1
+    tok = 0.0
+    if has_len:
+        for kk in range(K):
+            tok += out[kk] * lens_g[kk]
+    if n_est == 0:
+        return c, k, c / k, tok
+    pc = pi[cg]
+    ce = binomial(rs, n_est, pc)
+    if has_len:
+        if pc < 1.0:
+            wl = 0.0
+            for kk in range(K):
+                if kk != cg:
+                    wl += pi[kk] * lens_g[kk]
+            tok += ce * lens_g[cg] + (n_est - ce) * wl / (1.0 - pc)
+        else:
+            tok += n_est * lens_g[cg]
+    return c, k, ce / n_est, tok
+
+
+@njit(cache=True, error_model="numpy")
+def _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, scale, sample_std, adv_eps,
+                quiet):
+    """(A_correct, A_wrong) of each slot s < n_slots into a_c / a_w (a_c holds the baseline means on entry):
+    group (n_i rewards, or the n_est baseline rollouts), batch (all tot_n rewards) or no std; zero for a group
+    whose rewards all agree (without a decoupled baseline). silent[s]: no logit gradient at all (dropped by
+    zero-variance filtering, or zero advantages and no KL / entropy term, which leave it exactly zero)."""
+    batch_std = reward_std(tot_c / tot_n, tot_n, sample_std)
+    for s in range(n_slots):
+        k = nis[s]
+        c = cs[s]
+        mean = a_c[s]
+        std = reward_std(mean, n_est if n_est > 0 else k, sample_std)
+        ac, aw = advantages(c, k, mean, std, scale, batch_std, adv_eps)
+        if n_est == 0 and (c == 0 or c == k):
+            ac, aw = 0.0, 0.0
+        a_c[s] = ac
+        a_w[s] = aw
+        silent[s] = not keep[s] or (quiet and ac == 0.0 and aw == 0.0)
+
+
+@njit(cache=True, error_model="numpy")
+def _gradients(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, batch, counts, nis, Z, pis,
+               logp_old, a_c, a_w, keep, silent, lo, hi, objective, clip, kl, ent, forward, tag, stamp, DZ,
+               PG_, gshared, pgrad, touched, pi, logp, work):
+    """Descent gradient of the batch loss over slots lo..hi-1 (one minibatch): the shared block into gshared
+    (S,), the private rows of the kept problems into pgrad (d, K), listed in touched. Logit gradients dJ/dz
+    of the groups with signal (mean over the kept groups), then one backward pass; forward=True runs the
+    policy's forward pass first (PPO / CISPO: theta moved since the rollouts; slots gathered over rounds),
+    else `work` holds the rollouts' one. Returns (status, number of touched rows); NO_UPDATE without a kept
+    group. tag: this update's stamp of a touched row."""
+    K = pis.shape[1]
+    nb = hi - lo
+    n_keep = 0
+    n_loud = 0
+    for b in range(lo, hi):
+        if keep[b]:
+            n_keep += 1
+        if not silent[b]:
+            n_loud += 1
+    if n_keep == 0:
+        return NO_UPDATE, 0
+    inv = 1.0 / n_keep
+    idx = batch[lo:hi]
+    if forward and n_loud > 0:
+        if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z[:nb], work):
+            return BAD_LOGITS, 0
+    for i in range(nb):
+        b = lo + i
+        dz = DZ[i]
+        if silent[b]:
+            for k in range(K):
+                dz[k] = 0.0
+            continue
+        g = batch[b]
+        if objective == PG:
+            for k in range(K):
+                pi[k] = pis[b, k]
+                logp[k] = logp_old[b, k]
+        else:
+            _softmax_fast(Z[i], logp, pi)
+        lg0 = logp0[g] if g < d else logp0[0]
+        logit_gradient(counts[b], nis[b], correct[g], a_c[b], a_w[b], pi, logp, logp_old[b], lg0, objective,
+                       clip, kl, ent, dz)
+        for k in range(K):
+            dz[k] = -dz[k] * inv  # descent gradient of the batch loss
+    for j in range(S):
+        gshared[j] = 0.0
+    if n_loud > 0:
+        batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ[:nb], gshared, PG_[:nb], work)
+    n_touched = 0
+    if s_pr != 0.0:
+        for i in range(nb):
+            b = lo + i
+            if not keep[b]:
+                continue
+            g = batch[b]
+            if stamp[g] != tag:
+                stamp[g] = tag
+                touched[n_touched] = g
+                n_touched += 1
+                for k in range(K):
+                    pgrad[g, k] = 0.0
+            if not silent[b]:
+                for k in range(K):
+                    pgrad[g, k] += PG_[i, k]
+    return OK, n_touched
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, theta0, m1, m2, pw, row_t,
+                 stamp, perm, st, acc, hp, ip, rs, moved, hist, m_end):
+    """GRPO steps from st[ST_STEP] in place on theta and the optimiser state; returns a status code.
+
+    Fixed n (hist None, or the allocator A_FIXED): steps up to m_end. An allocator (ip[IP_ALLOC], plain PG
+    without n_est, SimConfig checks it): steps until acc[AC_ROLL] reaches m_end * bp * n rollouts (the fixed
+    path's compute at step m_end) or the budget hp[HP_BUDGET] leaves no room for a step; every drawn rollout
+    counts. A step draws rounds of bp candidate problems (several only under dynamic sampling, which keeps the
+    groups with signal) with n_i rollouts each; the slots (kept groups) then get ppo_epochs * minibatches
+    updates (one for pg, which reuses the rollouts' forward pass) with each group's own n_i.
+    hist (d + 1, allocators.N_HIST): the per-problem history the allocators read, None for a fixed run.
+    pw: running powers (beta1^t, beta2^t) per private row (d, 2) and for the shared block (row d).
+    moved (d + 1,) bool: whether private row g (row d: the shared block) has ever had a nonzero gradient.
+    """
+    K = logp0.shape[1]
+    n, bp, n_est, opt, objective = ip[IP_N], ip[IP_BP], ip[IP_NEST], ip[IP_OPT], ip[IP_OBJ]
+    n_mb = 1 if objective == PG else ip[IP_MB]
+    n_updates = 1 if objective == PG else ip[IP_EPOCHS] * n_mb
+    zvf, sample_std, has_len = ip[IP_ZVF] != 0, ip[IP_SAMPLE_STD] != 0, ip[IP_LENS] != 0
+    lr, b1, b2, eps, clip = hp[HP_LR], hp[HP_B1], hp[HP_B2], hp[HP_EPS], hp[HP_CLIP]
+    kl, ent = hp[HP_KL], hp[HP_ENT]
+    wd = hp[HP_WD] if opt != ADAM else 0.0
+    budget = hp[HP_BUDGET]
+    tiny = hp[HP_TINY] if hp.shape[0] > HP_TINY else TINY
+    par = hp[HP_A0: HP_A0 + N_PARAMS]
+    alloc = A_FIXED if hist is None else ip[IP_ALLOC]
+    dyn = alloc == A_DYNAMIC
+    ema = par[4] if alloc == A_KNAPSACK or alloc == A_VARIANCE or alloc == A_GVM else 1.0
+    ada_rounds = int(par[0]) if alloc == A_ADA else 1
+    quiet = kl == 0.0 and ent == 0.0  # then zero advantages give an exactly zero logit gradient
+    need_logp = objective != PG or not quiet  # log pi enters only the PPO / CISPO ratio and KL / entropy
+    need_rest = n_est > 0 or has_len or alloc == A_ADA  # the wrong answers' counts matter
+    forward = objective != PG or dyn  # an update's own forward pass (else the rollouts')
+    B0 = bp * n
+    target = float(m_end) * B0
+    # slots (bp,): the groups an update trains on; candidates: the problems of a round, the slots themselves
+    # unless dynamic sampling gathers the slots over rounds
+    batch, nis, cs = np.empty(bp, dtype=np.int64), np.empty(bp, dtype=np.int64), np.empty(bp, dtype=np.int64)
+    counts = np.empty((bp, K), dtype=np.int64)
+    Z, pis, logp_old = np.empty((bp, K)), np.empty((bp, K)), np.empty((bp, K))
+    DZ, PG_ = np.empty((bp, K)), np.empty((bp, K))
+    a_c, a_w = np.empty(bp), np.empty(bp)
+    keep, silent = np.empty(bp, dtype=np.bool_), np.empty(bp, dtype=np.bool_)
+    if dyn:
+        cand, ccounts = np.empty(bp, dtype=np.int64), np.empty((bp, K), dtype=np.int64)
+        cZ, cpis, clogp = np.empty((bp, K)), np.empty((bp, K)), np.empty((bp, K))
+    else:
+        cand, cZ, cpis, clogp, ccounts = batch, Z, pis, logp_old, counts
+    cn, phat, wbuf = np.empty(bp, dtype=np.int64), np.empty(bp), np.empty(bp)
+    work = np.zeros(work_size(kind, data[3], K, bp))
+    pi, logp, tmp = np.empty(K), np.empty(K), np.empty(K, dtype=np.int64)
+    gshared = np.zeros(S)
+    pgrad = np.zeros((d, K)) if s_pr != 0.0 else np.zeros((1, K))
+    touched = np.empty(bp, dtype=np.int64)
+    smx, smxe = np.empty(bp), np.empty(bp * K)
+
+    while st[ST_STEP] < m_end if alloc == A_FIXED else acc[AC_ROLL] < target:
+        t = st[ST_STEP]
+        n_step = n
+        if hist is not None and alloc != A_FIXED:
+            n_step = step_group_size(alloc, n, bp, acc[AC_ROLL], budget, par, hist, d)
+            if n_step == 0:
+                break
+        n_slots = drawn = rounds = tot_c = tot_n = zv_step = np.int64(0)  # not literals: one callee type
+        while True:  # --- rounds of bp candidates: logits, group sizes n_i, rollouts, history, slots
+            candidates(rs, perm, st, d, hist, alloc, par, cand)
+            if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, cand, cZ, work):
+                return BAD_LOGITS
+            _softmax_rows(cZ, bp, cpis, clogp, need_logp, smx, smxe)
+            group_sizes(alloc, par, hist, cand, cpis, correct, n_step, B0, phat, wbuf, cn)
+            for b in range(bp):
+                g = cand[b]
+                room = budget - acc[AC_ROLL] - drawn - n_step * (bp - b)
+                c, k, mean, tok = _rollout(rs, cpis[b], cn[b], correct[g], lens[g], n_est, need_rest, has_len,
+                                           ip[IP_SAMPLER], ccounts[b], ada_rounds, n_step, room, tmp)
+                drawn += k + n_est
+                if hist is not None:
+                    update_history(hist, g, c, k, t, ema)
+                zero_var = c == 0 or c == k
+                if zero_var:
+                    acc[AC_ZV] += 1.0
+                    zv_step += 1
+                acc[AC_GROUPS] += 1.0
+                acc[AC_TOKENS] += tok
+                acc[AC_TOK] += tok
+                if dyn and (not has_signal(c, k) or n_slots >= bp):
+                    continue
+                s = n_slots
+                n_slots += 1
+                if dyn:
+                    batch[s] = g
+                    counts[s], pis[s], logp_old[s] = ccounts[b], cpis[b], clogp[b]
+                nis[s], cs[s], a_c[s], keep[s] = k, c, mean, not (zvf and zero_var)
+                tot_c += c
+                tot_n += k
+            rounds += 1
+            if not dyn or n_slots >= bp or rounds >= int(par[0]) or acc[AC_ROLL] + drawn + B0 > budget:
+                break
+        acc[AC_ROLL] += drawn
+        acc[AC_BREW] = tot_c / tot_n if tot_n > 0 else np.nan
+        if hist is not None and alloc == A_SCHED_ZV:
+            zv_schedule_update(hist[d], float(zv_step), float(rounds * bp), par[0], par[1], par[2], float(n))
+        if n_slots > 0:
+            _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, ip[IP_SCALE],
+                        sample_std, hp[HP_ADV_EPS], quiet)
+        for u in range(n_updates if n_slots > 0 else 0):  # --- updates: minibatches of the slots, in epochs
+            mb = u % n_mb
+            code, n_touched = _gradients(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, batch,
+                                         counts, nis, Z, pis, logp_old, a_c, a_w, keep, silent,
+                                         (mb * n_slots) // n_mb, ((mb + 1) * n_slots) // n_mb, objective,
+                                         clip, kl, ent, forward, t * n_updates + u + 1, stamp,
+                                         DZ, PG_, gshared, pgrad, touched, pi, logp, work)
+            if code == NO_UPDATE:
+                continue
+            if code != OK:
+                return code
+            gn = grad_norm(gshared, pgrad, touched, n_touched, tiny)
+            if not np.isfinite(gn):
+                return BAD_GRAD
+            acc[AC_GNORM] += np.sqrt(gn)
+            acc[AC_UPDATES] += 1.0
+            step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pgrad, touched, n_touched, opt, lr, b1,
+                 b2, eps, wd, tiny)
+        st[ST_STEP] += 1
+    return OK
