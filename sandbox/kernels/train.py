@@ -4,10 +4,10 @@ described in sandbox/grpo.py's docstring): GRPO steps in place on theta and the 
 
 `train_kernel` is one loop over small kernels: the candidates of a step and their group sizes
 (sandbox/kernels/allocate.py), the rollouts of a group (`_rollout`), its advantages (`_advantages`), the
-gradient of an update (`_gradients`) and the optimiser's tail (sandbox/kernels/optimizer.py). A fixed run
-passes hist=None: every allocator branch is then pruned at compile time, so its kernel has no allocator code
-(the cold compile of a fixed run is ~40% shorter, issue 22), and its step is the original fixed path's
-arithmetic in the same order (tests/sandbox/test_refactor_bits.py).
+gradient of an update (`_logit_grads`, the policy's backward pass, `_private_grads`) and the optimiser's tail
+(sandbox/kernels/optimizer.py). A fixed run passes hist=None: every allocator branch is then pruned at compile
+time, so its kernel has no allocator code (the cold compile of a fixed run is ~40% shorter, issue 22), and its
+step is the original fixed path's arithmetic in the same order (tests/sandbox/test_refactor_bits.py).
 """
 
 from __future__ import annotations
@@ -73,20 +73,17 @@ from sandbox.kernels.softmax import _softmax_fast, _softmax_rows
 from sandbox.policies import batch_backward, batch_logits, work_size
 from sandbox.rng import binomial
 
-NO_UPDATE = -1
-"""`_gradients`' code for a minibatch without a kept group: no update (nor its counters) at all."""
 
-
-@njit(cache=True, error_model="numpy")
-def _rollout(rs, pi, k, cg, lens_g, n_est, need_rest, has_len, sampler, out, rounds, chunk, room, tmp):
+@njit(cache=True, inline="always", error_model="numpy")
+def _rollout(rs, pi, k, cg, lens, g, n_est, need_rest, has_len, sampler, out, rounds, chunk, room, tmp):
     """Answer counts out (K,) of a group of k rollouts from pi (correct answer cg) and, under ada, further
     rounds of `chunk` while `ada_continue` and k <= room. Returns (c correct, k drawn, the baseline mean,
     tokens): the mean is c / k, or that of n_est separate rollouts (a decoupled baseline), whose tokens count
-    too, as the length's expectation given their number correct. lens_g (K,): the answers' lengths."""
+    too, as the length's expectation given their number correct. lens (d, K): the answers' lengths."""
     K = pi.shape[0]
     c = _sample_group(rs, pi, k, cg, need_rest, sampler, out)
     done = 1
-    while ada_continue(c, k, done, rounds) and k <= room:
+    while done < rounds and ada_continue(c, k, done, rounds) and k <= room:  # ada's rounds
         c += _sample_group(rs, pi, chunk, cg, need_rest, sampler, tmp)
         for kk in range(K):
             out[kk] += tmp[kk]
@@ -95,7 +92,7 @@ def _rollout(rs, pi, k, cg, lens_g, n_est, need_rest, has_len, sampler, out, rou
     tok = 0.0
     if has_len:
         for kk in range(K):
-            tok += out[kk] * lens_g[kk]
+            tok += out[kk] * lens[g, kk]
     if n_est == 0:
         return c, k, c / k, tok
     pc = pi[cg]
@@ -105,14 +102,14 @@ def _rollout(rs, pi, k, cg, lens_g, n_est, need_rest, has_len, sampler, out, rou
             wl = 0.0
             for kk in range(K):
                 if kk != cg:
-                    wl += pi[kk] * lens_g[kk]
-            tok += ce * lens_g[cg] + (n_est - ce) * wl / (1.0 - pc)
+                    wl += pi[kk] * lens[g, kk]
+            tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pc)
         else:
-            tok += n_est * lens_g[cg]
+            tok += n_est * lens[g, cg]
     return c, k, ce / n_est, tok
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, scale, sample_std, adv_eps,
                 quiet):
     """(A_correct, A_wrong) of each slot s < n_slots into a_c / a_w (a_c holds the baseline means on entry):
@@ -133,18 +130,9 @@ def _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, s
         silent[s] = not keep[s] or (quiet and ac == 0.0 and aw == 0.0)
 
 
-@njit(cache=True, error_model="numpy")
-def _gradients(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, batch, counts, nis, Z, pis,
-               logp_old, a_c, a_w, keep, silent, lo, hi, objective, clip, kl, ent, forward, tag, stamp, DZ,
-               PG_, gshared, pgrad, touched, pi, logp, work):
-    """Descent gradient of the batch loss over slots lo..hi-1 (one minibatch): the shared block into gshared
-    (S,), the private rows of the kept problems into pgrad (d, K), listed in touched. Logit gradients dJ/dz
-    of the groups with signal (mean over the kept groups), then one backward pass; forward=True runs the
-    policy's forward pass first (PPO / CISPO: theta moved since the rollouts; slots gathered over rounds),
-    else `work` holds the rollouts' one. Returns (status, number of touched rows); NO_UPDATE without a kept
-    group. tag: this update's stamp of a touched row."""
-    K = pis.shape[1]
-    nb = hi - lo
+@njit(cache=True, inline="always", error_model="numpy")
+def _minibatch(keep, silent, lo, hi):
+    """(kept groups, groups with a logit gradient) among slots lo..hi-1."""
     n_keep = 0
     n_loud = 0
     for b in range(lo, hi):
@@ -152,14 +140,18 @@ def _gradients(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, batc
             n_keep += 1
         if not silent[b]:
             n_loud += 1
-    if n_keep == 0:
-        return NO_UPDATE, 0
-    inv = 1.0 / n_keep
-    idx = batch[lo:hi]
-    if forward and n_loud > 0:
-        if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z[:nb], work):
-            return BAD_LOGITS, 0
-    for i in range(nb):
+    return n_keep, n_loud
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi, correct, logp0, objective,
+                 clip, kl, ent, inv, pi, logp, DZ):
+    """Descent gradient of the batch loss w.r.t. the logits of slots lo..hi-1 into DZ[:hi - lo] (K,): minus
+    the group's dJ/dz (`logit_gradient`) times inv = 1 / (kept groups), 0 for a silent group. Under PG the
+    policy is the rollouts' (pis, logp_old); under PPO / CISPO that of the fresh logits Z[:hi - lo]."""
+    K = pis.shape[1]
+    d = logp0.shape[0]
+    for i in range(hi - lo):
         b = lo + i
         dz = DZ[i]
         if silent[b]:
@@ -178,27 +170,30 @@ def _gradients(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, batc
                        clip, kl, ent, dz)
         for k in range(K):
             dz[k] = -dz[k] * inv  # descent gradient of the batch loss
-    for j in range(S):
-        gshared[j] = 0.0
-    if n_loud > 0:
-        batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ[:nb], gshared, PG_[:nb], work)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _private_grads(batch, keep, silent, lo, hi, tag, stamp, PG_, pgrad, touched):
+    """Sum the private-row gradients PG_[:hi - lo] (K,) of the kept slots lo..hi-1 into pgrad (d, K) by
+    problem; a problem's row is zeroed and listed in touched at its first slot of this update (stamp[g] ==
+    tag after). Returns the number of touched rows."""
+    K = pgrad.shape[1]
     n_touched = 0
-    if s_pr != 0.0:
-        for i in range(nb):
-            b = lo + i
-            if not keep[b]:
-                continue
-            g = batch[b]
-            if stamp[g] != tag:
-                stamp[g] = tag
-                touched[n_touched] = g
-                n_touched += 1
-                for k in range(K):
-                    pgrad[g, k] = 0.0
-            if not silent[b]:
-                for k in range(K):
-                    pgrad[g, k] += PG_[i, k]
-    return OK, n_touched
+    for i in range(hi - lo):
+        b = lo + i
+        if not keep[b]:
+            continue
+        g = batch[b]
+        if stamp[g] != tag:
+            stamp[g] = tag
+            touched[n_touched] = g
+            n_touched += 1
+            for k in range(K):
+                pgrad[g, k] = 0.0
+        if not silent[b]:
+            for k in range(K):
+                pgrad[g, k] += PG_[i, k]
+    return n_touched
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -275,7 +270,7 @@ def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, the
             for b in range(bp):
                 g = cand[b]
                 room = budget - acc[AC_ROLL] - drawn - n_step * (bp - b)
-                c, k, mean, tok = _rollout(rs, cpis[b], cn[b], correct[g], lens[g], n_est, need_rest, has_len,
+                c, k, mean, tok = _rollout(rs, cpis[b], cn[b], correct[g], lens, g, n_est, need_rest, has_len,
                                            ip[IP_SAMPLER], ccounts[b], ada_rounds, n_step, room, tmp)
                 drawn += k + n_est
                 if hist is not None:
@@ -309,15 +304,25 @@ def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, the
                         sample_std, hp[HP_ADV_EPS], quiet)
         for u in range(n_updates if n_slots > 0 else 0):  # --- updates: minibatches of the slots, in epochs
             mb = u % n_mb
-            code, n_touched = _gradients(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, batch,
-                                         counts, nis, Z, pis, logp_old, a_c, a_w, keep, silent,
-                                         (mb * n_slots) // n_mb, ((mb + 1) * n_slots) // n_mb, objective,
-                                         clip, kl, ent, forward, t * n_updates + u + 1, stamp,
-                                         DZ, PG_, gshared, pgrad, touched, pi, logp, work)
-            if code == NO_UPDATE:
+            lo, hi = (mb * n_slots) // n_mb, ((mb + 1) * n_slots) // n_mb
+            nb = hi - lo
+            n_keep, n_loud = _minibatch(keep, silent, lo, hi)
+            if n_keep == 0:
                 continue
-            if code != OK:
-                return code
+            idx = batch[lo:hi]
+            if forward and n_loud > 0:  # PPO / CISPO: theta moved since the rollouts; slots from rounds
+                if not batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx, Z[:nb], work):
+                    return BAD_LOGITS
+            _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi, correct, logp0,
+                         objective, clip, kl, ent, 1.0 / n_keep, pi, logp, DZ)
+            for j in range(S):
+                gshared[j] = 0.0
+            if n_loud > 0:  # else `work` holds the rollouts' forward pass
+                batch_backward(kind, theta, data, S, s_sh, s_pr, d, idx, DZ[:nb], gshared, PG_[:nb], work)
+            n_touched = 0
+            if s_pr != 0.0:
+                tag = t * n_updates + u + 1  # this update's stamp of a touched row
+                n_touched = _private_grads(batch, keep, silent, lo, hi, tag, stamp, PG_, pgrad, touched)
             gn = grad_norm(gshared, pgrad, touched, n_touched, tiny)
             if not np.isfinite(gn):
                 return BAD_GRAD
