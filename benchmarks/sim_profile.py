@@ -48,6 +48,7 @@ from sandbox.kernels.objective import advantages, logit_gradient, reward_std  # 
 from sandbox.kernels.optimizer import grad_norm, step  # noqa: E402
 from sandbox.kernels.rollouts import _categorical_counts  # noqa: E402
 from sandbox.kernels.softmax import _softmax_fast, _softmax_rows  # noqa: E402
+from sandbox.kernels.train import _private_grads  # noqa: E402
 from sandbox.policies import batch_backward, batch_logits, work_size  # noqa: E402
 from sandbox.rng import multinomial, shuffle  # noqa: E402
 from sandbox.runner import prepare  # noqa: E402
@@ -95,6 +96,7 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
     a_c = np.empty(bp)
     a_w = np.empty(bp)
     silent = np.empty(bp, dtype=np.bool_)
+    keep = np.ones(bp, dtype=np.bool_)  # no zero-variance filter
     work = np.zeros(work_size(kind, data[3], K, bp))
     gshared = np.zeros(S)
     pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
@@ -167,18 +169,7 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
             batch_backward(kind, theta, data, S, s_sh, s_pr, d, batch, DZ, gshared, PG_, work)
         n_touched = 0
         if has_priv:
-            tag = t_step + 1
-            for b in range(bp):
-                g = batch[b]
-                if stamp[g] != tag:
-                    stamp[g] = tag
-                    touched[n_touched] = g
-                    n_touched += 1
-                    for k in range(K):
-                        pgrad[g, k] = 0.0
-                if not silent[b]:
-                    for k in range(K):
-                        pgrad[g, k] += PG_[b, k]
+            n_touched = _private_grads(batch, keep, silent, 0, bp, t_step + 1, stamp, PG_, pgrad, touched)
         t6 = _cycles()
         cyc[5] += t6 - t5
         gn = grad_norm(gshared, pgrad, touched, n_touched, tiny)
