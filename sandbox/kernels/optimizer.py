@@ -216,7 +216,7 @@ def _sumsq(x):
     return s
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def grad_norm(gshared, pgrad, touched, n_touched, tiny):
     """Squared norm of an update's gradient: the shared block gshared (S,) and the private rows pgrad[g] (K,)
     of the touched problems touched[:n_touched]; entries below tiny are set to 0 first (`TINY`: their squares
@@ -233,7 +233,7 @@ def grad_norm(gshared, pgrad, touched, n_touched, tiny):
     return gn
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pgrad, touched, n_touched, opt, lr, b1, b2,
          eps, wd, tiny):
     """One optimiser update: dense on the shared block theta[:S] (S = gshared.shape[0]), lazy on the private

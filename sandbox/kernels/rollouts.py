@@ -47,7 +47,7 @@ def _categorical_counts(s, pi, n, first, need_rest, out):
         out[pick] += 1
     return c
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _sample_group(rs, pi, k, cg, need_rest, sampler, out):
     """Counts (K,) of k rollouts from pi: categorical for k <= SMALL_N under sampler auto, else the binomial
     chain; returns the number correct (answer cg)."""
@@ -57,7 +57,7 @@ def _sample_group(rs, pi, k, cg, need_rest, sampler, out):
     return out[cg]
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _next_problem(rs, perm, st, d):
     """The next training problem of the epoch order perm (d,), reshuffled when an epoch ends (st[ST_POS])."""
     if st[ST_POS] >= d:

@@ -74,7 +74,7 @@ from sandbox.policies import batch_backward, batch_logits, work_size
 from sandbox.rng import binomial
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _rollout(rs, pi, k, cg, lens, g, n_est, need_rest, has_len, sampler, out, rounds, chunk, room, tmp):
     """Answer counts out (K,) of a group of k rollouts from pi (correct answer cg) and, under ada, further
     rounds of `chunk` while `ada_continue` and k <= room. Returns (c correct, k drawn, the baseline mean,
@@ -109,7 +109,7 @@ def _rollout(rs, pi, k, cg, lens, g, n_est, need_rest, has_len, sampler, out, ro
     return c, k, ce / n_est, tok
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, scale, sample_std, adv_eps,
                 quiet):
     """(A_correct, A_wrong) of each slot s < n_slots into a_c / a_w (a_c holds the baseline means on entry):
@@ -130,7 +130,7 @@ def _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, s
         silent[s] = not keep[s] or (quiet and ac == 0.0 and aw == 0.0)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _minibatch(keep, silent, lo, hi):
     """(kept groups, groups with a logit gradient) among slots lo..hi-1."""
     n_keep = 0
@@ -143,7 +143,7 @@ def _minibatch(keep, silent, lo, hi):
     return n_keep, n_loud
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi, correct, logp0, objective,
                  clip, kl, ent, inv, pi, logp, DZ):
     """Descent gradient of the batch loss w.r.t. the logits of slots lo..hi-1 into DZ[:hi - lo] (K,): minus
@@ -172,7 +172,7 @@ def _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi,
             dz[k] = -dz[k] * inv  # descent gradient of the batch loss
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def _private_grads(batch, keep, silent, lo, hi, tag, stamp, PG_, pgrad, touched):
     """Sum the private-row gradients PG_[:hi - lo] (K,) of the kept slots lo..hi-1 into pgrad (d, K) by
     problem; a problem's row is zeroed and listed in touched at its first slot of this update (stamp[g] ==
