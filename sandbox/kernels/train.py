@@ -64,37 +64,44 @@ from sandbox.kernels.layout import (
     IP_ZVF,
     OK,
     PG,
+    SAMPLER_AUTO,
+    SMALL_N,
     ST_STEP,
 )
 from sandbox.kernels.objective import advantages, logit_gradient, reward_std
 from sandbox.kernels.optimizer import TINY, grad_norm, step
-from sandbox.kernels.rollouts import _sample_group
+from sandbox.kernels.rollouts import _categorical_counts, _sample_group
 from sandbox.kernels.softmax import _softmax_fast, _softmax_rows
 from sandbox.policies import batch_backward, batch_logits, work_size
-from sandbox.rng import binomial
+from sandbox.rng import binomial, multinomial
 
 
 @njit(cache=True, error_model="numpy")
-def _rollout(rs, pi, k, cg, lens, g, n_est, need_rest, has_len, sampler, out, rounds, chunk, room, tmp):
-    """Answer counts out (K,) of a group of k rollouts from pi (correct answer cg) and, under ada, further
-    rounds of `chunk` while `ada_continue` and k <= room. Returns (c correct, k drawn, the baseline mean,
-    tokens): the mean is c / k, or that of n_est separate rollouts (a decoupled baseline), whose tokens count
-    too, as the length's expectation given their number correct. lens (d, K): the answers' lengths."""
-    K = pi.shape[0]
-    c = _sample_group(rs, pi, k, cg, need_rest, sampler, out)
+def _ada_rounds(rs, pi, c, k, cg, need_rest, sampler, out, rounds, chunk, room, tmp):
+    """Reinforce-Ada's further rounds of a group whose first k rollouts (counts out (K,), c correct) are
+    drawn: `chunk` more while `ada_continue` and k <= room. Returns (c, k)."""
     done = 1
-    while done < rounds and ada_continue(c, k, done, rounds) and k <= room:  # ada's rounds
+    while done < rounds and ada_continue(c, k, done, rounds) and k <= room:
         c += _sample_group(rs, pi, chunk, cg, need_rest, sampler, tmp)
-        for kk in range(K):
+        for kk in range(out.shape[0]):
             out[kk] += tmp[kk]
         k += chunk
         done += 1
+    return c, k
+
+
+@njit(cache=True, error_model="numpy")
+def _baseline(rs, pi, out, lens, g, cg, c, k, n_est, has_len):
+    """(baseline mean, tokens) of a drawn group (counts out (K,), c correct of k): the mean is c / k, or that
+    of n_est separate rollouts (a decoupled baseline), whose tokens count too, as the length's expectation
+    given their number correct. lens (d, K): the answers' lengths (has_len)."""
+    K = pi.shape[0]
     tok = 0.0
     if has_len:
         for kk in range(K):
             tok += out[kk] * lens[g, kk]
     if n_est == 0:
-        return c, k, c / k, tok
+        return c / k, tok
     pc = pi[cg]
     ce = binomial(rs, n_est, pc)
     if has_len:
@@ -106,7 +113,57 @@ def _rollout(rs, pi, k, cg, lens, g, n_est, need_rest, has_len, sampler, out, ro
             tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pc)
         else:
             tok += n_est * lens[g, cg]
-    return c, k, ce / n_est, tok
+    return ce / n_est, tok
+
+
+@njit(cache=True, error_model="numpy")
+def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, acc, budget, n_step, n_est,
+              need_rest, has_len, sampler, rounds, zvf, dyn, tmp, batch, counts, pis, logp_old, nis, cs, a_c,
+              keep, n_slots, drawn, tot_c, tot_n, zv):
+    """The rollouts of a round's candidates cand (bp,) with group sizes cn, policies cpis / clogp (bp, K): a
+    group's answer counts into ccounts (categorical for n_i <= SMALL_N under sampler auto, else the binomial
+    chain; ada's further rounds `_ada_rounds`), its baseline and tokens (`_baseline`), the history (hist, not
+    None: an allocator) and counters (acc); the kept groups become slots n_slots.. (batch, counts, pis,
+    logp_old copied only under dynamic sampling, where candidates are not the slots). One call per round:
+    a call per group (~50 scalar arguments) cost ~15% of a step. Returns the updated (n_slots, drawn, tot_c,
+    tot_n, zv): the slots, rollouts drawn, correct / rewards in the slots, zero-variance groups."""
+    bp = cand.shape[0]
+    for b in range(bp):
+        g, k = cand[b], cn[b]
+        cg = correct[g]
+        if sampler == SAMPLER_AUTO and k <= SMALL_N:  # `_sample_group`, spelled out: no call per group
+            c = _categorical_counts(rs, cpis[b], k, cg, need_rest, ccounts[b])
+        else:
+            multinomial(rs, cpis[b], k, cg, ccounts[b])
+            c = ccounts[b, cg]
+        if rounds > 1:
+            room = budget - acc[AC_ROLL] - drawn - n_step * (bp - b)
+            c, k = _ada_rounds(rs, cpis[b], c, k, cg, need_rest, sampler, ccounts[b], rounds, n_step, room,
+                               tmp)
+        mean, tok = c / k, 0.0
+        if n_est > 0 or has_len:
+            mean, tok = _baseline(rs, cpis[b], ccounts[b], lens, g, cg, c, k, n_est, has_len)
+        drawn += k + n_est
+        if hist is not None:
+            update_history(hist, g, c, k, t, ema)
+        zero_var = c == 0 or c == k
+        if zero_var:
+            acc[AC_ZV] += 1.0
+            zv += 1
+        acc[AC_GROUPS] += 1.0
+        acc[AC_TOKENS] += tok
+        acc[AC_TOK] += tok
+        if dyn and (not has_signal(c, k) or n_slots >= bp):
+            continue
+        s = n_slots
+        n_slots += 1
+        if dyn:
+            batch[s] = g
+            counts[s], pis[s], logp_old[s] = ccounts[b], cpis[b], clogp[b]
+        nis[s], cs[s], a_c[s], keep[s] = k, c, mean, not (zvf and zero_var)
+        tot_c += c
+        tot_n += k
+    return n_slots, drawn, tot_c, tot_n, zv
 
 
 @njit(cache=True, error_model="numpy")
@@ -267,31 +324,10 @@ def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, the
                 return BAD_LOGITS
             _softmax_rows(cZ, bp, cpis, clogp, need_logp, smx, smxe)
             group_sizes(alloc, par, hist, cand, cpis, correct, n_step, B0, phat, wbuf, cn)
-            for b in range(bp):
-                g = cand[b]
-                room = budget - acc[AC_ROLL] - drawn - n_step * (bp - b)
-                c, k, mean, tok = _rollout(rs, cpis[b], cn[b], correct[g], lens, g, n_est, need_rest, has_len,
-                                           ip[IP_SAMPLER], ccounts[b], ada_rounds, n_step, room, tmp)
-                drawn += k + n_est
-                if hist is not None:
-                    update_history(hist, g, c, k, t, ema)
-                zero_var = c == 0 or c == k
-                if zero_var:
-                    acc[AC_ZV] += 1.0
-                    zv_step += 1
-                acc[AC_GROUPS] += 1.0
-                acc[AC_TOKENS] += tok
-                acc[AC_TOK] += tok
-                if dyn and (not has_signal(c, k) or n_slots >= bp):
-                    continue
-                s = n_slots
-                n_slots += 1
-                if dyn:
-                    batch[s] = g
-                    counts[s], pis[s], logp_old[s] = ccounts[b], cpis[b], clogp[b]
-                nis[s], cs[s], a_c[s], keep[s] = k, c, mean, not (zvf and zero_var)
-                tot_c += c
-                tot_n += k
+            n_slots, drawn, tot_c, tot_n, zv_step = _rollouts(
+                rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, acc, budget, n_step, n_est,
+                need_rest, has_len, ip[IP_SAMPLER], ada_rounds, zvf, dyn, tmp, batch, counts, pis, logp_old,
+                nis, cs, a_c, keep, n_slots, drawn, tot_c, tot_n, zv_step)
             rounds += 1
             if not dyn or n_slots >= bp or rounds >= int(par[0]) or acc[AC_ROLL] + drawn + B0 > budget:
                 break
