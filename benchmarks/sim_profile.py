@@ -99,7 +99,8 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
     keep = np.ones(bp, dtype=np.bool_)  # no zero-variance filter
     work = np.zeros(work_size(kind, data[3], K, bp))
     gshared = np.zeros(S)
-    pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
+    pflat = np.zeros(d * K if has_priv else K)
+    pgrad = pflat.reshape((pflat.shape[0] // K, K))
     touched = np.empty(bp, dtype=np.int64)
     logp0 = np.zeros((1, K))
     smx = np.empty(bp)
@@ -177,8 +178,8 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
             return 2
         t7 = _cycles()
         cyc[6] += t7 - t6
-        step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pgrad, touched, n_touched, opt, lr, b1, b2,
-             eps, wd, tiny)
+        step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pflat, K, touched, n_touched, opt, lr, b1,
+             b2, eps, wd, tiny)
         cyc[7] += _cycles() - t7
         st[grpo.ST_STEP] += 1
     return 0

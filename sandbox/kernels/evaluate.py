@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from sandbox.config import ZERO_PASS1
-from sandbox.kernels.softmax import _softmax_fast, _softmax_rows
+from sandbox.kernels.softmax import _softmax_fast, _softmax_row, _softmax_rows
 from sandbox.policies import batch_logits, work_size
 from sandbox.rng import binomial
 
@@ -42,7 +42,7 @@ def _evaluate(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
             return False
         for i in range(nb):
             g = lo + i
-            _softmax_fast(Z[i], logp, pi)
+            _softmax_row(Z, i, logp, pi)
             p = pi[correct[g]]
             if sampled:
                 c = binomial(rs, k_metric, p)

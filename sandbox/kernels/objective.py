@@ -39,15 +39,18 @@ def advantages(c, n, mean, std, scale, batch_std, eps=0.0):
 
 
 @njit(cache=True, error_model="numpy")
-def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objective, clip, kl, ent, out):
-    """Ascent direction dJ/dz (K,) of one group (module docstring, step 3), before the 1/groups average."""
+def logit_gradient_row(counts, b, n, corr, a_c, a_w, pi, logp, logp_old, logp0, g0, objective, clip, kl, ent,
+                       out, i):
+    """`logit_gradient` of group b (counts[b], logp_old[b], reference logp0[g0]) into out[i]: rows of 2-D
+    arrays, not views (a compiled caller that passes a view keeps an atomic NRT incref / decref pair per array
+    argument per call: the train kernel's `_logit_grads`). pi, logp (K,): the group's current policy."""
     K = pi.shape[0]
     sv = 0.0
     for k in range(K):
         a = a_c if k == corr else a_w
-        v = counts[k] * a
+        v = counts[b, k] * a
         if objective != PG and v != 0.0:
-            r = np.exp(logp[k] - logp_old[k])
+            r = np.exp(logp[k] - logp_old[b, k])
             if objective == PPO:
                 if (a > 0.0 and r >= 1.0 + clip) or (a < 0.0 and r <= 1.0 - clip):
                     v = 0.0
@@ -55,19 +58,27 @@ def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objecti
                     v *= r
             else:
                 v *= min(r, 1.0 + clip)
-        out[k] = v
+        out[i, k] = v
         sv += v
     for k in range(K):
-        out[k] = (out[k] - sv * pi[k]) / n
+        out[i, k] = (out[i, k] - sv * pi[k]) / n
     if kl > 0.0:
         kl_val = 0.0
         for k in range(K):
-            kl_val += pi[k] * (logp[k] - logp0[k])
+            kl_val += pi[k] * (logp[k] - logp0[g0, k])
         for k in range(K):
-            out[k] -= kl * pi[k] * (logp[k] - logp0[k] - kl_val)
+            out[i, k] -= kl * pi[k] * (logp[k] - logp0[g0, k] - kl_val)
     if ent > 0.0:
         h = 0.0
         for k in range(K):
             h -= pi[k] * logp[k]
         for k in range(K):
-            out[k] -= ent * pi[k] * (logp[k] + h)
+            out[i, k] -= ent * pi[k] * (logp[k] + h)
+
+
+@njit(cache=True, error_model="numpy")
+def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objective, clip, kl, ent, out):
+    """Ascent direction dJ/dz (K,) of one group (module docstring, step 3), before the 1/groups average."""
+    K = pi.shape[0]
+    logit_gradient_row(counts.reshape((1, K)), 0, n, corr, a_c, a_w, pi, logp, logp_old.reshape((1, K)),
+                       logp0.reshape((1, K)), 0, objective, clip, kl, ent, out.reshape((1, K)), 0)

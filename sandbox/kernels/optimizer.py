@@ -117,12 +117,14 @@ def _adam4(theta, m1, m2, grad, j, i, lr, b1, b2, eps, bc1, bc2, tiny):
 
 
 @njit(cache=True, error_model="numpy")
-def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, bc1, bc2, tiny=TINY):
-    """`_opt_update` on theta[off:off+size] with gradient grad[:size], one branch-free loop per case so the
-    K-long row vectorises; the same arithmetic per element (bit-identical). Adam rows of 8 use `_adam4`."""
+def _opt_row(theta, theta0, m1, m2, grad, off, goff, size, opt, lr, b1, b2, eps, wd, bc1, bc2, tiny=TINY):
+    """`_opt_update` on theta[off:off+size] with gradient grad[goff:goff+size], one branch-free loop per case
+    so the K-long row vectorises; the same arithmetic per element (bit-identical). Adam rows of 8 use
+    `_adam4`. An offset, not a view grad[g]: a view passed to a compiled call costs `step` an atomic NRT
+    incref / decref pair per array argument per call."""
     if size == ROW8 and opt != SGD and wd == 0.0:  # Adam on a row of 8: two SIMD blocks, same IEEE ops
-        _adam4(theta, m1, m2, grad, off, 0, lr, b1, b2, eps, bc1, bc2, tiny)
-        _adam4(theta, m1, m2, grad, off + 4, 4, lr, b1, b2, eps, bc1, bc2, tiny)
+        _adam4(theta, m1, m2, grad, off, goff, lr, b1, b2, eps, bc1, bc2, tiny)
+        _adam4(theta, m1, m2, grad, off + 4, goff + 4, lr, b1, b2, eps, bc1, bc2, tiny)
         return
     tiny2 = tiny * tiny
     if opt == SGD:
@@ -130,12 +132,12 @@ def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, b
             j = off + i
             if wd > 0.0:
                 theta[j] = _decay(theta[j], theta0[j], lr, wd, tiny)
-            theta[j] -= lr * grad[i]
+            theta[j] -= lr * grad[goff + i]
     elif wd > 0.0:
         for i in range(size):
             j = off + i
             theta[j] = _decay(theta[j], theta0[j], lr, wd, tiny)
-            gj = grad[i]
+            gj = grad[goff + i]
             a = b1 * m1[j] + (1.0 - b1) * gj
             v = b2 * m2[j] + (1.0 - b2) * gj * gj
             theta[j] -= lr * (a / bc1) / (np.sqrt(v / bc2) + eps)
@@ -144,7 +146,7 @@ def _opt_row(theta, theta0, m1, m2, grad, off, size, opt, lr, b1, b2, eps, wd, b
     else:
         for i in range(size):
             j = off + i
-            gj = grad[i]
+            gj = grad[goff + i]
             a = b1 * m1[j] + (1.0 - b1) * gj
             v = b2 * m2[j] + (1.0 - b2) * gj * gj
             theta[j] -= lr * (a / bc1) / (np.sqrt(v / bc2) + eps)
@@ -234,15 +236,15 @@ def grad_norm(gshared, pgrad, touched, n_touched, tiny):
 
 
 @njit(cache=True, error_model="numpy")
-def step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pgrad, touched, n_touched, opt, lr, b1, b2,
+def step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pflat, K, touched, n_touched, opt, lr, b1, b2,
          eps, wd, tiny):
     """One optimiser update: dense on the shared block theta[:S] (S = gshared.shape[0]), lazy on the private
     rows theta[S + g K: S + (g + 1) K] of the touched problems (their moments and bias-correction powers pw[g]
     advance only now, row d of pw for the shared block). A block whose gradient is zero is skipped when its
     update is the identity (never moved, or plain SGD without decay); its counters still advance (exact
-    skips, issue 15). moved (d + 1,): whether a block has ever had a nonzero gradient."""
+    skips, issue 15). moved (d + 1,): whether a block has ever had a nonzero gradient. pflat: the private
+    rows' gradients (d, K) flat, row g at g K."""
     S = gshared.shape[0]
-    K = pgrad.shape[1]
     d = row_t.shape[0]
     identity_if_zero = opt == SGD and wd == 0.0  # a zero gradient leaves every parameter as it is
     if S > 0:
@@ -260,9 +262,9 @@ def step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pgrad, touched, n
         row_t[g] += 1
         pw[g, 0] = _flush(pw[g, 0] * b1, tiny)
         pw[g, 1] = _flush(pw[g, 1] * b2, tiny)
-        nz = _any_nonzero(pgrad[g], 0, K)
+        nz = _any_nonzero(pflat, g * K, g * K + K)
         if nz:
             moved[g] = True
         if nz or not (identity_if_zero or not moved[g]):
-            _opt_row(theta, theta0, m1, m2, pgrad[g], S + g * K, K, opt, lr, b1, b2, eps, wd,
+            _opt_row(theta, theta0, m1, m2, pflat, S + g * K, g * K, K, opt, lr, b1, b2, eps, wd,
                      1.0 - pw[g, 0], 1.0 - pw[g, 1], tiny)

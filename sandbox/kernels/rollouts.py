@@ -7,31 +7,32 @@ from __future__ import annotations
 from numba import njit
 
 from sandbox.kernels.layout import SAMPLER_AUTO, SMALL_N, ST_POS
-from sandbox.rng import multinomial, shuffle, uniform
+from sandbox.rng import multinomial_row, shuffle, uniform
 
 
 @njit(cache=True, error_model="numpy")
-def _categorical_counts(s, pi, n, first, need_rest, out):
-    """Counts (K,) of n categorical draws from pi, for small n (`SMALL_N`): the number correct c (answer
-    `first`) as n Bernoulli(pi[first]) draws, then each of the n - c wrong rollouts by inverse CDF over the
-    wrong answers. need_rest=False leaves the wrong counts at 0 when c = 0 (the caller knows they cannot
-    matter: zero advantages, no length model), saving those draws. Exact (up to rounding of the CDF)."""
-    K = pi.shape[0]
-    p = pi[first]
+def _categorical_row(s, pis, b, n, first, need_rest, out):
+    """Counts out[b] (K,) of n categorical draws from pis[b], for small n (`SMALL_N`): the number correct c
+    (answer `first`) as n Bernoulli(pi[first]) draws, then each of the n - c wrong rollouts by inverse CDF
+    over the wrong answers. need_rest=False leaves the wrong counts at 0 when c = 0 (the caller knows they
+    cannot matter: zero advantages, no length model), saving those draws. Exact (up to rounding of the CDF).
+    Rows of 2-D arrays, not views (see rng.multinomial_row)."""
+    K = pis.shape[1]
+    p = pis[b, first]
     c = 0
     for _ in range(n):
         if uniform(s) < p:
             c += 1
     for k in range(K):
-        out[k] = 0
-    out[first] = c
+        out[b, k] = 0
+    out[b, first] = c
     if c == n or (c == 0 and not need_rest):
         return c
     mass = 0.0
     last = first
     for k in range(K):
         if k != first:
-            mass += pi[k]
+            mass += pis[b, k]
             last = k
     for _ in range(n - c):
         u = uniform(s) * mass
@@ -40,21 +41,29 @@ def _categorical_counts(s, pi, n, first, need_rest, out):
         for k in range(K):
             if k == first:
                 continue
-            cum += pi[k]
+            cum += pis[b, k]
             if u < cum:
                 pick = k
                 break
-        out[pick] += 1
+        out[b, pick] += 1
     return c
 
+
 @njit(cache=True, error_model="numpy")
-def _sample_group(rs, pi, k, cg, need_rest, sampler, out):
-    """Counts (K,) of k rollouts from pi: categorical for k <= SMALL_N under sampler auto, else the binomial
-    chain; returns the number correct (answer cg)."""
+def _categorical_counts(s, pi, n, first, need_rest, out):
+    """`_categorical_row` of one row pi (K,) into out (K,)."""
+    K = pi.shape[0]
+    return _categorical_row(s, pi.reshape((1, K)), 0, n, first, need_rest, out.reshape((1, K)))
+
+
+@njit(cache=True, error_model="numpy")
+def _sample_row(rs, pis, b, k, cg, need_rest, sampler, out):
+    """Counts out[b] (K,) of k rollouts from pis[b]: categorical for k <= SMALL_N under sampler auto, else the
+    binomial chain; returns the number correct (answer cg)."""
     if sampler == SAMPLER_AUTO and k <= SMALL_N:
-        return _categorical_counts(rs, pi, k, cg, need_rest, out)
-    multinomial(rs, pi, k, cg, out)
-    return out[cg]
+        return _categorical_row(rs, pis, b, k, cg, need_rest, out)
+    multinomial_row(rs, pis, b, k, cg, out)
+    return out[b, cg]
 
 
 @njit(cache=True, error_model="numpy")

@@ -10,19 +10,21 @@ from sandbox.policies import exp_nonpos
 
 
 @njit(cache=True, error_model="numpy")
-def _softmax_fast(z, logp, pi):
-    """Stable log-softmax and softmax of one row z (K,) into logp and pi (as policies.softmax_row).
+def _softmax_row(Z, i, logp, pi):
+    """Stable log-softmax and softmax of row Z[i] (K,) into logp and pi (as policies.softmax_row); a row
+    index, not a view Z[i] (a view passed to a compiled call costs the caller an atomic NRT incref / decref
+    pair per array argument per call).
 
     The exponentials go through `exp_nonpos` (<= 1 ulp from np.exp, no libm call) so the K of them vectorise;
     arguments below -708 are clamped there (exp(-708) ~ 3e-308 instead of a smaller number: rounding).
     """
-    K = z.shape[0]
-    mx = z[0]
+    K = Z.shape[1]
+    mx = Z[i, 0]
     for k in range(1, K):
-        if z[k] > mx:
-            mx = z[k]
+        if Z[i, k] > mx:
+            mx = Z[i, k]
     for k in range(K):
-        y = z[k] - mx
+        y = Z[i, k] - mx
         pi[k] = exp_nonpos(y if y > -708.0 else -708.0)
     s = 0.0
     for k in range(K):
@@ -31,7 +33,13 @@ def _softmax_fast(z, logp, pi):
     inv = 1.0 / s
     for k in range(K):
         pi[k] *= inv
-        logp[k] = z[k] - lse
+        logp[k] = Z[i, k] - lse
+
+
+@njit(cache=True, error_model="numpy")
+def _softmax_fast(z, logp, pi):
+    """`_softmax_row` of one row z (K,)."""
+    _softmax_row(z.reshape((1, z.shape[0])), 0, logp, pi)
 
 
 @njit(cache=True, error_model="numpy")

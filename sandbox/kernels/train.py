@@ -68,48 +68,48 @@ from sandbox.kernels.layout import (
     SMALL_N,
     ST_STEP,
 )
-from sandbox.kernels.objective import advantages, logit_gradient, reward_std
+from sandbox.kernels.objective import advantages, logit_gradient_row, reward_std
 from sandbox.kernels.optimizer import TINY, grad_norm, step
-from sandbox.kernels.rollouts import _categorical_counts, _sample_group
-from sandbox.kernels.softmax import _softmax_fast, _softmax_rows
+from sandbox.kernels.rollouts import _categorical_row, _sample_row
+from sandbox.kernels.softmax import _softmax_row, _softmax_rows
 from sandbox.policies import batch_backward, batch_logits, work_size
-from sandbox.rng import binomial, multinomial
+from sandbox.rng import binomial, multinomial_row
 
 
 @njit(cache=True, error_model="numpy")
-def _ada_rounds(rs, pi, c, k, cg, need_rest, sampler, out, rounds, chunk, room, tmp):
-    """Reinforce-Ada's further rounds of a group whose first k rollouts (counts out (K,), c correct) are
-    drawn: `chunk` more while `ada_continue` and k <= room. Returns (c, k)."""
+def _ada_rounds(rs, pis, b, c, k, cg, need_rest, sampler, out, rounds, chunk, room, tmp):
+    """Reinforce-Ada's further rounds of group b (policy pis[b]) whose first k rollouts (counts out[b], c
+    correct) are drawn: `chunk` more (into tmp[b]) while `ada_continue` and k <= room. Returns (c, k)."""
     done = 1
     while done < rounds and ada_continue(c, k, done, rounds) and k <= room:
-        c += _sample_group(rs, pi, chunk, cg, need_rest, sampler, tmp)
-        for kk in range(out.shape[0]):
-            out[kk] += tmp[kk]
+        c += _sample_row(rs, pis, b, chunk, cg, need_rest, sampler, tmp)
+        for kk in range(out.shape[1]):
+            out[b, kk] += tmp[b, kk]
         k += chunk
         done += 1
     return c, k
 
 
 @njit(cache=True, error_model="numpy")
-def _baseline(rs, pi, out, lens, g, cg, c, k, n_est, has_len):
-    """(baseline mean, tokens) of a drawn group (counts out (K,), c correct of k): the mean is c / k, or that
-    of n_est separate rollouts (a decoupled baseline), whose tokens count too, as the length's expectation
-    given their number correct. lens (d, K): the answers' lengths (has_len)."""
-    K = pi.shape[0]
+def _baseline(rs, pis, out, b, lens, g, cg, c, k, n_est, has_len):
+    """(baseline mean, tokens) of drawn group b (policy pis[b], counts out[b], c correct of k): the mean is
+    c / k, or that of n_est separate rollouts (a decoupled baseline), whose tokens count too, as the length's
+    expectation given their number correct. lens (d, K): the answers' lengths (has_len)."""
+    K = pis.shape[1]
     tok = 0.0
     if has_len:
         for kk in range(K):
-            tok += out[kk] * lens[g, kk]
+            tok += out[b, kk] * lens[g, kk]
     if n_est == 0:
         return c / k, tok
-    pc = pi[cg]
+    pc = pis[b, cg]
     ce = binomial(rs, n_est, pc)
     if has_len:
         if pc < 1.0:
             wl = 0.0
             for kk in range(K):
                 if kk != cg:
-                    wl += pi[kk] * lens[g, kk]
+                    wl += pis[b, kk] * lens[g, kk]
             tok += ce * lens[g, cg] + (n_est - ce) * wl / (1.0 - pc)
         else:
             tok += n_est * lens[g, cg]
@@ -132,17 +132,16 @@ def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, a
         g, k = cand[b], cn[b]
         cg = correct[g]
         if sampler == SAMPLER_AUTO and k <= SMALL_N:  # `_sample_group`, spelled out: no call per group
-            c = _categorical_counts(rs, cpis[b], k, cg, need_rest, ccounts[b])
+            c = _categorical_row(rs, cpis, b, k, cg, need_rest, ccounts)
         else:
-            multinomial(rs, cpis[b], k, cg, ccounts[b])
+            multinomial_row(rs, cpis, b, k, cg, ccounts)
             c = ccounts[b, cg]
         if rounds > 1:
             room = budget - acc[AC_ROLL] - drawn - n_step * (bp - b)
-            c, k = _ada_rounds(rs, cpis[b], c, k, cg, need_rest, sampler, ccounts[b], rounds, n_step, room,
-                               tmp)
+            c, k = _ada_rounds(rs, cpis, b, c, k, cg, need_rest, sampler, ccounts, rounds, n_step, room, tmp)
         mean, tok = c / k, 0.0
         if n_est > 0 or has_len:
-            mean, tok = _baseline(rs, cpis[b], ccounts[b], lens, g, cg, c, k, n_est, has_len)
+            mean, tok = _baseline(rs, cpis, ccounts, b, lens, g, cg, c, k, n_est, has_len)
         drawn += k + n_est
         if hist is not None:
             update_history(hist, g, c, k, t, ema)
@@ -159,7 +158,8 @@ def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, a
         n_slots += 1
         if dyn:
             batch[s] = g
-            counts[s], pis[s], logp_old[s] = ccounts[b], cpis[b], clogp[b]
+            for kk in range(cpis.shape[1]):  # loops, not row views (see rng.multinomial_row)
+                counts[s, kk], pis[s, kk], logp_old[s, kk] = ccounts[b, kk], cpis[b, kk], clogp[b, kk]
         nis[s], cs[s], a_c[s], keep[s] = k, c, mean, not (zvf and zero_var)
         tot_c += c
         tot_n += k
@@ -210,10 +210,9 @@ def _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi,
     d = logp0.shape[0]
     for i in range(hi - lo):
         b = lo + i
-        dz = DZ[i]
         if silent[b]:
             for k in range(K):
-                dz[k] = 0.0
+                DZ[i, k] = 0.0
             continue
         g = batch[b]
         if objective == PG:
@@ -221,12 +220,11 @@ def _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi,
                 pi[k] = pis[b, k]
                 logp[k] = logp_old[b, k]
         else:
-            _softmax_fast(Z[i], logp, pi)
-        lg0 = logp0[g] if g < d else logp0[0]
-        logit_gradient(counts[b], nis[b], correct[g], a_c[b], a_w[b], pi, logp, logp_old[b], lg0, objective,
-                       clip, kl, ent, dz)
+            _softmax_row(Z, i, logp, pi)
+        logit_gradient_row(counts, b, nis[b], correct[g], a_c[b], a_w[b], pi, logp, logp_old, logp0,
+                           g if g < d else 0, objective, clip, kl, ent, DZ, i)
         for k in range(K):
-            dz[k] = -dz[k] * inv  # descent gradient of the batch loss
+            DZ[i, k] = -DZ[i, k] * inv  # descent gradient of the batch loss
 
 
 @njit(cache=True, error_model="numpy")
@@ -304,9 +302,10 @@ def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, the
         cand, cZ, cpis, clogp, ccounts = batch, Z, pis, logp_old, counts
     cn, phat, wbuf = np.empty(bp, dtype=np.int64), np.empty(bp), np.empty(bp)
     work = np.zeros(work_size(kind, data[3], K, bp))
-    pi, logp, tmp = np.empty(K), np.empty(K), np.empty(K, dtype=np.int64)
+    pi, logp, tmp = np.empty(K), np.empty(K), np.empty((bp, K), dtype=np.int64)
     gshared = np.zeros(S)
-    pgrad = np.zeros((d, K)) if s_pr != 0.0 else np.zeros((1, K))
+    pflat = np.zeros(d * K if s_pr != 0.0 else K)  # private rows' gradients, flat for `step`
+    pgrad = pflat.reshape((pflat.shape[0] // K, K))
     touched = np.empty(bp, dtype=np.int64)
     smx, smxe = np.empty(bp), np.empty(bp * K)
 
@@ -364,7 +363,7 @@ def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, the
                 return BAD_GRAD
             acc[AC_GNORM] += np.sqrt(gn)
             acc[AC_UPDATES] += 1.0
-            step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pgrad, touched, n_touched, opt, lr, b1,
-                 b2, eps, wd, tiny)
+            step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pflat, K, touched, n_touched, opt, lr,
+                 b1, b2, eps, wd, tiny)
         st[ST_STEP] += 1
     return OK

@@ -54,7 +54,8 @@ def test_row_of_eight_update_equals_the_generic_update(opt, wd):
     a = [x.copy() for x in (theta, m1, m2)]
     b = [x.copy() for x in (theta, m1, m2)]
     for _ in range(3):
-        optimizer._opt_row(a[0], theta0, a[1], a[2], grad, off, 8, opt, 0.1, 0.9, 0.999, 1e-8, wd, 0.3, 0.05)
+        optimizer._opt_row(a[0], theta0, a[1], a[2], grad, off, 0, 8, opt, 0.1, 0.9, 0.999, 1e-8, wd, 0.3,
+                           0.05)
         optimizer._opt_update(b[0], theta0, b[1], b[2], grad, off, 0, 8, opt, 0.1, 0.9, 0.999, 1e-8, wd, 0.3,
                               0.05)
     for x, y in zip(a, b, strict=True):

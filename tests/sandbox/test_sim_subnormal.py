@@ -105,7 +105,7 @@ def test_optimiser_flush_thresholds(opt, wd):
     grad = np.zeros(8)
     args = (opt, 0.1, 0.9, 0.999, 1e-8, wd, 1.0, 1.0)
     got = [x.copy() for x in (theta, m1, m2)]
-    optimizer._opt_row(got[0], theta0, got[1], got[2], grad, 0, 8, *args, t)
+    optimizer._opt_row(got[0], theta0, got[1], got[2], grad, 0, 0, 8, *args, t)
     ref = [x.copy() for x in (theta, m1, m2)]
     optimizer._opt_update(ref[0], theta0, ref[1], ref[2], grad, 0, 0, 8, *args, t)
     plain = [x.copy() for x in (theta, m1, m2)]
