@@ -204,7 +204,8 @@ def multinomial_row(s, pis, b, n, first, out):
 @njit(cache=True, error_model="numpy")
 def multinomial(s, pi, n, first, out):
     """`multinomial_row` of one row pi (K,) into out (K,)."""
-    multinomial_row(s, pi.reshape((1, pi.shape[0])), 0, n, first, out.reshape((1, out.shape[0])))
+    r = np.int64(0)  # not a literal 0: the kernel's row type, one specialisation
+    multinomial_row(s, pi.reshape((1, pi.shape[0])), r, n, first, out.reshape((1, out.shape[0])))
 
 
 @njit(cache=True, error_model="numpy")

@@ -80,5 +80,6 @@ def logit_gradient_row(counts, b, n, corr, a_c, a_w, pi, logp, logp_old, logp0, 
 def logit_gradient(counts, n, corr, a_c, a_w, pi, logp, logp_old, logp0, objective, clip, kl, ent, out):
     """Ascent direction dJ/dz (K,) of one group (module docstring, step 3), before the 1/groups average."""
     K = pi.shape[0]
-    logit_gradient_row(counts.reshape((1, K)), 0, n, corr, a_c, a_w, pi, logp, logp_old.reshape((1, K)),
-                       logp0.reshape((1, K)), 0, objective, clip, kl, ent, out.reshape((1, K)), 0)
+    r = np.int64(0)  # not a literal 0: the kernel's row type, one specialisation
+    logit_gradient_row(counts.reshape((1, K)), r, n, corr, a_c, a_w, pi, logp, logp_old.reshape((1, K)),
+                       logp0.reshape((1, K)), r, objective, clip, kl, ent, out.reshape((1, K)), r)

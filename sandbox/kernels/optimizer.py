@@ -251,7 +251,7 @@ def step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pflat, K, touched
         st[ST_T] += 1
         pw[d, 0] = _flush(pw[d, 0] * b1, tiny)  # 1 - power is 1 exactly long before TINY
         pw[d, 1] = _flush(pw[d, 1] * b2, tiny)
-        nz = _any_nonzero(gshared, 0, S)
+        nz = _any_nonzero(gshared, np.int64(0), S)  # not a literal 0: one type, as the rows' call
         if nz:
             moved[d] = True
         if nz or not (identity_if_zero or not moved[d]):

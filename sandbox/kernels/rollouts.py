@@ -4,10 +4,11 @@ shuffled training set) and a group's answer counts, as n categorical draws for s
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
-from sandbox.kernels.layout import SAMPLER_AUTO, SMALL_N, ST_POS
-from sandbox.rng import multinomial_row, shuffle, uniform
+from sandbox.kernels.layout import ST_POS
+from sandbox.rng import shuffle, uniform
 
 
 @njit(cache=True, error_model="numpy")
@@ -53,17 +54,8 @@ def _categorical_row(s, pis, b, n, first, need_rest, out):
 def _categorical_counts(s, pi, n, first, need_rest, out):
     """`_categorical_row` of one row pi (K,) into out (K,)."""
     K = pi.shape[0]
-    return _categorical_row(s, pi.reshape((1, K)), 0, n, first, need_rest, out.reshape((1, K)))
-
-
-@njit(cache=True, error_model="numpy")
-def _sample_row(rs, pis, b, k, cg, need_rest, sampler, out):
-    """Counts out[b] (K,) of k rollouts from pis[b]: categorical for k <= SMALL_N under sampler auto, else the
-    binomial chain; returns the number correct (answer cg)."""
-    if sampler == SAMPLER_AUTO and k <= SMALL_N:
-        return _categorical_row(rs, pis, b, k, cg, need_rest, out)
-    multinomial_row(rs, pis, b, k, cg, out)
-    return out[b, cg]
+    r = np.int64(0)  # not a literal 0: the kernel's row type, one specialisation
+    return _categorical_row(s, pi.reshape((1, K)), r, n, first, need_rest, out.reshape((1, K)))
 
 
 @njit(cache=True, error_model="numpy")

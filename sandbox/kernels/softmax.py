@@ -39,7 +39,7 @@ def _softmax_row(Z, i, logp, pi):
 @njit(cache=True, error_model="numpy")
 def _softmax_fast(z, logp, pi):
     """`_softmax_row` of one row z (K,)."""
-    _softmax_row(z.reshape((1, z.shape[0])), 0, logp, pi)
+    _softmax_row(z.reshape((1, z.shape[0])), np.int64(0), logp, pi)  # not a literal 0: one specialisation
 
 
 @njit(cache=True, error_model="numpy")

@@ -70,7 +70,7 @@ from sandbox.kernels.layout import (
 )
 from sandbox.kernels.objective import advantages, logit_gradient_row, reward_std
 from sandbox.kernels.optimizer import TINY, grad_norm, step
-from sandbox.kernels.rollouts import _categorical_row, _sample_row
+from sandbox.kernels.rollouts import _categorical_row
 from sandbox.kernels.softmax import _softmax_row, _softmax_rows
 from sandbox.policies import batch_backward, batch_logits, work_size
 from sandbox.rng import binomial, multinomial_row
@@ -82,7 +82,11 @@ def _ada_rounds(rs, pis, b, c, k, cg, need_rest, sampler, out, rounds, chunk, ro
     correct) are drawn: `chunk` more (into tmp[b]) while `ada_continue` and k <= room. Returns (c, k)."""
     done = 1
     while done < rounds and ada_continue(c, k, done, rounds) and k <= room:
-        c += _sample_row(rs, pis, b, chunk, cg, need_rest, sampler, tmp)
+        if sampler == SAMPLER_AUTO and chunk <= SMALL_N:
+            c += _categorical_row(rs, pis, b, chunk, cg, need_rest, tmp)
+        else:
+            multinomial_row(rs, pis, b, chunk, cg, tmp)
+            c += tmp[b, cg]
         for kk in range(out.shape[1]):
             out[b, kk] += tmp[b, kk]
         k += chunk
@@ -136,7 +140,7 @@ def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, a
         else:
             multinomial_row(rs, cpis, b, k, cg, ccounts)
             c = ccounts[b, cg]
-        if rounds > 1:
+        if hist is not None and rounds > 1:  # ada is an allocator: a fixed run compiles no `_ada_rounds`
             room = budget - acc[AC_ROLL] - drawn - n_step * (bp - b)
             c, k = _ada_rounds(rs, cpis, b, c, k, cg, need_rest, sampler, ccounts, rounds, n_step, room, tmp)
         mean, tok = c / k, 0.0
