@@ -74,7 +74,7 @@ def shuffle(s, a):
         a[i], a[j] = a[j], a[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _stirling_tail(k):
     if k <= 9:
         return _TAIL[int(k)]
@@ -82,7 +82,7 @@ def _stirling_tail(k):
     return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1.0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _binv(s, n, p):
     q = 1.0 - p
     sr = p / q
@@ -172,7 +172,7 @@ def binomial(s, n, p):
     return n - x if flip else x
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def multinomial_row(s, pis, b, n, first, out):
     """Counts out[b] (K,) of n categorical draws from pis[b] as a chain of K-1 binomials (one multinomial
     draw). Rows of 2-D arrays, not row views: a compiled caller that passes a view keeps an atomic NRT

@@ -276,7 +276,7 @@ def zv_schedule_update(state, zv, groups, thr, window, nmax, n):
     return state[Z_MULT]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def step_group_size(alloc, n, bp, spent, budget, par, hist, d):
     """The group size of the next step under a non-fixed allocator: n, ada's first round (`chunk`), or the
     schedules' n (capped by the budget's room), given `spent` rollouts of the budget; 0 when the step does not

@@ -38,7 +38,7 @@ def advantages(c, n, mean, std, scale, batch_std, eps=0.0):
     return (1.0 - mean) / den, (0.0 - mean) / den
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def logit_gradient_row(counts, b, n, corr, a_c, a_w, pi, logp, logp_old, logp0, g0, objective, clip, kl, ent,
                        out, i):
     """`logit_gradient` of group b (counts[b], logp_old[b], reference logp0[g0]) into out[i]: rows of 2-D

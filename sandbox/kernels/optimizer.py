@@ -31,7 +31,7 @@ lr * TINY / ((1 - beta1) * adam_eps) = 1e-22 lr per update (adam_eps 1e-8), belo
 runs tests/sandbox/test_sim_subnormal.py compares, including runs long enough to reach subnormals."""
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _any_nonzero(x, lo, hi):
     """Whether x[lo:hi] has a nonzero entry."""
     for j in range(lo, hi):
@@ -218,7 +218,7 @@ def _sumsq(x):
     return s
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def grad_norm(gshared, pgrad, touched, n_touched, tiny):
     """Squared norm of an update's gradient: the shared block gshared (S,) and the private rows pgrad[g] (K,)
     of the touched problems touched[:n_touched]; entries below tiny are set to 0 first (`TINY`: their squares
@@ -235,7 +235,7 @@ def grad_norm(gshared, pgrad, touched, n_touched, tiny):
     return gn
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pflat, K, touched, n_touched, opt, lr, b1, b2,
          eps, wd, tiny):
     """One optimiser update: dense on the shared block theta[:S] (S = gshared.shape[0]), lazy on the private

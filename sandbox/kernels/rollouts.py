@@ -11,7 +11,7 @@ from sandbox.kernels.layout import ST_POS
 from sandbox.rng import shuffle, uniform
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _categorical_row(s, pis, b, n, first, need_rest, out):
     """Counts out[b] (K,) of n categorical draws from pis[b], for small n (`SMALL_N`): the number correct c
     (answer `first`) as n Bernoulli(pi[first]) draws, then each of the n - c wrong rollouts by inverse CDF
@@ -58,7 +58,7 @@ def _categorical_counts(s, pi, n, first, need_rest, out):
     return _categorical_row(s, pi.reshape((1, K)), r, n, first, need_rest, out.reshape((1, K)))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _next_problem(rs, perm, st, d):
     """The next training problem of the epoch order perm (d,), reshuffled when an epoch ends (st[ST_POS])."""
     if st[ST_POS] >= d:

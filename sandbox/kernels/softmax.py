@@ -9,7 +9,7 @@ from numba import njit
 from sandbox.policies import exp_nonpos
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _softmax_row(Z, i, logp, pi):
     """Stable log-softmax and softmax of row Z[i] (K,) into logp and pi (as policies.softmax_row); a row
     index, not a view Z[i] (a view passed to a compiled call costs the caller an atomic NRT incref / decref

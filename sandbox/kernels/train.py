@@ -8,6 +8,11 @@ gradient of an update (`_logit_grads`, the policy's backward pass, `_private_gra
 (sandbox/kernels/optimizer.py). A fixed run passes hist=None: every allocator branch is then pruned at compile
 time, so its kernel has no allocator code (the cold compile of a fixed run is ~40% shorter, issue 22), and its
 step is the original fixed path's arithmetic in the same order (tests/sandbox/test_refactor_bits.py).
+
+Helpers take a 2-D array and a row index, never a row view: a compiled function that passes a view to a
+compiled call keeps an atomic NRT incref / decref pair per array argument per call (~40 a step, ~10% of one,
+before). Those only kernels call are compiled with no_cpython_wrapper=True: no Python entry point to
+generate for them (a ~35-argument unboxing wrapper each; ~2 s of a cold compile).
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ from sandbox.policies import batch_backward, batch_logits, work_size
 from sandbox.rng import binomial, multinomial_row
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _ada_rounds(rs, pis, b, c, k, cg, need_rest, sampler, out, rounds, chunk, room, tmp):
     """Reinforce-Ada's further rounds of group b (policy pis[b]) whose first k rollouts (counts out[b], c
     correct) are drawn: `chunk` more (into tmp[b]) while `ada_continue` and k <= room. Returns (c, k)."""
@@ -94,7 +99,7 @@ def _ada_rounds(rs, pis, b, c, k, cg, need_rest, sampler, out, rounds, chunk, ro
     return c, k
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _baseline(rs, pis, out, b, lens, g, cg, c, k, n_est, has_len):
     """(baseline mean, tokens) of drawn group b (policy pis[b], counts out[b], c correct of k): the mean is
     c / k, or that of n_est separate rollouts (a decoupled baseline), whose tokens count too, as the length's
@@ -120,7 +125,7 @@ def _baseline(rs, pis, out, b, lens, g, cg, c, k, n_est, has_len):
     return ce / n_est, tok
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, acc, budget, n_step, n_est,
               need_rest, has_len, sampler, rounds, zvf, dyn, tmp, batch, counts, pis, logp_old, nis, cs, a_c,
               keep, n_slots, drawn, tot_c, tot_n, zv):
@@ -170,7 +175,7 @@ def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, a
     return n_slots, drawn, tot_c, tot_n, zv
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, scale, sample_std, adv_eps,
                 quiet):
     """(A_correct, A_wrong) of each slot s < n_slots into a_c / a_w (a_c holds the baseline means on entry):
@@ -191,7 +196,7 @@ def _advantages(nis, cs, a_c, a_w, keep, silent, n_slots, tot_c, tot_n, n_est, s
         silent[s] = not keep[s] or (quiet and ac == 0.0 and aw == 0.0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _minibatch(keep, silent, lo, hi):
     """(kept groups, groups with a logit gradient) among slots lo..hi-1."""
     n_keep = 0
@@ -204,7 +209,7 @@ def _minibatch(keep, silent, lo, hi):
     return n_keep, n_loud
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi, correct, logp0, objective,
                  clip, kl, ent, inv, pi, logp, DZ):
     """Descent gradient of the batch loss w.r.t. the logits of slots lo..hi-1 into DZ[:hi - lo] (K,): minus
@@ -231,7 +236,7 @@ def _logit_grads(batch, counts, nis, Z, pis, logp_old, a_c, a_w, silent, lo, hi,
             DZ[i, k] = -DZ[i, k] * inv  # descent gradient of the batch loss
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _private_grads(batch, keep, silent, lo, hi, tag, stamp, PG_, pgrad, touched):
     """Sum the private-row gradients PG_[:hi - lo] (K,) of the kept slots lo..hi-1 into pgrad (d, K) by
     problem; a problem's row is zeroed and listed in touched at its first slot of this update (stamp[g] ==
