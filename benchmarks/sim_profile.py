@@ -47,7 +47,7 @@ from sandbox.kernels.layout import ADAM, SMALL_N  # noqa: E402
 from sandbox.kernels.objective import advantages, logit_gradient, reward_std  # noqa: E402
 from sandbox.kernels.optimizer import grad_norm, step  # noqa: E402
 from sandbox.kernels.rollouts import _categorical_counts  # noqa: E402
-from sandbox.kernels.softmax import _softmax_fast, _softmax_rows  # noqa: E402
+from sandbox.kernels.softmax import _softmax_row, _softmax_rows  # noqa: E402
 from sandbox.kernels.train import _private_grads  # noqa: E402
 from sandbox.policies import batch_backward, batch_logits, work_size  # noqa: E402
 from sandbox.rng import multinomial, shuffle  # noqa: E402
@@ -208,7 +208,7 @@ def _profiled_eval(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, 
             cyc[0] += t1 - t0
             for i in range(nb):
                 g = lo + i
-                _softmax_fast(Z[i], logp, pi)
+                _softmax_row(Z, i, logp, pi)
                 Z[i, 0] = pi[correct[g]]
                 if g < d:
                     h = 0.0

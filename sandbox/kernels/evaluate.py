@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from sandbox.config import ZERO_PASS1
-from sandbox.kernels.softmax import _softmax_fast, _softmax_row, _softmax_rows
+from sandbox.kernels.softmax import _softmax_row, _softmax_rows
 from sandbox.policies import batch_logits, work_size
 from sandbox.rng import binomial
 
@@ -224,7 +224,7 @@ def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
     """Log-softmax (d, K) of the training problems under theta (the KL reference pi_init)."""
     out = np.empty((d, K))
     Z = np.empty((EVAL_CHUNK, K))
-    pi = np.empty(K)
+    pi, logp = np.empty(K), np.empty(K)
     idx = np.empty(EVAL_CHUNK, dtype=np.int64)
     work = np.zeros(work_size(kind, data[3], K, np.int64(EVAL_CHUNK)))  # int64, as `_evaluate_cached`
     for lo in range(0, d, EVAL_CHUNK):
@@ -233,6 +233,8 @@ def initial_log_probs(kind, data, S, s_sh, s_pr, d, offset, correct, theta, K):
             idx[i] = lo + i
         batch_logits(kind, theta, data, S, s_sh, s_pr, d, offset, correct, idx[:nb], Z[:nb], work)
         for i in range(nb):
-            _softmax_fast(Z[i], out[lo + i], pi)
+            _softmax_row(Z, i, logp, pi)  # the kernels' specialisation (no `_softmax_fast` to compile)
+            for k in range(K):
+                out[lo + i, k] = logp[k]
     return out
 
