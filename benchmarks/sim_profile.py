@@ -1,7 +1,7 @@
 """Where a simulator step and an evaluation spend their time, phase by phase (issue 15).
 
 The GRPO step of the default options (plain PG, Adam, group advantages, no KL / entropy, no decoupled
-baseline, no length model: what the Fig-6 sweep runs) is re-run here as a copy of `grpo._train_kernel`'s
+baseline, no length model: what the Fig-6 sweep runs) is re-run here as a copy of `grpo.train_kernel`'s
 loop calling the same helpers, with the CPU's cycle counter read between phases; `grpo._evaluate` likewise.
 The copy's final parameters are checked against the real kernel's bit for bit, so the split is that of the
 code the runs execute. Cycles are turned into CPU seconds by timing the whole loop with process_time (on a
@@ -43,38 +43,15 @@ from numba.core import cgutils  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
 
 from sandbox import SimConfig, grpo  # noqa: E402
-from sandbox.grpo import (  # noqa: E402
-    ADAM,
-    SGD,
-    SMALL_N,
-    _any_nonzero,
-    _categorical_counts,
-    _flush,
-    _flush_range,
-    _opt_dense,
-    _opt_row,
-    _softmax_fast,
-    _softmax_pi,
-    _sumsq,
-    advantages,
-    logit_gradient,
-    reward_std,
-)
+from sandbox.kernels.layout import ADAM, SMALL_N  # noqa: E402
+from sandbox.kernels.objective import advantages, logit_gradient, reward_std  # noqa: E402
+from sandbox.kernels.optimizer import grad_norm, step  # noqa: E402
+from sandbox.kernels.rollouts import _categorical_counts  # noqa: E402
+from sandbox.kernels.softmax import _softmax_row, _softmax_rows  # noqa: E402
+from sandbox.kernels.train import _private_grads  # noqa: E402
 from sandbox.policies import batch_backward, batch_logits, work_size  # noqa: E402
 from sandbox.rng import multinomial, shuffle  # noqa: E402
 from sandbox.runner import prepare  # noqa: E402
-
-try:  # the batched softmax of issue 15 (absent from older commits profiled with PYTHONPATH)
-    from sandbox.grpo import _softmax_rows  # noqa: E402
-    ROWS_SOFTMAX = True
-except ImportError:
-    ROWS_SOFTMAX = False
-
-    @njit
-    def _softmax_rows(Z, nb, pis, logp, need_logp, mx, mxe):
-        for b in range(nb):
-            _softmax_pi(Z[b], pis[b])
-
 
 STEP_PHASES = ("batch", "logits", "sample", "adv", "grad", "backward", "norm", "opt")
 EVAL_PHASES = ("logits", "softmax", "metrics")
@@ -92,8 +69,8 @@ def _cycles(typingctx):
 
 @njit(error_model="numpy")
 def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0, m1, m2, pw, row_t, stamp,
-                    perm, st, hp, ip, rs, moved, K, m_end, cyc, rows_softmax):
-    """`grpo._train_kernel` for plain PG with Adam / SGD, no KL, entropy, n_est or length model; cycles per
+                    perm, st, hp, ip, rs, moved, K, m_end, cyc):
+    """`grpo.train_kernel` for plain PG with Adam / SGD, no KL, entropy, n_est or length model; cycles per
     phase added to cyc (8,)."""
     n = ip[grpo.IP_N]
     bp = ip[grpo.IP_BP]
@@ -109,7 +86,6 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
     adv_eps = hp[grpo.HP_ADV_EPS]
     tiny = hp[grpo.HP_TINY]
     has_priv = s_pr != 0.0
-    identity_if_zero = opt == SGD and wd == 0.0
     batch = np.empty(bp, dtype=np.int64)
     counts = np.empty((bp, K), dtype=np.int64)
     Z = np.empty((bp, K))
@@ -120,15 +96,17 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
     a_c = np.empty(bp)
     a_w = np.empty(bp)
     silent = np.empty(bp, dtype=np.bool_)
+    keep = np.ones(bp, dtype=np.bool_)  # no zero-variance filter
     work = np.zeros(work_size(kind, data[3], K, bp))
     gshared = np.zeros(S)
-    pgrad = np.zeros((d, K)) if has_priv else np.zeros((1, K))
+    pflat = np.zeros(d * K if has_priv else K)
+    pgrad = pflat.reshape((pflat.shape[0] // K, K))
     touched = np.empty(bp, dtype=np.int64)
     logp0 = np.zeros((1, K))
     smx = np.empty(bp)
     smxe = np.empty(bp * K)
     while st[grpo.ST_STEP] < m_end:
-        step = st[grpo.ST_STEP]
+        t_step = st[grpo.ST_STEP]
         t0 = _cycles()
         for b in range(bp):
             if st[grpo.ST_POS] >= d:
@@ -143,11 +121,7 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
         t2 = _cycles()
         cyc[1] += t2 - t1
         tot_c = 0.0
-        if rows_softmax:
-            _softmax_rows(Z, bp, pis, logp_old, False, smx, smxe)
-        else:
-            for b in range(bp):
-                _softmax_pi(Z[b], pis[b])
+        _softmax_rows(Z, bp, pis, logp_old, False, smx, smxe)
         for b in range(bp):
             g = batch[b]
             cg = correct[g]
@@ -196,53 +170,16 @@ def _profiled_steps(kind, data, S, s_sh, s_pr, d, offset, correct, theta, theta0
             batch_backward(kind, theta, data, S, s_sh, s_pr, d, batch, DZ, gshared, PG_, work)
         n_touched = 0
         if has_priv:
-            tag = step + 1
-            for b in range(bp):
-                g = batch[b]
-                if stamp[g] != tag:
-                    stamp[g] = tag
-                    touched[n_touched] = g
-                    n_touched += 1
-                    for k in range(K):
-                        pgrad[g, k] = 0.0
-                if not silent[b]:
-                    for k in range(K):
-                        pgrad[g, k] += PG_[b, k]
+            n_touched = _private_grads(batch, keep, silent, 0, bp, t_step + 1, stamp, PG_, pgrad, touched)
         t6 = _cycles()
         cyc[5] += t6 - t5
-        _flush_range(gshared, 0, S, tiny)
-        for t in range(n_touched):
-            _flush_range(pgrad[touched[t]], 0, K, tiny)
-        gn = _sumsq(gshared)
-        for t in range(n_touched):
-            g = touched[t]
-            for k in range(K):
-                gn += pgrad[g, k] * pgrad[g, k]
+        gn = grad_norm(gshared, pgrad, touched, n_touched, tiny)
         if not np.isfinite(gn):
             return 2
         t7 = _cycles()
         cyc[6] += t7 - t6
-        if S > 0:
-            st[grpo.ST_T] += 1
-            pw[d, 0] = _flush(pw[d, 0] * b1, tiny)
-            pw[d, 1] = _flush(pw[d, 1] * b2, tiny)
-            nz = _any_nonzero(gshared, 0, S)
-            if nz:
-                moved[d] = True
-            if nz or not (identity_if_zero or not moved[d]):
-                _opt_dense(theta, theta0, m1, m2, gshared, S, opt, lr, b1, b2, eps, wd,
-                           1.0 - pw[d, 0], 1.0 - pw[d, 1], tiny)
-        for t_i in range(n_touched):
-            g = touched[t_i]
-            row_t[g] += 1
-            pw[g, 0] = _flush(pw[g, 0] * b1, tiny)
-            pw[g, 1] = _flush(pw[g, 1] * b2, tiny)
-            nz = _any_nonzero(pgrad[g], 0, K)
-            if nz:
-                moved[g] = True
-            if nz or not (identity_if_zero or not moved[g]):
-                _opt_row(theta, theta0, m1, m2, pgrad[g], S + g * K, K, opt, lr, b1, b2, eps, wd,
-                         1.0 - pw[g, 0], 1.0 - pw[g, 1], tiny)
+        step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pflat, K, touched, n_touched, opt, lr, b1,
+             b2, eps, wd, tiny)
         cyc[7] += _cycles() - t7
         st[grpo.ST_STEP] += 1
     return 0
@@ -271,7 +208,7 @@ def _profiled_eval(kind, data, S, s_sh, s_pr, d, offset, correct, logp0, theta, 
             cyc[0] += t1 - t0
             for i in range(nb):
                 g = lo + i
-                _softmax_fast(Z[i], logp, pi)
+                _softmax_row(Z, i, logp, pi)
                 Z[i, 0] = pi[correct[g]]
                 if g < d:
                     h = 0.0
@@ -304,7 +241,7 @@ def profile(model: str, n: int, steps: int, evals: int) -> dict:
     def mirror(state, m_end, cyc):
         return _profiled_steps(*args, state.theta, state.theta0, state.m1, state.m2, state.pw, state.row_t,
                                state.stamp, state.perm, state.st, state.hp, state.ip, state.rs, state.moved,
-                               cfg.K, m_end, cyc, ROWS_SOFTMAX)
+                               cfg.K, m_end, cyc)
 
     t0 = time.process_time()
     a.train_to(mid + steps)

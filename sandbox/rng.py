@@ -74,7 +74,7 @@ def shuffle(s, a):
         a[i], a[j] = a[j], a[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _stirling_tail(k):
     if k <= 9:
         return _TAIL[int(k)]
@@ -82,7 +82,7 @@ def _stirling_tail(k):
     return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1.0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _binv(s, n, p):
     q = 1.0 - p
     sr = p / q
@@ -172,31 +172,40 @@ def binomial(s, n, p):
     return n - x if flip else x
 
 
-@njit(cache=True, error_model="numpy")
-def multinomial(s, pi, n, first, out):
-    """Counts (K,) of n categorical draws from pi as a chain of K-1 binomials (one multinomial draw).
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
+def multinomial_row(s, pis, b, n, first, out):
+    """Counts out[b] (K,) of n categorical draws from pis[b] as a chain of K-1 binomials (one multinomial
+    draw). Rows of 2-D arrays, not row views: a compiled caller that passes a view keeps an atomic NRT
+    incref / decref pair per array argument per call (the train kernel's `_rollouts`).
 
     Answer `first` (the correct one) is drawn first: once training concentrates pi on it, the remaining count
     is small or zero and the rest of the chain is cheap. Any order gives the same distribution.
     """
-    K = pi.shape[0]
-    c = binomial(s, n, pi[first])
-    out[first] = c
+    K = pis.shape[1]
+    c = binomial(s, n, pis[b, first])
+    out[b, first] = c
     rem = n - c
-    mass = 1.0 - pi[first]
+    mass = 1.0 - pis[b, first]
     last = K - 1 if first != K - 1 else K - 2
     for k in range(K):
         if k == first or k == last:
             continue
         if rem == 0:
-            out[k] = 0
+            out[b, k] = 0
             continue
-        q = pi[k] / mass if mass > 0.0 else 1.0
+        q = pis[b, k] / mass if mass > 0.0 else 1.0
         c = binomial(s, rem, q) if q < 1.0 else rem
-        out[k] = c
+        out[b, k] = c
         rem -= c
-        mass -= pi[k]
-    out[last] = rem
+        mass -= pis[b, k]
+    out[b, last] = rem
+
+
+@njit(cache=True, error_model="numpy")
+def multinomial(s, pi, n, first, out):
+    """`multinomial_row` of one row pi (K,) into out (K,)."""
+    r = np.int64(0)  # not a literal 0: the kernel's row type, one specialisation
+    multinomial_row(s, pi.reshape((1, pi.shape[0])), r, n, first, out.reshape((1, out.shape[0])))
 
 
 @njit(cache=True, error_model="numpy")

@@ -105,7 +105,7 @@ class RunState:
         """Advance to step m_end (no-op if already there); a grpo status code (grpo.OK unless diverged)."""
         if m_end <= self.step:
             return grpo.OK
-        return grpo._train_kernel(*self.policy.args(), self.problems.lens, self.logp0, self.theta,
+        return grpo.train_kernel(*self.policy.args(), self.problems.lens, self.logp0, self.theta,
                                   self.theta0, self.m1, self.m2, self.pw, self.row_t, self.stamp, self.perm,
                                   self.st, self.acc, self.hp, self.ip, self.rs, self.moved, self.hist,
                                   int(m_end))
@@ -185,7 +185,7 @@ def kernel_calls(rs: RunState) -> list[tuple]:
     problems = (*pol, c.n, c.k, cache, np.zeros(G, dtype=np.int64), rs.row_t, True, 0, 1)
     reduce = (c.d, c.metric_mode == "sampled", c.k, rs.rs_eval, np.empty(c.d), np.empty(c.d_val),
               np.empty(12), cache)
-    return [(grpo.initial_log_probs, (*rs.policy.args(), rs.theta, c.K)), (grpo._train_kernel, train),
+    return [(grpo.initial_log_probs, (*rs.policy.args(), rs.theta, c.K)), (grpo.train_kernel, train),
             (grpo._eval_problems, problems), (grpo._eval_reduce, reduce)]
 
 

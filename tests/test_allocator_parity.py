@@ -9,7 +9,7 @@ import pytest
 
 from isocompute.contract.allocspec import MAX_FRACTIONS
 from llm_backend import allocators as la
-from sandbox import allocators as sa
+from sandbox.kernels import allocate as ak
 
 
 def test_knapsack_rule_equals_the_simulators_on_random_p_and_budgets():
@@ -26,11 +26,11 @@ def test_knapsack_rule_equals_the_simulators_on_random_p_and_budgets():
             p[:] = 0.5  # the prior for every unseen problem
         budget = m * n
         want = np.zeros(m, dtype=np.int64)
-        sa.knapsack_alloc(p, budget, nmin, nmax, want)
+        ak.knapsack_alloc(p, budget, nmin, nmax, want)
         got = la.knapsack_alloc(p, budget, nmin, nmax)
         assert got == want.tolist(), (p, budget, nmin, nmax)
         for k in range(0, 6):
-            assert la.knapsack_value(k, p[0]) == pytest.approx(float(sa.knapsack_value(k, p[0])), abs=1e-15)
+            assert la.knapsack_value(k, p[0]) == pytest.approx(float(ak.knapsack_value(k, p[0])), abs=1e-15)
 
 
 def test_dynamic_sampling_keep_rule_equals_has_signal():
@@ -38,7 +38,7 @@ def test_dynamic_sampling_keep_rule_equals_has_signal():
     for _ in range(200):
         k = int(rng.integers(1, 10))
         r = (rng.random(k) < rng.random()).astype(float)
-        assert la.has_signal(r) == bool(sa.has_signal(int(r.sum()), k))
+        assert la.has_signal(r) == bool(ak.has_signal(int(r.sum()), k))
 
 
 def test_schedule_n_equals_the_simulators():
@@ -47,11 +47,11 @@ def test_schedule_n_equals_the_simulators():
         params[0] = len(fracs)
         params[1: 1 + len(fracs)] = fracs
         for spent in np.linspace(0, 1, 41):
-            assert la.schedule_n(8, spent, fracs) == sa.schedule_n(8, spent, params)
+            assert la.schedule_n(8, spent, fracs) == ak.schedule_n(8, spent, params)
 
 
 def test_skip_probability_equals_the_simulators():
     for streak in range(4):
         for min_streak in (1.0, 2.0):
-            want = sa.skip_probability(streak, min_streak, 0.5)
+            want = ak.skip_probability(streak, min_streak, 0.5)
             assert la.skip_probability(streak, min_streak, 0.5) == want

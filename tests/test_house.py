@@ -1,5 +1,5 @@
-"""Size rules of issue 26 that keep the two training loops readable: the LLM run loop reads top to bottom in at
-most 100 lines, the simulator's one train kernel in at most 150, each over named helpers."""
+"""Size rules of issue 26 that keep the two training loops readable: the LLM run loop reads top to bottom in
+at most 100 lines, the simulator's one train kernel in at most 150, each over named helpers."""
 
 from __future__ import annotations
 
@@ -30,3 +30,12 @@ def test_the_body_counter_counts_what_it_says():
         return y
 
     assert body_lines(f) == 4
+
+
+def test_the_simulator_has_one_train_kernel_of_at_most_150_lines():
+    from sandbox import grpo
+    from sandbox.kernels import train
+
+    assert body_lines(train.train_kernel.py_func) <= 150
+    kernels = [name for name in dir(grpo) if "train_kernel" in name]
+    assert kernels == ["train_kernel"] and grpo.train_kernel is train.train_kernel

@@ -15,6 +15,7 @@ from isocompute.contract.allocspec import AllocatorError
 from sandbox import SimConfig, run
 from sandbox import allocators as al
 from sandbox.config import ConfigError
+from sandbox.kernels import allocate as ak
 
 DATA = Path(__file__).parent / "data"
 SMALL = dict(model="tabular", dataset="easy", n=8, bp=16, budget=2**13, d=64, d_val=32, n_evals=6)
@@ -42,67 +43,67 @@ def test_fixed_matches_reference_tables_of_head():
 # ------------------------------------------------------------------ the rules
 
 def test_knapsack_value_hand_cases():
-    assert al.knapsack_value(0, 0.5) == 0.0
-    assert al.knapsack_value(1, 0.5) == 0.0  # one rollout never has both rewards
-    assert al.knapsack_value(2, 0.5) == pytest.approx(0.5 * 0.5 * 0.25)  # (1 - .25 - .25) * .5 * .25
-    assert al.knapsack_value(3, 0.2) == pytest.approx((1 - 0.008 - 0.512) * 0.2 * 0.64)
-    assert al.knapsack_value(8, 0.0) == 0.0 and al.knapsack_value(8, 1.0) == 0.0
+    assert ak.knapsack_value(0, 0.5) == 0.0
+    assert ak.knapsack_value(1, 0.5) == 0.0  # one rollout never has both rewards
+    assert ak.knapsack_value(2, 0.5) == pytest.approx(0.5 * 0.5 * 0.25)  # (1 - .25 - .25) * .5 * .25
+    assert ak.knapsack_value(3, 0.2) == pytest.approx((1 - 0.008 - 0.512) * 0.2 * 0.64)
+    assert ak.knapsack_value(8, 0.0) == 0.0 and ak.knapsack_value(8, 1.0) == 0.0
 
 
 def test_knapsack_alloc_hand_case_and_dp():
     # p = 0.5 and p = 1: every rollout beyond nmin goes to the task with value; budget 8, nmin 2, nmax 6
     out = np.zeros(2, dtype=np.int64)
-    assert al.knapsack_alloc(np.array([0.5, 1.0]), 8, 2, 6, out) == 8
+    assert ak.knapsack_alloc(np.array([0.5, 1.0]), 8, 2, 6, out) == 8
     assert out.tolist() == [6, 2]
     # zero-value leftovers go to the hardest task (p = 0), as the paper sends them to unsolved tasks
     out = np.zeros(3, dtype=np.int64)
-    al.knapsack_alloc(np.array([1.0, 0.0, 1.0]), 9, 2, 8, out)
+    ak.knapsack_alloc(np.array([1.0, 0.0, 1.0]), 9, 2, 8, out)
     assert out.tolist() == [2, 5, 2]
     # equals the paper's dynamic programme on random cases
     rng = np.random.default_rng(0)
     for _ in range(20):
         p = rng.uniform(0, 1, size=5)
         out = np.zeros(5, dtype=np.int64)
-        al.knapsack_alloc(p, 20, 2, 9, out)
-        best, _ = al.knapsack_dp(p, 20, 2, 9)
-        got = sum(al.knapsack_value(k, q) for k, q in zip(out, p, strict=True))
+        ak.knapsack_alloc(p, 20, 2, 9, out)
+        best, _ = ak.knapsack_dp(p, 20, 2, 9)
+        got = sum(ak.knapsack_value(k, q) for k, q in zip(out, p, strict=True))
         assert out.sum() == 20 and got == pytest.approx(best, abs=1e-12)
 
 
 def test_knapsack_dp_brute_force():
     p = np.array([0.1, 0.5, 0.9])
-    best = max(sum(al.knapsack_value(k, q) for k, q in zip(ks, p, strict=True))
+    best = max(sum(ak.knapsack_value(k, q) for k, q in zip(ks, p, strict=True))
                for ks in itertools.product(range(2, 8), repeat=3) if sum(ks) == 12)
-    assert al.knapsack_dp(p, 12, 2, 7)[0] == pytest.approx(best)
+    assert ak.knapsack_dp(p, 12, 2, 7)[0] == pytest.approx(best)
 
 
 def test_dapo_keep_rule():
-    assert not al.has_signal(0, 8) and not al.has_signal(8, 8)
-    assert al.has_signal(1, 8) and al.has_signal(7, 8)
+    assert not ak.has_signal(0, 8) and not ak.has_signal(8, 8)
+    assert ak.has_signal(1, 8) and ak.has_signal(7, 8)
 
 
 def test_greso_skip_probability():
-    assert al.skip_probability(0.0, 1.0, 0.5) == 0.0
-    assert al.skip_probability(1.0, 1.0, 0.5) == 0.5
-    assert al.skip_probability(1.0, 2.0, 0.9) == 0.0
-    assert al.skip_probability(3.0, 2.0, 0.9) == 0.9
+    assert ak.skip_probability(0.0, 1.0, 0.5) == 0.0
+    assert ak.skip_probability(1.0, 1.0, 0.5) == 0.5
+    assert ak.skip_probability(1.0, 2.0, 0.9) == 0.0
+    assert ak.skip_probability(3.0, 2.0, 0.9) == 0.9
 
 
 def test_schedule_doubling():
     _, par = al.encode("schedule:double@0.5,0.25", 8)
     assert par[:3].tolist() == [2.0, 0.25, 0.5]
-    assert al.schedule_n(8, 0.0, par) == 8
-    assert al.schedule_n(8, 0.25, par) == 16
-    assert al.schedule_n(8, 0.6, par) == 32
+    assert ak.schedule_n(8, 0.0, par) == 8
+    assert ak.schedule_n(8, 0.25, par) == 16
+    assert ak.schedule_n(8, 0.6, par) == 32
 
 
 def test_history_update():
     h = al.new_history(3)
-    al.update_history(h, 1, 0, 8, 5, 1.0)
+    ak.update_history(h, 1, 0, 8, 5, 1.0)
     assert h[1].tolist() == [0.0, 1.0, 0.0, 5.0]
-    al.update_history(h, 1, 4, 8, 6, 1.0)
+    ak.update_history(h, 1, 4, 8, 6, 1.0)
     assert h[1].tolist() == [0.5, 0.0, 0.25, 6.0]
-    al.update_history(h, 1, 8, 8, 7, 0.5)  # EMA
+    ak.update_history(h, 1, 8, 8, 7, 0.5)  # EMA
     assert h[1, al.H_P] == 0.75 and h[1, al.H_STREAK] == 1.0
 
 
@@ -192,17 +193,17 @@ def test_dynamic_sampling_gradient_matches_a_fixed_step_on_the_kept_groups():
 def test_variance_alloc_hand_cases_and_brute_force():
     # s = p (1 - p) = 0.25 vs 0: every rollout beyond nmin goes to the p = 0.5 problem
     out = np.zeros(2, dtype=np.int64)
-    assert al.variance_alloc(np.array([0.5, 1.0]), 8, 2, 6, out) == 8
+    assert ak.variance_alloc(np.array([0.5, 1.0]), 8, 2, 6, out) == 8
     assert out.tolist() == [6, 2]
     # s = [0.25, 0.0625 * ...]: p = 0.5 and p = (1 - sqrt(0.75)) / 2 give s = 0.25 and 0.0625 (ratio 4: 1),
     # so Neyman n ~ sqrt(s) = 2 : 1, budget 6 -> [4, 2] (greedy: [1,1] -> [2,1] -> [3,1] -> [3,2] -> [4,2])
     q = (1 - np.sqrt(0.75)) / 2
     out = np.zeros(2, dtype=np.int64)
-    al.variance_alloc(np.array([0.5, q]), 6, 1, 10, out)
+    ak.variance_alloc(np.array([0.5, q]), 6, 1, 10, out)
     assert out.tolist() == [4, 2]
     # zero-gain leftovers are spread evenly once the useful problem is at nmax
     out = np.zeros(3, dtype=np.int64)
-    al.variance_alloc(np.array([0.5, 0.0, 1.0]), 12, 2, 6, out)
+    ak.variance_alloc(np.array([0.5, 0.0, 1.0]), 12, 2, 6, out)
     assert out.tolist() == [6, 3, 3]
     # exact minimum of sum s_i / n_i on random cases
     rng = np.random.default_rng(1)
@@ -210,7 +211,7 @@ def test_variance_alloc_hand_cases_and_brute_force():
         p = rng.uniform(0, 1, size=3)
         s = p * (1 - p)
         out = np.zeros(3, dtype=np.int64)
-        al.variance_alloc(p, 15, 2, 9, out)
+        ak.variance_alloc(p, 15, 2, 9, out)
         best = min(sum(s / np.array(ks)) for ks in itertools.product(range(2, 10), repeat=3) if sum(ks) == 15)
         assert out.sum() == 15 and float(np.sum(s / out)) == pytest.approx(best, abs=1e-12)
 
@@ -224,35 +225,35 @@ def test_variance_defaults_follow_vip_range():
 
 def test_gvm_weight_and_proportional_alloc_hand_cases():
     # w = G / sqrt(p + alpha / p^(beta - 1)); beta = 2: p + alpha / p
-    assert al.gvm_weight(0.0, 1.0, 1e-3, 2.0) == 0.0 and al.gvm_weight(0.5, 0.0, 1e-3, 2.0) == 0.0
-    assert al.gvm_weight(0.25, 1.0, 0.0, 2.0) == pytest.approx(2.0)  # 1 / sqrt(0.25)
-    assert al.gvm_weight(0.1, 2.0, 1e-3, 2.0) == pytest.approx(2.0 / np.sqrt(0.1 + 0.01))
-    assert al.gvm_weight(0.1, 1.0, 1e-3, 3.0) == pytest.approx(1.0 / np.sqrt(0.1 + 0.1))  # 1e-3 / 0.1^2
-    assert al.gvm_gradient_norm(0.5, 8) == pytest.approx(0.5 * np.sqrt(8 / 7))
+    assert ak.gvm_weight(0.0, 1.0, 1e-3, 2.0) == 0.0 and ak.gvm_weight(0.5, 0.0, 1e-3, 2.0) == 0.0
+    assert ak.gvm_weight(0.25, 1.0, 0.0, 2.0) == pytest.approx(2.0)  # 1 / sqrt(0.25)
+    assert ak.gvm_weight(0.1, 2.0, 1e-3, 2.0) == pytest.approx(2.0 / np.sqrt(0.1 + 0.01))
+    assert ak.gvm_weight(0.1, 1.0, 1e-3, 3.0) == pytest.approx(1.0 / np.sqrt(0.1 + 0.1))  # 1e-3 / 0.1^2
+    assert ak.gvm_gradient_norm(0.5, 8) == pytest.approx(0.5 * np.sqrt(8 / 7))
     out = np.zeros(2, dtype=np.int64)
-    assert al.proportional_alloc(np.array([1.0, 3.0]), 8, 1, 8, out) == 8
+    assert ak.proportional_alloc(np.array([1.0, 3.0]), 8, 1, 8, out) == 8
     assert out.tolist() == [2, 6]  # lam = 2
-    al.proportional_alloc(np.array([1.0, 3.0]), 8, 3, 8, out)
+    ak.proportional_alloc(np.array([1.0, 3.0]), 8, 3, 8, out)
     assert out.tolist() == [3, 5]  # lam = 5/3: 1.67 clipped up to 3
     out = np.zeros(3, dtype=np.int64)
-    al.proportional_alloc(np.array([1.0, 1.0, 1.0]), 10, 2, 8, out)
+    ak.proportional_alloc(np.array([1.0, 1.0, 1.0]), 10, 2, 8, out)
     assert out.tolist() == [4, 3, 3]  # 10/3 each: the leftover rollout to the lowest index
-    al.proportional_alloc(np.zeros(3), 9, 2, 8, out)
+    ak.proportional_alloc(np.zeros(3), 9, 2, 8, out)
     assert out.tolist() == [3, 3, 3]  # all-zero weights split evenly
-    al.proportional_alloc(np.array([0.0, 1.0, 0.0]), 12, 2, 6, out)
+    ak.proportional_alloc(np.array([0.0, 1.0, 0.0]), 12, 2, 6, out)
     assert out.tolist() == [3, 6, 3]  # nmax caps the one weighted problem, the rest share the leftover
     rng = np.random.default_rng(2)
     for _ in range(20):
         w = rng.uniform(0, 1, size=6)
         out = np.zeros(6, dtype=np.int64)
-        assert al.proportional_alloc(w, 48, 2, 32, out) == 48
+        assert ak.proportional_alloc(w, 48, 2, 32, out) == 48
         assert out.min() >= 2 and out.max() <= 32
 
 
 def test_ada_stopping_rule():
-    assert al.ada_continue(0, 8, 1, 4) and al.ada_continue(8, 8, 3, 4)  # no signal yet, rounds left
-    assert not al.ada_continue(3, 8, 1, 4)  # signal: stop
-    assert not al.ada_continue(0, 32, 4, 4)  # cap
+    assert ak.ada_continue(0, 8, 1, 4) and ak.ada_continue(8, 8, 3, 4)  # no signal yet, rounds left
+    assert not ak.ada_continue(3, 8, 1, 4)  # signal: stop
+    assert not ak.ada_continue(0, 32, 4, 4)  # cap
 
 
 def test_zv_schedule_update_hand_case():
@@ -260,13 +261,13 @@ def test_zv_schedule_update_hand_case():
     st = h[4]
     assert st.tolist() == [1.0, 0.0, 0.0, 0.0]
     # window 2, T = 0.5: steps with 10/16 and 6/16 zero-variance groups -> share 0.5, not > 0.5: no change
-    assert al.zv_schedule_update(st, 10.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
-    assert al.zv_schedule_update(st, 6.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
+    assert ak.zv_schedule_update(st, 10.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
+    assert ak.zv_schedule_update(st, 6.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
     assert st[al.Z_STEPS] == 0.0  # the window restarts
-    assert al.zv_schedule_update(st, 12.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0  # mid-window
-    assert al.zv_schedule_update(st, 10.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 2.0  # 22/32 > 0.5: n 8 -> 16
+    assert ak.zv_schedule_update(st, 12.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0  # mid-window
+    assert ak.zv_schedule_update(st, 10.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 2.0  # 22/32 > 0.5: n 8 -> 16
     for _ in range(6):
-        al.zv_schedule_update(st, 16.0, 16.0, 0.5, 2.0, 64.0, 8.0)
+        ak.zv_schedule_update(st, 16.0, 16.0, 0.5, 2.0, 64.0, 8.0)
     assert st[al.Z_MULT] == 8.0  # 16 -> 32 -> 64, then nmax = 64 stops it
 
 

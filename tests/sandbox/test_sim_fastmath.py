@@ -15,7 +15,9 @@ import pytest
 from numba import njit
 
 from sandbox import SimConfig
-from sandbox.grpo import ADAM, ADAMW, SGD, _opt_dense, _softmax_fast, _sumsq
+from sandbox.kernels.layout import ADAM, ADAMW, SGD
+from sandbox.kernels.optimizer import _opt_dense, _sumsq
+from sandbox.kernels.softmax import _softmax_fast
 from sandbox.policies import build_policy, exp_nonpos, tanh_fast
 from sandbox.problems import make_problems
 from sandbox.rng import _btrs_impl, new_state
@@ -84,7 +86,7 @@ def test_mlp_backward_with_zero_rows_matches_finite_differences(model, share):
 
 
 def _opt_reference(theta, theta0, m1, m2, g, opt, lr, b1, b2, eps, wd, bc1, bc2):
-    """The per-element arithmetic of grpo._opt_update, in numpy (same IEEE operations, same order)."""
+    """The per-element arithmetic of optimizer._opt_update, in numpy (same IEEE operations, same order)."""
     if wd > 0.0:
         theta = theta - lr * wd * (theta - theta0)
     if opt == SGD:

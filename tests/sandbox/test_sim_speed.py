@@ -10,6 +10,7 @@ import pytest
 from sim_helpers import assert_close_across_cpus  # noqa: E402  (pytest puts this folder on sys.path)
 
 from sandbox import SimConfig, grpo, run
+from sandbox.kernels import optimizer, softmax
 from sandbox.runner import eval_steps, prepare
 
 SMALL = dict(d=200, d_val=120, bp=8, budget=2**13, n_evals=8)
@@ -54,8 +55,10 @@ def test_row_of_eight_update_equals_the_generic_update(opt, wd):
     a = [x.copy() for x in (theta, m1, m2)]
     b = [x.copy() for x in (theta, m1, m2)]
     for _ in range(3):
-        grpo._opt_row(a[0], theta0, a[1], a[2], grad, off, 8, opt, 0.1, 0.9, 0.999, 1e-8, wd, 0.3, 0.05)
-        grpo._opt_update(b[0], theta0, b[1], b[2], grad, off, 0, 8, opt, 0.1, 0.9, 0.999, 1e-8, wd, 0.3, 0.05)
+        optimizer._opt_row(a[0], theta0, a[1], a[2], grad, off, 0, 8, opt, 0.1, 0.9, 0.999, 1e-8, wd, 0.3,
+                           0.05)
+        optimizer._opt_update(b[0], theta0, b[1], b[2], grad, off, 0, 8, opt, 0.1, 0.9, 0.999, 1e-8, wd, 0.3,
+                              0.05)
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
 
@@ -63,7 +66,7 @@ def test_row_of_eight_update_equals_the_generic_update(opt, wd):
 def test_inlined_sqrt_is_numpys():
     from numba import njit
 
-    f = njit(lambda x: grpo._llvm_sqrt(x))
+    f = njit(lambda x: optimizer._llvm_sqrt(x))
     xs = np.concatenate([np.random.default_rng(0).random(1000) * 10.0 ** np.arange(-300, 300, 0.6),
                          [0.0, -0.0, 1.0, np.inf, 5e-324]])
     got = np.array([f(x) for x in xs])
@@ -81,14 +84,14 @@ def test_softmax_of_all_rows_equals_the_one_row_functions(K):
     Z[2] = 700.0 * rng.standard_normal(K)
     pis, lp = np.empty_like(Z), np.empty_like(Z)
     for need in (True, False):
-        grpo._softmax_rows(Z, nb, pis, lp, need, np.empty(nb + 3), np.empty((nb + 3) * K))
+        softmax._softmax_rows(Z, nb, pis, lp, need, np.empty(nb + 3), np.empty((nb + 3) * K))
         for b in range(nb):
             pi, logp = np.empty(K), np.empty(K)
             if need:
-                grpo._softmax_fast(Z[b], logp, pi)
+                softmax._softmax_fast(Z[b], logp, pi)
                 np.testing.assert_array_equal(lp[b], logp)
             else:
-                grpo._softmax_pi(Z[b], pi)
+                softmax._softmax_pi(Z[b], pi)
             np.testing.assert_array_equal(pis[b], pi)
 
 

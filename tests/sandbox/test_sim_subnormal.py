@@ -15,6 +15,7 @@ from numba import njit
 
 from sandbox import SimConfig, grpo, run, runner
 from sandbox.fpflags import DAZ, DE, FTZ, UE, flush_to_zero, mxcsr, subnormal_events
+from sandbox.kernels import optimizer
 from sandbox.runner import prepare
 
 SMALLEST_NORMAL = np.finfo(np.float64).tiny
@@ -104,11 +105,11 @@ def test_optimiser_flush_thresholds(opt, wd):
     grad = np.zeros(8)
     args = (opt, 0.1, 0.9, 0.999, 1e-8, wd, 1.0, 1.0)
     got = [x.copy() for x in (theta, m1, m2)]
-    grpo._opt_row(got[0], theta0, got[1], got[2], grad, 0, 8, *args, t)
+    optimizer._opt_row(got[0], theta0, got[1], got[2], grad, 0, 0, 8, *args, t)
     ref = [x.copy() for x in (theta, m1, m2)]
-    grpo._opt_update(ref[0], theta0, ref[1], ref[2], grad, 0, 0, 8, *args, t)
+    optimizer._opt_update(ref[0], theta0, ref[1], ref[2], grad, 0, 0, 8, *args, t)
     plain = [x.copy() for x in (theta, m1, m2)]
-    grpo._opt_update(plain[0], theta0, plain[1], plain[2], grad, 0, 0, 8, *args, 0.0)
+    optimizer._opt_update(plain[0], theta0, plain[1], plain[2], grad, 0, 0, 8, *args, 0.0)
     for x, y in zip(got, ref, strict=True):
         np.testing.assert_array_equal(x, y)
     if opt != grpo.SGD:
@@ -125,7 +126,7 @@ def test_optimiser_flush_thresholds(opt, wd):
 
 def test_gradient_flush_keeps_nan_and_normal_values():
     x = np.array([1e-31, -1e-31, 1e-29, -2.0, np.nan, np.inf, 0.0, 5e-324])
-    grpo._flush_range(x, 0, 8, grpo.TINY)
+    optimizer._flush_range(x, 0, 8, grpo.TINY)
     np.testing.assert_array_equal(x[[0, 1, 2, 3, 5, 6, 7]], [0.0, 0.0, 1e-29, -2.0, np.inf, 0.0, 0.0])
     assert np.isnan(x[4])
 

@@ -88,7 +88,7 @@ def test_a_training_divergence_ends_the_run_where_it_does_serially(monkeypatch, 
     cfg = SimConfig(**{**SMALL, **CONFIGS["interference"]})
     out = {}
     for threads in (1, 2):
-        monkeypatch.setattr(grpo, "_train_kernel", _failing(grpo._train_kernel, at, grpo.BAD_GRAD))
+        monkeypatch.setattr(grpo, "train_kernel", _failing(grpo.train_kernel, at, grpo.BAD_GRAD))
         out[threads] = run(cfg, threads=threads)
         monkeypatch.undo()
     assert out[1].status == "diverged" and out[1].reason == "non-finite gradient"
