@@ -7,7 +7,7 @@ described in sandbox/grpo.py's docstring): GRPO steps in place on theta and the 
 gradient of an update (`_logit_grads`, the policy's backward pass, `_private_grads`) and the optimiser's tail
 (sandbox/kernels/optimizer.py). A fixed run passes hist=None: every allocator branch is then pruned at compile
 time, so its kernel has no allocator code (the cold compile of a fixed run is ~40% shorter, issue 22), and its
-step is the original fixed path's arithmetic in the same order (tests/sandbox/test_refactor_bits.py).
+step is the original fixed path's arithmetic in the same order (tests/sandbox/test_sim_refactor_bits.py).
 
 Helpers take a 2-D array and a row index, never a row view: a compiled function that passes a view to a
 compiled call keeps an atomic NRT incref / decref pair per array argument per call (~40 a step, ~10% of one,
