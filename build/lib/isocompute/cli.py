@@ -1,0 +1,258 @@
+"""The `isocompute` command line: the root click group, assembled above every package (docs/DESIGN.md arrows
+`isocompute -> paper_figs -> studies -> {sandbox, llm_backend}`).
+
+This is the one place where errors become one line on stderr and an exit code (2 for bad input, 130 / 143
+for interrupts), and where `--json` is guaranteed to print exactly one JSON object on stdout: while a
+command runs, anything else written to stdout (vLLM's log handler, C-level prints) goes to stderr.
+Sub-commands of heavy packages (torch, matplotlib) are imported only when invoked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import signal
+import sys
+import textwrap
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from studies import cli as studies_cli
+from studies.config import StudiesError
+
+# name -> (module, attribute); loaded on first use so `isocompute run` never imports torch or matplotlib
+LAZY = {
+    "llm": ("llm_backend.cli", "llm"),
+    "figs": ("paper_figs.cli", "figs"),
+    "report": ("isocompute.reports.cli", "report"),
+    # aliases of `isocompute report claims` / `isocompute report groupstd`
+    "claims": ("isocompute.reports.claims.report", "claims"),
+    "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
+}
+
+READS_LOGS = frozenset({"fit", "plot", "plan", "predict"})
+"""Commands that read users' logs: the TRL / verl / wandb / TensorBoard readers of isocompute.integrations
+register into studies.io before they run (imported here, not at start-up: it loads pandas)."""
+
+QUIET_ENV = {
+    # third-party chatter off by default (`-v` keeps it); it goes to stderr either way. vLLM logs its
+    # start-up notes as WARNING (19 lines per engine start, issue 28), so only its errors pass.
+    "VLLM_LOGGING_LEVEL": "ERROR",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_DEDUP_LOGS": "1",
+}
+
+
+INTERRUPTED = "interrupted (finished runs are kept; rerun to resume)"
+INTERRUPTED_ONE = "interrupted (nothing was saved: `run` trains one configuration and does not resume; " \
+                  "`sweep` keeps finished runs)"
+"""`run` writes nothing until its run ends, so the resumable stores' message would be untrue for it."""
+
+
+def interrupted_message(argv: list[str]) -> str:
+    """What an interrupt leaves behind, for the command in `argv`."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    return INTERRUPTED_ONE if command == "run" else INTERRUPTED
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt so that the same cleanup runs
+    (executors kill their workers, the store's lock is released; every file is written atomically)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """Warnings (left-out runs, damaged files, dropped rows) as one `warning: ...` line on stderr; those of
+    third-party code only with -v (studies.cli.shown_warning)."""
+    if studies_cli.shown_warning(category, filename):
+        click.echo(f"warning: {one_line(str(message))}", err=True)
+
+
+@contextlib.contextmanager
+def _signals_and_warnings() -> Iterator[None]:
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+class _Main(click.Group):
+    """Root group: lazy sub-commands from other packages and the one place where errors become exit codes."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        lazy = [name for name, (mod, _) in LAZY.items() if _module_exists(mod)]
+        return sorted(set(super().list_commands(ctx)) | set(lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in READS_LOGS:
+            importlib.import_module("isocompute.integrations")
+        cmd = super().get_command(ctx, name)
+        if cmd is not None or name not in LAZY:
+            return cmd
+        mod_name, attr = LAZY[name]
+        if not _module_exists(mod_name):
+            return None
+        try:
+            cmd = getattr(importlib.import_module(mod_name), attr)
+        except ImportError as e:
+            raise StudiesError(f"the {name} commands cannot load: {e}") from None
+        if name == "llm" and isinstance(cmd, click.Group) and "options" not in cmd.commands:
+            cmd.add_command(llm_options)
+        self.add_command(cmd, name)
+        return cmd
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode:
+            return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        verbose = any(a in ("-v", "--verbose") for a in argv)
+        studies_cli.VERBOSE[:] = [verbose]
+        if not verbose:
+            for key, value in QUIET_ENV.items():
+                os.environ.setdefault(key, value)
+        code = 0
+        try:
+            with _signals_and_warnings(), _json_stdout(enabled="--json" in argv):
+                rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+            sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        except click.exceptions.Exit as e:
+            code = e.exit_code
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo(interrupted_message(argv), err=True)
+            code = 130
+        except Terminated:
+            click.echo(interrupted_message(argv), err=True)
+            code = 143
+        except BrokenPipeError:
+            _quiet_stdout()  # `isocompute fit DIR | head -1`: the reader has what it wanted
+            code = 0
+        except SystemExit:  # click turns a closed pipe inside a command into a silent exit 1
+            if type(sys.stdout).__name__ != "_PacifyFlushWrapper":  # click's mark that it met EPIPE
+                raise
+            _quiet_stdout()
+            code = 0
+        except click.ClickException as e:
+            click.echo(f"error: {one_line(e.format_message())}", err=True)
+            code = 2 if isinstance(e, click.UsageError) else e.exit_code
+        except StudiesError as e:
+            click.echo(f"error: {one_line(str(e))}", err=True)
+            code = 2
+        except MemoryError:
+            click.echo("error: out of memory; use a smaller budget, d, K or dim", err=True)
+            code = 2
+        except OSError as e:
+            where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+            click.echo(f"error: {one_line(e.strerror or str(e))}{where}", err=True)
+            code = 2
+        sys.exit(code)
+
+
+@contextlib.contextmanager
+def _json_stdout(enabled: bool) -> Iterator[None]:
+    """While a `--json` command runs, stdout is stderr for everyone but `studies.cli.emit_json`."""
+    if not enabled:
+        yield
+        return
+    real = sys.stdout
+    saved_fd = None
+    try:
+        fd = real.fileno()
+    except (AttributeError, OSError, ValueError):  # CliRunner and other in-memory streams
+        fd = None
+    if fd is not None:
+        real.flush()
+        saved_fd = os.dup(fd)
+        os.dup2(sys.stderr.fileno(), fd)  # C-level writes to fd 1 land on stderr
+        real = os.fdopen(saved_fd, "w", closefd=False)
+    studies_cli.JSON_STREAM.append(real)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = sys.__stdout__ if fd is not None else studies_cli.JSON_STREAM[-1]
+        studies_cli.JSON_STREAM.pop()
+        if saved_fd is not None:
+            real.flush()
+            sys.__stdout__.flush()
+            os.dup2(saved_fd, fd)
+            os.close(saved_fd)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise BrokenPipeError again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # in-memory streams (CliRunner)
+        pass
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+
+
+def one_line(msg: str) -> str:
+    return " ".join(str(msg).split())
+
+
+@click.command("options")
+@click.option("--json", "as_json", is_flag=True, help="Print the keys as one JSON object.")
+def llm_options(as_json: bool) -> None:
+    """List the llm backend's --option KEY=VALUE keys (generated from llm_backend.config.LLMConfig: every
+    field that no run flag sets), with defaults and documentation."""
+    from studies.backends import backend_options
+
+    opts = backend_options("llm")
+    if as_json:
+        studies_cli.emit_json({"backend": "llm", "options": opts})
+        return
+    click.echo("--option KEY=VALUE keys of the llm backend (run, sweep, predict; repeatable):")
+    for o in opts:
+        click.echo(f"  {o['key']} = {o['default']!r} ({o['type']})")
+        if o["doc"]:
+            for line in textwrap.wrap(o["doc"], 100):
+                click.echo(f"      {line}")
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="isocompute", message="%(prog)s %(version)s")
+@click.option("-v", "--verbose", is_flag=True, help="Show third-party logs (vLLM, transformers).")
+def main(verbose: bool) -> None:
+    """Compute-optimal allocation of RL sampling compute C = bp * n * m (IsoCompute Playbook).
+
+    Run one configuration, sweep allocations into a resumable results directory, fit the compute-optimal
+    frontier n*(C) of a sweep or of your own logs, and regenerate the claims report and the paper figures,
+    on the simulator (--backend sim) or a real LLM (--backend llm).
+    """
+
+
+for _cmd in studies_cli.COMMANDS:
+    main.add_command(_cmd)
+
+
+if __name__ == "__main__":
+    main()

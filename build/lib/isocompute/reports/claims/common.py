@@ -1,0 +1,499 @@
+"""What every claims section shares: sizes (ClaimsMode), presets, the Section declaration, and the statistics.
+
+Conventions (issue 4, kept): seeds are paired across n (seed s uses problem_seed s, so every n sees the same
+problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
+seeds. "record" reward = a run's best-so-far value up to a budget (the record-breaking envelope the paper
+fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always the frontier of
+`studies.fit.frontier.FrontierFit` (the estimator of `isocompute fit` and the gallery) at the budgets shown.
+Issue 25: every choice (an lr, a base lr, the best small and large n of a contrast) is made on seeds that are
+not reported (isocompute/reports/claims/selection.py), growth is directional (last / first), and n* tables
+carry the seed-bootstrap interval of studies/fit/bootstrap.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from isocompute.reports.claims.selection import directional_growth, seed_folds, select_on_heldout
+from studies.config import RunConfig
+from studies.declared import CPU_LLM, StudySpec, Tables
+from studies.fit.frontier import FrontierFit, run_rewards
+
+VERDICTS = ("reproduced", "partly", "not reproduced", "not applicable to a simulator", "measured")
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "sim": {
+        "interference": {"model": "interference", "lr": 0.1},
+        "tabular": {"model": "tabular", "lr": 0.1},
+        "skills": {"model": "skills"},
+    },
+    "llm": {"interference": dict(CPU_LLM)},
+    "tiny": {"interference": {"lm": "tiny"}},
+}
+"""Backend -> policy role -> RunConfig fields / backend options. A real LM plays the interference role. The
+simulator's lr is written out (its default, 0.1) so the preset and the lr study's "constant lr 0.1" are the
+same runs. "tiny" is the llm backend on the shipped tiny LM (`--lm tiny`, its own defaults:
+llm_backend.config.TINY_DEFAULTS)."""
+
+
+@dataclass(frozen=True)
+class ClaimsMode:
+    """Sizes of the studies; QUICK is for CI (<= 5 min on 2 cores), FULL for the committed report,
+    LLM_QUICK the CPU-sized real-model run (minutes)."""
+
+    name: str
+    backend: str
+    seeds: int
+    top: int
+    """Top budget of the theory, finding 1 and the mechanism sections."""
+    side_top: int
+    """Top budget of the other sections."""
+    ns: tuple[int, ...]
+    side_ns: tuple[int, ...]
+    d: int | None
+    """d = d_val of the simulator (None: the backend's default)."""
+    lrs: tuple[float, ...]
+    """Constant learning rates of finding 1's lr study (empty: the preset's lr only)."""
+    sqrt_lrs: tuple[float, ...]
+    """Base lrs (at batch bp n = 256) of the sqrt rule: the constant-lr grid, so the base lr is tuned on the
+    same grid and held-out seeds as the envelope (issue 25)."""
+    untuned_sqrt: tuple[float, ...] = ()
+    """Base lrs also shown one by one, untuned (the earlier fixed choices): a sensitivity check only."""
+    bp: int = 32
+    small_max: int = 8
+    large_min: int = 32
+    pass1_ns: tuple[int, int] = (8, 128)
+    """(small n, large n) of the pass@1 distribution comparison (finding 5)."""
+    lm: str | None = None
+    """The llm backend's model (`--lm`; None: SmolLM2's CPU preset); its PRESETS key when set."""
+
+    @property
+    def presets(self) -> dict[str, dict[str, Any]]:
+        """PRESETS of this plan: the backend's, or the tiny LM's for lm = "tiny"."""
+        return PRESETS[self.lm or self.backend]
+
+    def budgets(self, top: int) -> list[int]:
+        """Budgets 4x apart up to `top`, at most six, from 2^10 (below it the largest n has not stepped)."""
+        hi = int(math.log2(top))
+        lo = max(hi - 10, min(10, hi))
+        return [2**k for k in range(hi, lo - 1, -2)][::-1]
+
+    def over(self, **kw: Any) -> tuple[tuple[str, Any], ...]:
+        """Overrides shared by the plan's runs (problem-set sizes, no pass@1 snapshots unless asked) + kw."""
+        base: dict[str, Any] = {}
+        if self.backend == "sim":
+            base = {"d": self.d, "d_val": self.d, "snapshots": False} if self.d else {"snapshots": False}
+        return tuple(sorted((base | kw).items()))
+
+    def study(
+        self,
+        name: str,
+        preset: str = "interference",
+        n: Sequence[int] | None = None,
+        budget: int | None = None,
+        dataset: str = "easy",
+        bp: int | None = None,
+        **kw: Any,
+    ) -> StudySpec:
+        """An n-vs-m StudySpec at this plan's sizes (name prefixed by the plan, so sizes never mix)."""
+        return StudySpec(
+            f"{self.name}/{name}",
+            kind="n-vs-m",
+            preset=preset,
+            dataset=dataset,
+            n=tuple(n or self.ns),
+            bp=(bp or self.bp,),
+            budget=budget or self.top,
+            seeds=self.seeds,
+            base=self.over(**kw),
+        )
+
+
+FULL = ClaimsMode(
+    "full",
+    "sim",
+    seeds=8,
+    top=2**22,
+    side_top=2**20,
+    ns=(2, 4, 8, 16, 32, 64, 128, 256, 512),
+    side_ns=(2, 8, 32, 128, 512),
+    d=1024,
+    lrs=(3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+    sqrt_lrs=(3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+    untuned_sqrt=(0.03, 0.1),
+)
+QUICK = ClaimsMode(
+    "quick",
+    "sim",
+    seeds=3,
+    top=2**16,
+    side_top=2**15,
+    ns=(2, 4, 8, 32, 128),
+    side_ns=(2, 8, 32, 128),
+    d=256,
+    lrs=(0.03, 0.1),
+    sqrt_lrs=(0.03, 0.1),
+    untuned_sqrt=(0.1,),
+)
+LLM_QUICK = ClaimsMode(
+    "llm-quick",
+    "llm",
+    seeds=1,
+    top=256,
+    side_top=256,
+    ns=(2, 4, 8),
+    side_ns=(2, 4, 8),
+    d=None,
+    lrs=(),
+    sqrt_lrs=(),
+    bp=4,
+    small_max=2,
+    large_min=8,
+    pass1_ns=(2, 8),
+)
+TINY_QUICK = ClaimsMode(
+    "tiny-quick",
+    "llm",
+    seeds=2,
+    top=2**14,
+    side_top=2**14,
+    ns=(2, 8, 32),
+    side_ns=(2, 8, 32),
+    d=None,
+    lrs=(),
+    sqrt_lrs=(),
+    bp=16,
+    small_max=2,
+    large_min=32,
+    pass1_ns=(2, 32),
+    lm="tiny",
+)
+"""The tiny LM's quick plan (`isocompute report claims --backend llm --lm tiny --quick`): bp 16, n 2 / 8 / 32
+to 2^14 rollouts (n = 32 takes 32 steps), 2 seeds; minutes on 2 cores."""
+MODES = {("sim", False): FULL, ("sim", True): QUICK, ("llm", True): LLM_QUICK, ("llm", False): LLM_QUICK,
+         ("tiny", True): TINY_QUICK, ("tiny", False): TINY_QUICK}
+"""(backend, or "tiny" for the llm backend on the tiny LM; quick) -> ClaimsMode. The llm plans are CPU-sized
+either way."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One claim of the report, declared: the studies it needs, a measurement of the finished runs into
+    plain numbers, a pure verdict rule on those numbers, and the Markdown body drawn from them."""
+
+    key: str
+    title: str
+    paper: str
+    studies: Callable[[ClaimsMode], tuple[StudySpec, ...]]
+    measure: Callable[[Tables, ClaimsMode], dict]
+    verdict: Callable[[dict], tuple[str, str]]
+    body: Callable[[dict], list[str]]
+    setup: Callable[[ClaimsMode], str]
+    backends: tuple[str, ...] = ("sim",)
+    refused: str = "it needs the simulator"
+    """One line: why the section does not run on the other backends."""
+    probe: Callable[[Any, Tables, ClaimsMode], None] | None = None
+    """Measurements from inside runs (sandbox diagnostics), recorded beside the tables before `measure`."""
+
+
+# --------------------------------------------------------------------------------------------- statistics
+def tq(k: int) -> float:
+    """Two-sided 95% t quantile for k values (k - 1 degrees of freedom); nan for k < 2."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, k - 1)) if k > 1 else float("nan")
+
+
+def ci(values) -> tuple[float, float]:
+    """(mean, 95% t half-width) of the finite values; half-width nan for a single value."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return float("nan"), float("nan")
+    if v.size == 1:
+        return float(v[0]), float("nan")
+    return float(v.mean()), float(tq(v.size) * v.std(ddof=1) / np.sqrt(v.size))
+
+
+def fmt(m: float, h: float | None = None, digits: int = 3) -> str:
+    if m is None or not np.isfinite(m):
+        return "n/a"
+    if h is None or not np.isfinite(h):
+        return f"{m:.{digits}f}"
+    return f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+def budget_text(b: float) -> str:
+    """2^k for a power of two, else 3 significant digits."""
+    k = math.log2(b) if b > 0 else float("nan")
+    return f"2^{int(round(k))}" if math.isfinite(k) and abs(k - round(k)) < 1e-9 else f"{b:.3g}"
+
+
+def growth(n_stars: Sequence[int | None]) -> float:
+    """Directional growth of n* over the budgets: last / first (selection.directional_growth), < 1 when n*
+    falls. (Issue 25: max / min counted a falling "32, 8, 8, 2" as 16x growth.)"""
+    return directional_growth(n_stars)
+
+
+def growth_text(g: float) -> str:
+    """'16x' for a rise, '1/16x (falls)' for a fall, 'n/a' without a sequence."""
+    if not np.isfinite(g):
+        return "n/a"
+    return f"{g:.0f}x" if g >= 1 else f"1/{1 / g:.0f}x (falls)"
+
+
+def monotone(n_stars: Sequence[int]) -> bool:
+    return all(b >= a for a, b in zip(n_stars, n_stars[1:], strict=False))
+
+
+def seed_rewards(
+    table: pd.DataFrame,
+    budget: float,
+    metric: str = "val_mean",
+    stat: str = "best",
+    by: str = "n",
+    x: str = "compute",
+) -> pd.DataFrame:
+    """Seed x configuration matrix of each run's reward at `budget` (stat "best" = record, "final")."""
+    r = run_rewards(table, metric, keys=(by, "seed"), budget=budget, stat=stat, x=x)
+    return r.pivot_table(index="seed", columns=by, values="reward")
+
+
+def n_star_rows(
+    table: pd.DataFrame,
+    budgets: Sequence[float],
+    metric: str = "val_mean",
+    by: str = "n",
+    x: str = "compute",
+    boot: int = 0,
+) -> list[dict]:
+    """Per budget: n* of the FrontierFit frontier, and the record reward of n* over seeds (mean, CI); with
+    boot > 0 also the 95% seed-bootstrap interval of n* (studies.fit.bootstrap: resample seeds, refit) as
+    "n_lo", "n_hi", "share" (replicates agreeing with n*), "undetermined" (interval over most of the grid)."""
+    ff = FrontierFit(metric=metric, by=by, x=x).fit(table)
+    at = ff.n_star_at(budgets)
+    iv = None
+    if boot and "seed" in table.columns and table["seed"].nunique() > 1 and ff.aggregate_ == "mean":
+        from studies.fit.bootstrap import bootstrap_n_star
+
+        iv = bootstrap_n_star(ff, table, list(at[x]), reps=boot)
+    rows = []
+    for j, (b, n) in enumerate(zip(at[x], at[by], strict=True)):
+        if n is None:
+            continue
+        piv = seed_rewards(table, b, metric, "best", by, x)
+        m, h = ci(piv[n]) if n in piv.columns else (float("nan"), float("nan"))
+        row = {"budget": float(b), "n_star": _num(n), "mean": m, "ci": h}
+        if iv is not None and iv["lo"][j] is not None:
+            row |= {"n_lo": _num(iv["lo"][j]), "n_hi": _num(iv["hi"][j]), "share": iv["share"][j],
+                    "undetermined": bool(iv["undetermined"][j])}
+        rows.append(row)
+    return rows
+
+
+def n_star_cell(r: dict) -> str:
+    """'n*' or 'n* [lo-hi]' with the bootstrap interval, 'undetermined' where it spans most of the grid."""
+    if "n_lo" not in r:
+        return str(r["n_star"])
+    iv = "" if r["n_lo"] == r["n_hi"] else f" [{r['n_lo']}-{r['n_hi']}]"
+    return f"{r['n_star']}{iv}" + (" (undetermined)" if r.get("undetermined") else "")
+
+
+def _num(v):
+    f = float(v)
+    return int(f) if f.is_integer() else f
+
+
+BOOT = 200
+"""Seed-bootstrap replicates of n* in the claims tables (studies.fit.bootstrap)."""
+
+NO_CONTRAST = {"diff": float("nan"), "se": float("nan"), "z": float("nan"), "ci": float("nan"), "wins": 0,
+               "seeds": 0}
+
+
+def _one_of(values: list):
+    """One value when all folds agree, else 'a/b' (the choice of each fold)."""
+    vals = [_num(v) for v in values]
+    return vals[0] if len(set(vals)) == 1 else "/".join(map(str, vals))
+
+
+def heldout_contrast(
+    rr: pd.DataFrame,
+    small: Sequence,
+    large: Sequence,
+    arm: str | None = None,
+    tune_seeds: Sequence[int] | None = None,
+    k: int = 2,
+) -> dict:
+    """Best large n minus best small n, paired over seeds, every choice made on seeds that are not reported.
+
+    `rr`: long frame with columns seed, n, reward (and `arm`, e.g. an lr index, when each n has several arms).
+    Per split (tuning, reporting seeds): on the tuning seeds the best arm of each n, then the best small and
+    the best large n at their arms (selection.select_on_heldout); on the reporting seeds the per-seed
+    difference of those two (n, arm) cells. `tune_seeds` given: one split (the rest is reported); else
+    k-fold cross-fitting (selection.seed_folds), every seed reported once. SE of the pooled per-seed
+    differences, CI = t-interval; n_small / n_large are 'a/b' when the folds chose differently."""
+    small = [v for v in small if v in set(rr["n"])]
+    large = [v for v in large if v in set(rr["n"])]
+    seeds = sorted(int(v) for v in rr["seed"].unique())
+    if not small or not large or len(seeds) < 2:
+        return dict(NO_CONTRAST)
+    df = rr.assign(_arm=rr[arm] if arm else 0)
+    if tune_seeds is not None:
+        t = sorted({int(v) for v in tune_seeds})
+        splits = [(t, [v for v in seeds if v not in t])]
+        how = f"arms chosen on seeds {', '.join(map(str, t))}, reported on the others"
+    else:
+        splits = seed_folds(seeds, k)
+        how = f"arms chosen by {len(splits)}-fold cross-fitting over seeds"
+    diffs, picks = [], []
+    for tune, rep in splits:
+        best = select_on_heldout(df, tune_seeds=tune, report_seeds=rep, group_cols=["n"], choice_col="_arm",
+                                 score_col="reward")
+        score = dict(zip(best["n"], best["tune_score"], strict=True))
+        arms = dict(zip(best["n"], best["_arm"], strict=True))
+        cand_s = [v for v in small if v in score]
+        cand_l = [v for v in large if v in score]
+        if not cand_s or not cand_l:
+            continue
+        ns_, nl_ = max(cand_s, key=lambda v: score[v]), max(cand_l, key=lambda v: score[v])
+        r = df.loc[df["seed"].astype(int).isin(rep)]
+        a = r.loc[(r["n"] == nl_) & (r["_arm"] == arms[nl_])].set_index("seed")["reward"]
+        b = r.loc[(r["n"] == ns_) & (r["_arm"] == arms[ns_])].set_index("seed")["reward"]
+        diffs.append((a - b).dropna())
+        picks.append((ns_, nl_, arms[ns_], arms[nl_]))
+    if not picks:
+        return dict(NO_CONTRAST)
+    diff = pd.concat(diffs).to_numpy(dtype=float)
+    if diff.size == 0:
+        return dict(NO_CONTRAST)
+    se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("nan")
+    mean = float(diff.mean())
+    out = {
+        "n_small": _one_of([p[0] for p in picks]),
+        "n_large": _one_of([p[1] for p in picks]),
+        "diff": mean,
+        "se": se,
+        "z": mean / se if se and se > 0 else float("nan"),
+        "ci": tq(diff.size) * se,
+        "wins": int((diff > 0).sum()),
+        "seeds": int(diff.size),
+        "selection": how,
+    }
+    if arm:
+        out["arm_small"] = _one_of([p[2] for p in picks])
+        out["arm_large"] = _one_of([p[3] for p in picks])
+    return out
+
+
+def paired_contrast(piv: pd.DataFrame, small: Sequence, large: Sequence, k: int = 2) -> dict:
+    """heldout_contrast of a seed x n matrix (one arm per n): the best small and large n are chosen by
+    k-fold cross-fitting, so the seeds that pick an n never report its difference (issue 25)."""
+    rr = piv.rename_axis(index="seed", columns="n").stack().rename("reward").reset_index()
+    return heldout_contrast(rr, small, large, k=k)
+
+
+def contrast(
+    table: pd.DataFrame,
+    budget: float,
+    plan: ClaimsMode,
+    ns: Sequence[int],
+    stat: str = "best",
+    metric: str = "val_mean",
+) -> dict:
+    """paired_contrast of the plan's small n (<= small_max) vs large n (>= large_min) at `budget`."""
+    piv = seed_rewards(table, budget, metric, stat)
+    return paired_contrast(
+        piv, [n for n in ns if n <= plan.small_max], [n for n in ns if n >= plan.large_min]
+    )
+
+
+def contrast_text(c: dict) -> str:
+    if "n_small" not in c:
+        return "n/a"
+    return (
+        f"n={c['n_large']} − n={c['n_small']}: {c['diff']:+.4f} ± {c['ci']:.4f} (95% CI), "
+        f"{c['z']:.1f} SE, larger n wins on {c['wins']}/{c['seeds']} seeds"
+    )
+
+
+def robust(n_stars: Sequence[int], c: dict, seeds_needed: int = 8) -> bool:
+    """Issue 4's robust claim-2 effect: n* grows >= 8x (last / first budget, directional), and at the top
+    budget the best large n beats the best small n (both chosen on held-out seeds) by >= 0.02 and >= 3 SE over
+    >= 8 reported seeds."""
+    d, z = c.get("diff", float("nan")), c.get("z", float("nan"))
+    return bool(growth(n_stars) >= 8 and d >= 0.02 and z >= 3 and c.get("seeds", 0) >= seeds_needed)
+
+
+def n_star_table(rows_by_label: dict[str, list[dict]]) -> list[str]:
+    """Markdown: one row per budget, one 'n* [95% bootstrap interval] (reward ± CI)' column per label."""
+    labels = list(rows_by_label)
+    budgets = sorted({r["budget"] for rows in rows_by_label.values() for r in rows})
+    lines = [
+        "| budget C | " + " | ".join(f"{lab}: n* (reward ± CI)" for lab in labels) + " |",
+        "|" + "---|" * (len(labels) + 1),
+    ]
+    for b in budgets:
+        cells = []
+        for lab in labels:
+            r = next((r for r in rows_by_label[lab] if r["budget"] == b), None)
+            cells.append("n/a" if r is None else f"{n_star_cell(r)} ({fmt(r['mean'], r['ci'])})")
+        lines.append(f"| {budget_text(b)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def stars(rows: list[dict]) -> list:
+    return [r["n_star"] for r in rows]
+
+
+def stars_text(rows: list[dict]) -> str:
+    return ", ".join(n_star_cell(r) for r in rows)
+
+
+def yes(v: bool | None) -> str:
+    return "n/a" if v is None else ("yes" if v else "no")
+
+
+def setup_text(plan: ClaimsMode, st: StudySpec, extra: str = "") -> str:
+    """`RunConfig(...)` of a study's shared fields, for the report's Setup lines."""
+    from studies.declared import study_configs
+
+    cfg = study_configs(st, plan.presets, plan.backend)[0][1]
+    skip = {"n", "seed", "problem_seed", "backend", "options"}
+    default = RunConfig().to_dict()
+    fields = {k: v for k, v in cfg.to_dict().items() if k not in skip and v != default.get(k)}
+    opts = {k: v for k, v in cfg.options if k != "snapshots"}
+    body = ", ".join(f"{k}={v!r}" for k, v in (fields | opts).items())
+    return f"`RunConfig({body})`{extra}"
+
+
+# ---------------------------------------------------------------------------------- pass@1 and gradients
+def polarisation(p: np.ndarray, zero: float = 1e-3, one: float = 0.99) -> dict:
+    """Summary of one pass@1 vector (Fig 11 / 27): zero share, solved share, polarised share, mean, std."""
+    p = np.asarray(p, dtype=float)
+    p = p[np.isfinite(p)]
+    z, o = float((p < zero).mean()), float((p >= one).mean())
+    return {
+        "mean": float(p.mean()),
+        "zero_frac": z,
+        "one_frac": o,
+        "polar_frac": z + o,
+        "std": float(p.std()),
+    }
+
+
+def noise_scale_from_pieces(pieces: np.ndarray) -> dict:
+    """B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018) from N per-sample gradients (N, P): unbiased
+    tr(Sigma), |G|^2 = |mean|^2 - tr(Sigma) / N."""
+    pieces = np.asarray(pieces, dtype=float)
+    N = pieces.shape[0]
+    G = pieces.mean(axis=0)
+    tr_sigma = float(((pieces - G) ** 2).sum(axis=1).sum() / (N - 1))
+    g2 = float(G @ G - tr_sigma / N)
+    return {"b_simple": tr_sigma / g2 if g2 > 0 else float("inf"), "tr_sigma": tr_sigma, "g2": g2}

@@ -1,0 +1,572 @@
+"""docs/GROUP_STD.md and docs/figs/group_std.png from the group-std study's measurements (issue 24).
+
+Everything is drawn from `isocompute.reports.claims.groupstd.measure` output and from
+`isocompute.reports.claims.wgain`; no number is typed by hand. The derivation text states formulas; its
+numbers come from `w_gain`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+
+import click
+import numpy as np
+
+from isocompute.reports.claims.common import budget_text
+from isocompute.reports.claims.groupstd import (
+    GROUP_KL,
+    NONE_KL,
+    PLATEAU_FRAC,
+    RISE,
+    RULED_OUT_BELOW,
+    SIZES,
+    build,
+)
+from isocompute.reports.claims.wgain import saturation_n, w_gain, w_limit
+from studies.config import StudiesError
+from studies.store import atomic_write_text, check_output_dir, check_output_file, write_marked_block
+
+LINK_BEGIN, LINK_END = "<!-- groupstd:begin (isocompute report groupstd) -->", "<!-- groupstd:end -->"
+TINY_LINK_BEGIN, TINY_LINK_END = (
+    "<!-- groupstd_tiny:begin (isocompute report groupstd --backend llm) -->",
+    "<!-- groupstd_tiny:end -->",
+)
+
+
+def link_markers(backend: str) -> tuple[str, str]:
+    """The marked block of each experiment in docs/MECHANISMS.md: the simulator's, the tiny LM's."""
+    return (LINK_BEGIN, LINK_END) if backend == "sim" else (TINY_LINK_BEGIN, TINY_LINK_END)
+"""Markers of the block `isocompute report groupstd` writes into docs/MECHANISMS.md (its own block: the
+mechanisms section's generator owns the rest of that file)."""
+W_NS = (2, 8, 32, 128, 512)
+W_PS = (0.01, 0.1, 0.5, 0.9, 0.99)
+
+
+def _ci(c: dict) -> str:
+    if not np.isfinite(c.get("diff", np.nan)):
+        return "n/a"
+    return f"{c['diff']:+.4f} [{c['lo']:+.4f}, {c['hi']:+.4f}] ({c['wins']}/{c['seeds']})"
+
+
+def _best(c: dict) -> str:
+    if "n_small" not in c:
+        return "n/a"
+    return f"n={c['n_large']} − n={c['n_small']}: {c['diff']:+.4f} ± {c['ci']:.4f}"
+
+
+def _star(s, iv) -> str:
+    if s is None:
+        return "n/a"
+    return f"{s} [{iv[0]}, {iv[1]}]" if iv and iv[0] is not None else str(s)
+
+
+def w_lines() -> list[str]:
+    """The gain table: w_n(p) under the three conventions, its limit and where it saturates."""
+    head = "| n | " + " | ".join(f"p = {p:g}" for p in W_PS) + " |"
+    out = [
+        "w_n(p), group std, sample (Bessel; the default `adv_std=sample`) / population; `none` is (n - 1)/n "
+        "at every p:",
+        "",
+        head,
+        "|---|" + "---|" * len(W_PS),
+    ]
+    for n in W_NS:
+        cells = [f"{float(w_gain(p, n)):.3f} / {float(w_gain(p, n, std='population')):.3f}" for p in W_PS]
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    out.append("| ∞ | " + " | ".join(f"{float(w_limit(p)):.3f}" for p in W_PS) + " |")
+    eps = [1 - float(w_gain(0.01, n, eps=1e-4) / w_gain(0.01, n)) for n in W_NS]
+    sat = {p: saturation_n(p) for p in (0.5, 0.1, 0.01)}
+    none = ", ".join(f"n={n}: {float(w_gain(0.5, n, 'none')):.4g}" for n in W_NS)
+    out += [
+        "",
+        " ".join(
+            [
+                f"`none`: {none} (every p).",
+                "adv_eps = 1e-4 (the default) lowers the sample-std gain at p = 0.01 by "
+                + ", ".join(f"{e:.1e}" for e in eps)
+                + f" at n = {', '.join(map(str, W_NS))} (bound adv_eps sqrt(n)).",
+                "90% of the limit 1/sqrt(p (1 - p)) is reached at n = "
+                + ", ".join(f"{v} for p = {p:g}" for p, v in sat.items())
+                + ": about 2.5 / min(p, 1 - p) at small p, the issue's 'n ~ 1 / min(p, 1 - p)' within that "
+                "factor.",
+            ]
+        ),
+    ]
+    return out
+
+
+DERIVATION = [
+    "With 0/1 rewards, a group of n rollouts has c ~ Binomial(n, p) correct and mean m = c / n; the "
+    "project's "
+    "advantages (sandbox/grpo.py `advantages`, docs/CONTRACTS.md) are A = (r - m) / (σ + adv_eps) under "
+    "`scale_rewards=group` (σ = sqrt(m (1 - m)) population, sqrt(m (1 - m) n / (n - 1)) sample; A = 0 when "
+    "σ = 0) and A = r - m under `none`. On the correct logit of a softmax the surrogate's gradient is "
+    "(c A_correct - S p) / n with S = Σ_j A_j = 0, so",
+    "",
+    "E[update | p] = w_n(p) · ∂p/∂z,  w_n(p) = E_c[m (1 - m) / den(m)] / (p (1 - p)),",
+    "",
+    "den = σ + adv_eps (group) or 1 (none). Without eps: group, population std: w = E[sqrt(m (1 - m))] / "
+    "(p (1 - p)); group, sample std: sqrt((n - 1) / n) times that (the issue's formula is this sample-std "
+    "form); none: w = (n - 1) / n exactly. As n → ∞ both group forms tend to 1 / sqrt(p (1 - p)). "
+    "`isocompute.reports.claims.wgain.w_gain` computes it by exact enumeration over c; "
+    "tests/science/test_wgain.py checks "
+    "it against a brute force over all 2^n reward vectors, the engine's `sandbox.theory.expected_update` and "
+    "a Monte-Carlo average of the simulator's own advantage and logit-gradient kernels.",
+]
+
+
+def arm_tables(res: dict, arms: list[str], unit: str, scale: float = 1.0) -> list[str]:
+    """Contrasts, n* and tuned lrs per budget for each arm (`scale` turns compute into the shown unit)."""
+    first = res[arms[0]]
+    bs = first["budgets"]
+    x = (lambda b: budget_text(b)) if scale == 1.0 else (lambda b: f"{b / scale:g}")
+    out = [
+        f"Paired contrast largest n − smallest n (record reward, lr tuned per arm, n and budget on the "
+        f"tuning "
+        f"seeds; mean [95% CI] (seeds the larger n wins)) at each {unit}:",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(f"| {x(b)} | " + " | ".join(_ci(res[a]["rows"][j]["extreme"]) for a in arms) + " |")
+    out += [
+        "",
+        f"Best large n (>= 32) − best small n (<= 8) at each {unit} (mean ± 95% CI):",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(f"| {x(b)} | " + " | ".join(_best(res[a]["rows"][j]["best"]) for a in arms) + " |")
+    out += [
+        "",
+        "n*(C) of the FrontierFit frontier over (n, tuned lr) arms, reported seeds [bootstrap 95% "
+        "interval over seeds]; growth = last / first:",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(
+            f"| {x(b)} | "
+            + " | ".join(_star(res[a]["stars"][j], (res[a]["stars_ci"] or [None] * len(bs))[j]) for a in arms)
+            + " |"
+        )
+    out.append("| growth | " + " | ".join(f"{res[a]['growth']:.3g}x" for a in arms) + " |")
+    out += [
+        "",
+        "Tuned lr per n (tuning seeds), at each budget:",
+        "",
+        f"| {unit} | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for j, b in enumerate(bs):
+        out.append(
+            f"| {x(b)} | "
+            + " | ".join(", ".join(f"{n}: {lr:g}" for n, lr in res[a]["rows"][j]["lr"].items()) for a in arms)
+            + " |"
+        )
+    ns = sorted({n for a in arms for n in res[a]["to_plateau"]["need"]})
+    out += [
+        "",
+        f"Top-budget record reward per n (reported seeds, mean ± 95% CI) and the compute each n needs to "
+        f"reach {PLATEAU_FRAC:.0%} of the best plateau (the best n's top-budget reward; '-': not reached):",
+        "",
+        "| arm | plateau | " + " | ".join(f"n={n}" for n in ns) + " |",
+        "|---|---|" + "---|" * len(ns),
+    ]
+    for a in arms:
+        tp, top = res[a]["to_plateau"], res[a]["rows"][-1]["per_n"]
+        cells = []
+        for n in ns:
+            r = top.get(n)
+            need = tp["need"].get(n)
+            rv = "n/a" if r is None else (f"{r[0]:.3f} ± {r[1]:.3f}" if np.isfinite(r[1]) else f"{r[0]:.3f}")
+            cells.append(f"{rv}; {budget_text(need) if need else '-'}")
+        out.append(f"| {a} | {tp['plateau']:.3f} | " + " | ".join(cells) + " |")
+    edges = [(a, e) for a in arms for e in res[a]["edges"]]
+    open_ = [(a, e) for a, e in edges if not e["saturated"]]
+    out += [
+        "",
+        f"lr optima on an edge of the grid ({', '.join(f'{v:g}' for v in first['grid'])}): "
+        f"{len(open_)} open, {len(edges) - len(open_)} saturated (reward within half a validation problem of "
+        "the next lr inward: a plateau along lr)"
+        + (
+            ": "
+            + "; ".join(
+                f"{a} n={e['n']}@{budget_text(e['budget'])}: {e['reward']:.4f} at {e['lr']:g} "
+                f"vs {e['inner']:.4f} at {e['inner_lr']:g}" + (" (saturated)" if e["saturated"] else "")
+                for a, e in edges
+            )
+            if edges
+            else ""
+        )
+        + ".",
+    ]
+    return out
+
+
+EVALS = {"sim": 32, "llm": 8}
+"""Evaluation points per run: the backends' defaults (RunConfig.n_evals None)."""
+
+
+def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD.md")) -> str:
+    size = x["size"]
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    w = x["wall"]
+    arms = list(x["arms"])
+    lines = [
+        f"# Group-std gain and n*(C) under a tuned lr (issue 24, {size.name} mode)",
+        "",
+        f"Generated by `{cmd}` on {now}: {w['runs']} runs, their own wall time {w['runs_s']:.0f} s "
+        f"(summed over runs), this command {w['elapsed_s']:.0f} s (runs reused from the results "
+        "directory are not rerun). Every number is computed from the stored runs of the declared studies "
+        "(isocompute/reports/claims/groupstd.py, through studies.declared) or from "
+        "isocompute/reports/claims/wgain.py.",
+    ]
+    if size.name.endswith("quick"):
+        lines += ["", "**Quick mode**: tiny sizes for CI; the verdicts test the machinery, not the science."]
+    if "verdict" in x:
+        v, why = x["verdict"]
+        lines += ["", f"**Verdict (n vs m, the issue's rule): {v}.** {why}"]
+    if "fb_verdict" in x:
+        v, why = x["fb_verdict"]
+        lines += ["", f"Fixed total batch, the same rule read on its arms: **{v}.** {why}"]
+    if fig is not None:
+        lines += ["", f"![w_n(p) and n*(C) per arm]({os.path.relpath(Path(fig), Path(out).parent)})"]
+    lines += [""] + reading(x)
+    lines += ["", "## The gain w_n(p)", ""] + DERIVATION + [""] + w_lines()
+    ov = {k: v for k, v in size.over if k != "snapshots"}
+    lines += [
+        "",
+        "## Simulator: n vs m" if size.backend == "sim" else "## Tiny LM (llm backend): n vs m",
+        "",
+        f"Setup: {'preset interference (Adam)' if size.backend == 'sim' else 'llm backend'}, easy, "
+        f"{', '.join(f'{k} = {v}' for k, v in ov.items())}, "
+        f"bp = {size.bp}, n in {list(size.ns)}, budgets {budget_text(size.budgets[0])}..."
+        f"{budget_text(size.top)} (each run to the top, {EVALS[size.backend]} log-spaced evaluations), arms "
+        + ", ".join(f"`{a.key}` ({a.label})" for a in size.arms)
+        + f"; {'Adam' if size.backend == 'sim' else 'AdamW'} lr grid {', '.join(f'{v:g}' for v in size.lrs)}"
+        f"; lr tuned per (arm, n, budget) on seeds {size.tune_seeds}, everything reported on seeds "
+        f"{size.report_seeds} ({len(size.report_seeds)}); bootstrap {size.boot} resamples."
+        + (" Staged: the reported seeds ran only at the lrs the tuning seeds chose for one of the readout "
+           "budgets (the compute-to-plateau readout uses a reported value only where its budget's choice "
+           "ran)." if size.staged else ""),
+        "",
+        f"Rule (fixed before the runs): shown if `{GROUP_KL}` has a top-budget contrast (largest − smallest "
+        f"n) with CI above 0 and n*(C) rising >= {RISE:g}x (last / first), while `{NONE_KL}` is flat (CI "
+        f"containing 0 or below); ruled out if the `{GROUP_KL}` contrast's upper bound is below "
+        f"+{RULED_OUT_BELOW:g}; otherwise inconclusive.",
+        "",
+    ]
+    lines += arm_tables(x["arms"], arms, "budget C")
+    if x.get("fixed_batch"):
+        B = size.batch
+        lines += [
+            "",
+            "## Simulator: fixed total batch B = bp · n (finding 3 under a tuned lr)",
+            "",
+            f"Setup: as above with B = {B}, n in {list(size.batch_ns)} (bp = B / n), steps M = C / B; the "
+            "same arms, lr grid and seeds; n* is the best n at each step count.",
+            "",
+        ]
+        lines += arm_tables(x["fixed_batch"], list(x["fixed_batch"]), "steps M", scale=float(B))
+    if x.get("diag"):
+        lines += [""] + diag_lines(x)
+    lines += [
+        "",
+        "## Tiny LM (issue 24 part 3)",
+        "",
+        x.get(
+            "llm_note",
+            "Not run. `isocompute report groupstd --backend llm` declares it through the same code path "
+            "(SIZES['llm']: easy split, bp 16, n 2..64, budgets to 2^18, group and none at kl_coef 0.1, "
+            "5 lrs, 4 reported seeds: 360 runs). The tiny LM runs (`isocompute run --backend llm --lm tiny "
+            "--n 4 --bp 16 --budget 512`: 38.6 s of CPU, 5 min 15 s wall on the shared 2-core machine at "
+            "load ~15, 2026-12-02), so one 2^18-rollout run is ~5.5 CPU-hours and the declared grid far "
+            "beyond a session; `isocompute report groupstd --backend llm --quick` runs its machinery "
+            "(n 2, 4, bp 4, budget 64).",
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _ctext(c: dict) -> str:
+    return f"n={c['n_large']} − n={c['n_small']} = {c['diff']:+.4f} [{c['lo']:+.4f}, {c['hi']:+.4f}]"
+
+
+def _side(c: dict) -> str:
+    """Where a contrast's CI lies: 'wins' (above 0), 'loses' (below 0) or 'does not differ' (contains 0)."""
+    if not (np.isfinite(c["lo"]) and np.isfinite(c["hi"])):
+        return "is not resolved"
+    return "wins" if c["lo"] > 0 else "loses" if c["hi"] < 0 else "does not differ (CI contains 0)"
+
+
+def reading(x: dict) -> list[str]:
+    """What the numbers say, in sentences drawn from them (each clause follows from the values shown)."""
+    arms = x["arms"]
+    out = []
+    for key, what in (("group-kl0", "group, no KL"), ("none-kl0", "none, no KL")):
+        if key not in arms:
+            continue
+        a = arms[key]
+        c = a["top"]
+        need = a["to_plateau"]["need"]
+        out.append(
+            f"{what}: at the top budget the largest n {_side(c)} ({_ctext(c)}); n* per budget "
+            f"{', '.join(map(str, a['stars']))}; compute to 95% of the plateau "
+            + ", ".join(f"n={n}: {budget_text(v) if v else '-'}" for n, v in need.items())
+            + "."
+        )
+    for key, what in (("group-kl1", "group + KL 1"), ("none-kl1", "none + KL 1")):
+        if key not in arms:
+            continue
+        top = arms[key]["rows"][-1]["per_n"]
+        out.append(
+            f"{what}: top-budget record reward "
+            + ", ".join(f"n={n}: {m:.3f}" for n, (m, _) in sorted(top.items()))
+            + f"; largest n {_side(arms[key]['top'])} ({_ctext(arms[key]['top'])})."
+        )
+    return ["## Reading", "", *(f"- {v}" for v in out)]
+
+
+def diag_lines(x: dict) -> list[str]:
+    """Which part of w_n(p): n = 2 and 8 under group + KL with the KL coefficient lowered to give n = 2 the
+    gain-to-pull ratio of n = 128 at p = 1/2 or at p = 0.01, beside the group + KL 1 arm's n = 128."""
+    from isocompute.reports.claims.groupstd import GROUP_KL, KL_EXT, KL_MID
+
+    ref = x["arms"].get(GROUP_KL)
+    out = [
+        "## Which part of w_n(p) does the work (diagnostic, not in the verdict)",
+        "",
+        "Under group + KL the ratio of the policy-gradient gain to the KL pull is w_n(p) / kl_coef. The arms "
+        f"below give n = 2 (and 8) kl_coef = w_2(1/2) / w_128(1/2) = {KL_MID:g} (the ratio n = 128 has at "
+        f"p = 1/2 with kl_coef = 1: the p-independent part of its gain) and w_2(0.01) / w_128(0.01) = "
+        f"{KL_EXT:g} (the ratio n = 128 has only at the extremes); same lr grid, tuning and reported seeds. "
+        "Top-budget record reward (reported seeds, mean ± 95% CI) at the tuned lr:",
+        "",
+        "| arm | n | reward | tuned lr |",
+        "|---|---|---|---|",
+    ]
+    rows = [(k, r) for k, r in x["diag"].items()] + ([(GROUP_KL, ref)] if ref else [])
+    for k, r in rows:
+        top = r["rows"][-1]
+        for n, (m, h) in sorted(top["per_n"].items()):
+            out.append(f"| {k} | {n} | {m:.3f} ± {h:.3f} | {top['lr'][n]:g} |")
+    if ref and len(x["diag"]) == 2:
+        (k1, r1), (k2, r2) = x["diag"].items()
+        big = ref["rows"][-1]["per_n"][max(ref["rows"][-1]["per_n"])][0]
+        small = ref["rows"][-1]["per_n"][min(ref["rows"][-1]["per_n"])][0]
+        a1, a2 = r1["rows"][-1]["per_n"][2][0], r2["rows"][-1]["per_n"][2][0]
+        out += [
+            "",
+            f"Reading: n = 2 goes from {small:.3f} (kl_coef 1) to {a1:.3f} at {k1} and {a2:.3f} at {k2}, "
+            f"against {big:.3f} for n = 128 at kl_coef 1: the share of the n = 128 - n = 2 gap that the "
+            f"p-independent part of the gain closes is {(a1 - small) / (big - small):.0%}, the extremes' "
+            f"ratio closes {(a2 - small) / (big - small):.0%}.",
+        ]
+    edges = [(k, e) for k, r in x["diag"].items() for e in r["edges"]]
+    out += [
+        "",
+        "lr optima on a grid edge in these arms: "
+        + (
+            ", ".join(
+                f"{k} n={e['n']}@{budget_text(e['budget'])}: {e['lr']:g}"
+                + (" (saturated)" if e["saturated"] else "")
+                for k, e in edges
+            )
+            or "none"
+        )
+        + ".",
+    ]
+    return out
+
+
+def link_block(x: dict, cmd: str, out: Path, link: Path) -> str:
+    """The paragraph `isocompute report groupstd` keeps in docs/MECHANISMS.md: the verdicts, a link to the
+    report."""
+    rel = os.path.relpath(Path(out), Path(link).parent)
+    title = "under a tuned lr" if x["size"].backend == "sim" else "on the tiny LM, under a tuned lr"
+    lines = [
+        f"## Group-std gain {title} (issue 24)",
+        "",
+        f"Generated by `{cmd}`; the full report, derivation and tables: [{Path(out).name}]({rel}).",
+    ]
+    if "verdict" in x:
+        lines += ["", f"**n vs m: {x['verdict'][0]}.** {x['verdict'][1]}"]
+    if "fb_verdict" in x:
+        lines += ["", f"**Fixed total batch: {x['fb_verdict'][0]}.** {x['fb_verdict'][1]}"]
+    return "\n".join(lines)
+
+
+def readme_markers(backend: str) -> tuple[str, str]:
+    """README.md's generated line of each experiment (the README rule: numbers only inside such blocks)."""
+    name = "groupstd-sim" if backend == "sim" else "groupstd-tiny"
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def readme_line(x: dict, cmd: str, out: Path) -> str:
+    """One paragraph for README.md's science section: what ran, the verdict and its numbers, the report."""
+    what = "the simulator" if x["size"].backend == "sim" else "the tiny LM (`--lm tiny`)"
+    line = (f"Group-std gain as the mechanism on {what}, under an lr tuned on held-out seeds (`{cmd}`, "
+            f"[{out}]({out}))")
+    if "verdict" not in x:
+        return line + "."
+    return f"{line}: **{x['verdict'][0]}**. {x['verdict'][1]}"
+
+
+def write_figure(x: dict, path: Path) -> None:
+    """Three panels: w_n(p) curves; n*(C) per arm with bootstrap intervals; the largest − smallest n contrast
+    per arm with its 95% CI."""
+    from matplotlib.figure import Figure
+
+    from studies.fit.plots import n_cmap
+    from studies.store import atomic_save_figure
+
+    fig = Figure(figsize=(15, 4.4), constrained_layout=True)
+    ax = fig.subplots(1, 3)
+    p = np.concatenate([np.geomspace(1e-3, 0.5, 60), 1 - np.geomspace(1e-3, 0.5, 60)[::-1][1:]])
+    cm = n_cmap()
+    for i, n in enumerate(W_NS):
+        col = cm(i / (len(W_NS) - 1))
+        ax[0].plot(p, w_gain(p, n), color=col, label=f"n={n} group")
+        ax[0].plot(p, w_gain(p, n, "none"), color=col, ls=":", lw=1)
+    ax[0].plot(p, w_limit(p), color="k", ls="--", lw=1, label="n → ∞")
+    ax[0].set(
+        xscale="logit",
+        yscale="log",
+        xlabel="pass rate p",
+        ylabel="w_n(p)",
+        title="gain of std-normalised advantages (dotted: none)",
+    )
+    ax[0].legend(fontsize=7)
+    res = x["arms"]
+    for k, (a, r) in enumerate(res.items()):
+        bs = np.array(r["budgets"], dtype=float) * (1 + 0.03 * (k - 1.5))
+        s = np.array([np.nan if v is None else v for v in r["stars"]], dtype=float)
+        iv = r["stars_ci"] or [(None, None)] * len(bs)
+        lo = np.array([np.nan if v[0] is None else v[0] for v in iv], dtype=float)
+        hi = np.array([np.nan if v[1] is None else v[1] for v in iv], dtype=float)
+        ax[1].errorbar(bs, s, yerr=[s - lo, hi - s], marker="o", capsize=3, label=a)
+        c = [row["extreme"] for row in r["rows"]]
+        d = np.array([v["diff"] for v in c])
+        h = np.array([v["ci"] for v in c])
+        ax[2].errorbar(bs, d, yerr=h, marker="o", capsize=3, label=a)
+    ns = sorted({n for r in res.values() for n in r["to_plateau"]["need"]})
+    ax[1].set(
+        xscale="log",
+        yscale="log",
+        xlabel="compute C (rollouts)",
+        ylabel="n*(C)",
+        title="n*(C), tuned lr (bootstrap 95%)",
+    )
+    ax[1].set_yticks(ns, [str(n) for n in ns])
+    ax[1].minorticks_off()
+    ax[1].legend(fontsize=7)
+    first = next(iter(res.values()))["rows"][0]["extreme"]
+    ax[2].axhline(0, color="k", lw=0.8)
+    ax[2].set(
+        xscale="log",
+        xlabel="compute C (rollouts)",
+        ylabel=f"reward n={first['n_large']} − n={first['n_small']}",
+        title="paired contrast, tuned lr (95% CI)",
+    )
+    ax[2].legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save_figure(fig, path, dpi=110)
+
+
+__all__ = ["LINK_BEGIN", "LINK_END", "TINY_LINK_BEGIN", "TINY_LINK_END", "groupstd", "link_block",
+           "link_markers", "readme_line", "readme_markers", "render", "w_lines", "write_figure"]
+
+
+@click.command("groupstd")
+@click.option("--quick", is_flag=True, help="Tiny sizes (CI, seconds): the machinery, not the science.")
+@click.option(
+    "--backend",
+    type=click.Choice(["sim", "llm"]),
+    default="sim",
+    show_default=True,
+    help="sim: the simulator experiment; llm: the tiny-LM version (issue 24 part 3, --lm tiny).",
+)
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Results directory (finished runs are reused; default results/groupstd[-quick|-llm]).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Markdown report (default docs/GROUP_STD.md, --backend llm docs/GROUP_STD_TINY.md, with --quick "
+    "results/GROUP_STD-<mode>.md).",
+)
+@click.option(
+    "--fig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Figure (default docs/figs/group_std.png, --backend llm docs/figs/group_std_tiny.png; none with "
+    "--quick unless given).",
+)
+@click.option(
+    "--link",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Markdown file that gets a marked block with the verdict and a link to the report (default "
+    "docs/MECHANISMS.md in full mode, none otherwise).",
+)
+@click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
+@click.option("--progress/--no-progress", default=False, help="Progress bars of the runs and the readout.")
+def groupstd(
+    quick: bool,
+    backend: str,
+    results: Path | None,
+    out: Path | None,
+    fig: Path | None,
+    link: Path | None,
+    jobs: int,
+    progress: bool,
+) -> None:
+    """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
+    key = ("llm-quick" if quick else "llm") if backend == "llm" else ("quick" if quick else "full")
+    size = SIZES[key]
+    default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
+    given_results = results
+    results = results or default_results
+    committed = {"full": ("docs/GROUP_STD.md", "docs/figs/group_std.png"),
+                 "llm": ("docs/GROUP_STD_TINY.md", "docs/figs/group_std_tiny.png")}  # the committed two
+    if out is None:
+        out = Path(committed[key][0]) if key in committed else Path(f"results/GROUP_STD-{key}.md")
+    if fig is None and key in committed:
+        fig = Path(committed[key][1])
+    if link is None and key in committed:
+        link = Path("docs/MECHANISMS.md")
+    if link is not None and not link.is_file():
+        raise click.UsageError(f"--link {link}: no such Markdown file")
+    check_output_file(out)
+    check_output_dir(results, what="--results")
+    if fig is not None:
+        check_output_file(fig)
+    try:
+        x, _, _ = build(size, results, jobs, progress)
+    except StudiesError as e:
+        raise click.UsageError(str(e)) from None
+    cmd = " ".join(
+        ["isocompute report groupstd"]
+        + (["--quick"] if quick else [])
+        + (["--backend llm"] if backend == "llm" else [])
+        + ([f"--results {given_results}"] if given_results not in (None, default_results) else [])
+    )
+    if fig is not None:
+        write_figure(x, fig)
+    atomic_write_text(out, render(x, cmd, fig, out))
+    if link is not None:
+        write_marked_block(link, *link_markers(size.backend), link_block(x, cmd, out, link))
+    if key in committed and Path("README.md").is_file():  # the science section's line, from the same data
+        write_marked_block(Path("README.md"), *readme_markers(size.backend), readme_line(x, cmd, out))
+    click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
+    click.echo(f"wrote {out}")

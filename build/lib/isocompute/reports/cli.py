@@ -1,0 +1,53 @@
+"""`isocompute report ...`: one click group over the report generators, each imported only when it is invoked
+or listed (they pull pandas, matplotlib or an engine, which `isocompute run` never needs).
+
+Every generated document quotes the `isocompute report ...` command that regenerates it. `isocompute claims`
+and `isocompute groupstd` remain as aliases of `isocompute report claims` / `groupstd` (isocompute/cli.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+from studies.config import StudiesError
+
+COMMANDS = {
+    "claims": ("isocompute.reports.claims.report", "claims"),
+    "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
+    "mechanisms": ("isocompute.reports.claims.report", "mechanisms"),
+    "allocators": ("isocompute.reports.allocators", "allocators"),
+    "llm-study": ("isocompute.reports.llm_study", "llm_study"),
+    "readme": ("isocompute.reports.readme", "readme"),
+    "predict": ("isocompute.reports.predict_eval", "predict_eval"),
+}
+"""Sub-command -> (module, attribute). A module not in this checkout (yet) leaves its command out."""
+
+
+def _present(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+class _Reports(click.Group):
+    """The report group: sub-commands imported from COMMANDS on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name, (module, _) in COMMANDS.items() if _present(module))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not _present(COMMANDS[name][0]):
+            return None
+        module, attr = COMMANDS[name]
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except ImportError as e:
+            raise StudiesError(f"the report {name} cannot load: {e}") from None
+
+
+@click.group("report", cls=_Reports)
+def report() -> None:
+    """Regenerate the project's reports from runs: the claims report (docs/CLAIMS.md), the group-std and
+    mechanism studies, the allocators report, the real-LLM study, the README's generated paragraphs and
+    the predict evaluation."""

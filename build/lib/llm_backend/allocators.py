@@ -1,0 +1,295 @@
+"""Rollout allocators of the LLM backend (docs/DESIGN.md "Allocators", issue 13): which problems a step
+trains on
+and how many rollouts n_i each gets, within the step's rollout budget bp * n.
+
+The simulator's spec strings `name[:args]` and parameter defaults (one grammar:
+isocompute.contract.allocspec) and its rules (sandbox/allocators.py, whose docstring cites each paper;
+tests/test_allocator_parity.py checks the rules agree), in pure Python: llm_backend never imports sandbox. An
+allocator only plans draws (problems, n_i) and says which drawn groups go into the update; runner.py
+generates, grades, updates the per-problem `History` and runs the unchanged GRPO step on the kept groups.
+Every drawn rollout counts as compute, discarded ones too.
+
+Allocators on this backend:
+- `fixed`: every problem n (today's path in runner.py, bit for bit).
+- `knapsack[:nmin=2,nmax=4n,prior=0.5,ema=1]`: Knapsack RL (Li et al., arXiv 2509.25849): n_i maximising
+  sum_i v(n_i, p_i), v(k, p) = (1 - p^k - (1 - p)^k) p (1 - p)^2, sum n_i = bp * n, nmin <= n_i <= nmax;
+  p_i = the problem's last observed group success rate (an EMA when ema < 1), `prior` for unseen problems.
+  (`oracle=1` of the simulator needs the true pass@1, which a real model does not have: refused.)
+- `dynamic-sampling[:rounds=4]`: DAPO (Yu et al., arXiv 2503.14476): draw bp problems x n, drop groups whose
+  rewards all agree, refill with further problems until bp groups have signal or `rounds` draws (or the
+  budget has no room for another draw); train on the first bp kept groups.
+- `skip-zero-var[:p=0.5,streak=1]`: GRESO (Zheng et al., arXiv 2506.02177): before any rollout skip a
+  candidate with probability p when its last `streak` groups all had zero reward variance (at most d skips
+  per draw); skipped problems cost nothing.
+- `schedule:double@F1,F2,...`: BroRL-style (Hu et al., arXiv 2510.01180): n doubles each time the spent share
+  of the budget passes F_j (bp fixed; the last step is cut to the room left, n >= 2).
+The simulator's `variance`, `gvm`, `ada` and `schedule:zv@T` are refused here with a one-line error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isocompute.contract.allocspec import NAMES, AllocatorError, AllocSpec, parse_double, split
+from isocompute.contract.allocspec import parse as parse_spec
+
+IMPLEMENTED = ("fixed", "knapsack", "dynamic-sampling", "skip-zero-var", "schedule:double@F")
+"""What the llm backend runs (the error for the others lists these)."""
+
+
+def _not_here(what: str) -> AllocatorError:
+    return AllocatorError(f"allocator {what} is not implemented on the llm backend (the simulator has it); "
+                          f"the llm backend has {', '.join(IMPLEMENTED)}")
+
+
+def parse(spec: str, n: int) -> AllocSpec:
+    """The AllocSpec of a spec at base group size n (isocompute.contract.allocspec.parse); AllocatorError (one
+    line) if the spec is bad or names an allocator this backend lacks."""
+    name, args = split(spec)
+    if name not in NAMES:
+        raise AllocatorError(f"unknown allocator {name!r}; the llm backend has {', '.join(IMPLEMENTED)}")
+    if name in ("variance", "gvm", "ada"):
+        raise _not_here(name)
+    if name == "schedule":
+        if args.startswith("zv@"):
+            raise _not_here("schedule:zv@T")
+        return parse_double(args)
+    s = parse_spec(spec, n)
+    if s.params.get("oracle", 0.0) != 0.0:
+        raise AllocatorError("knapsack:oracle=1 needs the true pass@1, which the llm backend lacks")
+    return s
+
+
+# ---------------------------------------------------------------- the rules (pure, tested directly)
+
+def knapsack_value(k: int, p: float) -> float:
+    """Knapsack RL's value of k rollouts on a task of success rate p (arXiv 2509.25849): P(the group has
+    both rewards) x the expected gradient magnitude p (1 - p)^2. As sandbox.allocators.knapsack_value."""
+    if k <= 0:
+        return 0.0
+    return (1.0 - p**k - (1.0 - p) ** k) * p * (1.0 - p) ** 2
+
+
+def knapsack_alloc(p, budget: int, nmin: int, nmax: int) -> list[int]:
+    """n_i maximising sum_i knapsack_value(n_i, p_i), sum n_i = budget, nmin <= n_i <= nmax (fewer only when
+    every n_i is at nmax). The simulator's greedy on marginal values (exact: v is concave in k) with its tie
+    rule: ties, and the zero-value leftovers, go to the lowest p, then the lowest index."""
+    p = [float(x) for x in p]
+    out = [int(nmin)] * len(p)
+    used = sum(out)
+    while used < budget:
+        best, best_gain = -1, -1.0
+        for i, pi in enumerate(p):
+            if out[i] >= nmax:
+                continue
+            gain = knapsack_value(out[i] + 1, pi) - knapsack_value(out[i], pi)
+            if gain > best_gain + 1e-15 or (abs(gain - best_gain) <= 1e-15 and best >= 0 and pi < p[best]):
+                best, best_gain = i, gain
+        if best < 0:
+            break
+        out[best] += 1
+        used += 1
+    return out
+
+
+def has_signal(rewards) -> bool:
+    """DAPO's keep rule: a group carries a gradient iff its rewards do not all agree (0 < c < k for 0/1)."""
+    r = np.asarray(rewards)
+    return bool(r.size) and not bool((r == r.flat[0]).all())
+
+
+def skip_probability(streak: int, min_streak: float, p_skip: float) -> float:
+    """GRESO's pre-rollout filter: p_skip once the problem's last `streak` groups were all zero-variance."""
+    return p_skip if streak >= min_streak else 0.0
+
+
+def schedule_n(n: int, frac_spent: float, fractions) -> int:
+    """Group size of `schedule:double@F...`: n x 2^(number of fractions F_j <= frac_spent)."""
+    return n * 2 ** sum(1 for f in fractions if frac_spent >= f)
+
+
+# ---------------------------------------------------------------- state the runner keeps
+
+@dataclass
+class History:
+    """Per training problem: `p` the last observed group success rate (-1 = never drawn; an EMA when
+    ema < 1) and `streak` the number of consecutive zero-variance groups. Updated by the runner for every
+    drawn group, kept or not (sandbox.allocators.update_history)."""
+
+    p: np.ndarray
+    streak: np.ndarray
+
+    @classmethod
+    def empty(cls, d: int) -> History:
+        return cls(np.full(d, -1.0), np.zeros(d, dtype=np.int64))
+
+    def record(self, i: int, rewards, ema: float = 1.0) -> None:
+        r = np.asarray(rewards, dtype=np.float64)
+        rate = float(r.mean())
+        self.p[i] = rate if self.p[i] < 0.0 or ema >= 1.0 else (1.0 - ema) * self.p[i] + ema * rate
+        self.streak[i] = 0 if has_signal(r) else self.streak[i] + 1
+
+    def state(self) -> dict:
+        return {"p": self.p.tolist(), "streak": self.streak.tolist()}
+
+    @classmethod
+    def from_state(cls, s: dict) -> History:
+        return cls(np.array(s["p"], dtype=np.float64), np.array(s["streak"], dtype=np.int64))
+
+
+class ProblemStream:
+    """Training problems in the order the fixed path draws them (problems.problem_order): position j of a
+    fresh seeded permutation per epoch, default_rng([seed, epoch]). Allocators that draw more (refills) or
+    fewer (skips) problems per step read further along the same stream."""
+
+    def __init__(self, seed: int, d: int, pos: int = 0):
+        self.seed, self.d, self.pos = seed, d, pos
+        self._perm: tuple[int, np.ndarray] | None = None
+
+    def next(self) -> int:
+        epoch, j = divmod(self.pos, self.d)
+        if self._perm is None or self._perm[0] != epoch:
+            self._perm = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.d))
+        self.pos += 1
+        return int(self._perm[1][j])
+
+    def take(self, k: int) -> list[int]:
+        return [self.next() for _ in range(k)]
+
+
+@dataclass
+class Draw:
+    """One generate request of a step: problem indices and the rollouts n_i of each."""
+
+    problems: list[int]
+    ns: list[int]
+
+    @property
+    def rollouts(self) -> int:
+        return int(sum(self.ns))
+
+
+@dataclass
+class StepContext:
+    """What an allocator sees while planning one step: the run's spend before the step, the budget, the
+    base n and bp, the problem stream, the history, a per-step seeded generator, and the step so far."""
+
+    step: int
+    spent: int
+    budget: int
+    n: int
+    bp: int
+    stream: ProblemStream
+    history: History
+    rng: np.random.Generator
+    drawn: int = 0
+    """Rollouts drawn in this step so far."""
+    kept: int = 0
+    """Groups kept for the update so far."""
+    rounds: int = 0
+    """Draws made in this step so far."""
+    draws: list[Draw] = field(default_factory=list)
+
+
+class Allocator:
+    """`fixed`: one draw of bp problems x n per step. Subclasses override one hook each (group_size,
+    candidates, sizes, refill, keep); none of them touches the GRPO step."""
+
+    name = "fixed"
+    ema = 1.0
+
+    def __init__(self, spec: AllocSpec, n: int, bp: int):
+        self.spec, self.n, self.bp, self.params = spec, n, bp, spec.params
+
+    def group_size(self, ctx: StepContext) -> int:
+        return self.n
+
+    def candidates(self, ctx: StepContext, k: int) -> list[int]:
+        return ctx.stream.take(k)
+
+    def sizes(self, ctx: StepContext, problems: list[int], n_step: int) -> list[int]:
+        return [n_step] * len(problems)
+
+    def refill(self, ctx: StepContext) -> Draw | None:
+        return None
+
+    def keep(self, ctx: StepContext, draw: Draw, rewards: list[np.ndarray]) -> list[bool]:
+        return [True] * len(rewards)
+
+    def propose(self, ctx: StepContext) -> Draw | None:
+        """The next draw of this step; None when the step has all its draws (or, for the first draw, when
+        the budget leaves no room for a step: the run ends)."""
+        if ctx.rounds:
+            return self.refill(ctx)
+        n_step = self.group_size(ctx)
+        if n_step < 2 or ctx.spent + ctx.bp * n_step > ctx.budget:
+            return None
+        problems = self.candidates(ctx, ctx.bp)
+        return Draw(problems, self.sizes(ctx, problems, n_step))
+
+
+class Knapsack(Allocator):
+    name = "knapsack"
+
+    def __init__(self, spec, n, bp):
+        super().__init__(spec, n, bp)
+        self.ema = self.params["ema"]
+
+    def sizes(self, ctx, problems, n_step):
+        prior = self.params["prior"]
+        p = [ctx.history.p[g] if ctx.history.p[g] >= 0.0 else prior for g in problems]
+        return knapsack_alloc(p, ctx.bp * n_step, int(self.params["nmin"]), int(self.params["nmax"]))
+
+
+class DynamicSampling(Allocator):
+    name = "dynamic-sampling"
+
+    def refill(self, ctx):
+        rounds = int(self.params["rounds"])
+        if ctx.kept >= ctx.bp or ctx.rounds >= rounds or ctx.spent + ctx.drawn + ctx.bp * self.n > ctx.budget:
+            return None
+        return Draw(ctx.stream.take(ctx.bp), [self.n] * ctx.bp)
+
+    def keep(self, ctx, draw, rewards):
+        out, kept = [], ctx.kept
+        for r in rewards:
+            k = has_signal(r) and kept < ctx.bp
+            kept += k
+            out.append(k)
+        return out
+
+
+class SkipZeroVar(Allocator):
+    name = "skip-zero-var"
+
+    def candidates(self, ctx, k):
+        out, tries = [], 0
+        p_skip, min_streak = self.params["p"], self.params["streak"]
+        while len(out) < k:
+            g = ctx.stream.next()
+            if tries < ctx.stream.d:
+                q = skip_probability(int(ctx.history.streak[g]), min_streak, p_skip)
+                if q > 0.0 and ctx.rng.random() < q:
+                    tries += 1
+                    continue
+            out.append(g)
+        return out
+
+
+class Schedule(Allocator):
+    name = "schedule:double"
+
+    def group_size(self, ctx):
+        n_step = schedule_n(self.n, ctx.spent / ctx.budget, self.spec.fractions)
+        return min(n_step, (ctx.budget - ctx.spent) // ctx.bp)
+
+
+_CLASSES = {c.name: c for c in (Allocator, Knapsack, DynamicSampling, SkipZeroVar, Schedule)}
+
+
+def make(spec: str, n: int, bp: int) -> Allocator:
+    """The allocator object of a spec at base group size n and bp problems per step."""
+    s = parse(spec, n)
+    return _CLASSES[s.kind](s, n, bp)

@@ -1,0 +1,303 @@
+"""Tiny Llama-architecture causal LMs in plain torch, with transformers' `LlamaForCausalLM` names and maths.
+
+Why our own module: at 0.2M parameters a transformers forward is mostly Python (config dispatch, mask
+builders, cache objects: ~ms per call), while the matmuls take microseconds; benchmarks/tiny_lm.py measures
+both in one process. The module below computes what `LlamaForCausalLM` computes (RMSNorm in float32, rotary
+embeddings with `rotate_half`, SiLU-gated MLP, no biases, tied embeddings) and its state_dict keys are the
+same (`model.embed_tokens.weight`, `model.layers.{i}.self_attn.q_proj.weight`, ..., `lm_head.weight`), so a
+folder saved here (config.json + model.safetensors + tokenizer files) loads in transformers, and
+transformers' weights load here (tests/llm_backend/test_tiny_model.py compares the logits).
+
+It offers what the trainer calls on a transformers model: `model(input_ids, attention_mask).logits`
+(padded layout), `get_decoder()(input_ids, position_ids, attention_mask=<(R, 1, L, L) bool>)
+.last_hidden_state` and `get_output_embeddings()` (packed layout, llm_backend/packed.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """The LlamaConfig fields a tiny LM sets (names as transformers'); everything else is Llama's default."""
+
+    vocab_size: int = 18
+    hidden_size: int = 64
+    intermediate_size: int = 192
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 2
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 64
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = True
+    pad_token_id: int = 0
+    bos_token_id: int = 1
+    eos_token_id: int = 2
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def hf_config(self) -> dict:
+        """config.json of the saved folder: a LlamaForCausalLM config (head_dim 32: vLLM's CPU kernels take
+        it; 16 they may not)."""
+        d = asdict(self)
+        theta = d.pop("rope_theta")
+        return {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            **d,
+            "head_dim": self.head_dim,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "mlp_bias": False,
+            "initializer_range": 0.02,
+            "use_cache": True,
+            "torch_dtype": "float32",
+            "rope_theta": theta,  # transformers < 5
+            "rope_parameters": {"rope_type": "default", "rope_theta": theta},  # transformers >= 5
+        }
+
+    @classmethod
+    def from_hf(cls, d: dict) -> TinyConfig:
+        theta = d.get("rope_theta") or (d.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+        known = {k: d[k] for k in asdict(cls()) if k in d and k != "rope_theta"}
+        return cls(**known, rope_theta=float(theta))
+
+
+SIZES = {
+    "tiny": TinyConfig(hidden_size=64, intermediate_size=192, num_hidden_layers=4, num_attention_heads=2,
+                       num_key_value_heads=2),
+    "small": TinyConfig(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+                        num_key_value_heads=4),
+}
+"""Named sizes: `tiny` ~0.21M parameters (d 64, 4 layers, 2 heads of 32), `small` ~1.05M (d 128, 4 layers,
+4 heads of 32). Both tie the head to the embedding (vocabulary 18)."""
+
+
+class RMSNorm(nn.Module):
+    """LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) in float32, times a learned scale (Zhang & Sennrich 2019)."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dt = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dt)
+
+
+def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
+    """cos, sin of shape positions.shape + (head_dim,): Llama's default rotary embedding (Su et al. 2021),
+    inv_freq = theta^(-2i/d) duplicated over both halves as transformers' LlamaRotaryEmbedding."""
+    hd = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    freqs = positions.float()[..., None] * inv
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """0 where a query may attend, -inf elsewhere: the float mask SDPA adds to the scores (its boolean
+    argument means the same and is converted to this form inside every call)."""
+    out = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return out.masked_fill_(~allowed, float("-inf"))
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x * cos + rotate_half(x) * sin (transformers' apply_rotary_pos_emb); cos/sin broadcast over heads."""
+    h = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        d, hd = cfg.hidden_size, cfg.head_dim
+        self.h, self.kvh, self.hd = cfg.num_attention_heads, cfg.num_key_value_heads, hd
+        self.q_proj = nn.Linear(d, self.h * hd, bias=False)
+        self.k_proj = nn.Linear(d, self.kvh * hd, bias=False)
+        self.v_proj = nn.Linear(d, self.kvh * hd, bias=False)
+        self.o_proj = nn.Linear(self.h * hd, d, bias=False)
+
+    def forward(self, x, cos, sin, mask, causal: bool):
+        B, L, _ = x.shape
+        q = self.q_proj(x).view(B, L, self.h, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, L, self.kvh, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, L, self.kvh, self.hd).transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if self.kvh != self.h:
+            k = k.repeat_interleave(self.h // self.kvh, dim=1)
+            v = v.repeat_interleave(self.h // self.kvh, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+        return self.o_proj(o.transpose(1, 2).reshape(B, L, self.h * self.hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, mask, causal):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, causal)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Body(nn.Module):
+    """LlamaModel: embedding, layers, final norm (what `get_decoder()` returns)."""
+
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, **_):
+        """attention_mask: None (causal), (B, L) 0/1 padding (causal and keys where 1, as transformers), or
+        a (B, 1, L, L) boolean mask used as given (True = may attend; the packed layout's tree)."""
+        B, L = input_ids.shape
+        if position_ids is None:
+            position_ids = torch.arange(L, device=input_ids.device).expand(B, L)
+        mask, causal = None, True
+        if attention_mask is not None and attention_mask.dim() == 4:
+            mask, causal = attention_mask.bool(), False
+        elif attention_mask is not None and not bool(attention_mask.all()):
+            tri = torch.ones(L, L, dtype=torch.bool, device=input_ids.device).tril()
+            mask = (tri[None] & attention_mask.bool()[:, None, :]).unsqueeze(1)
+            mask = mask | torch.eye(L, dtype=torch.bool, device=input_ids.device)  # no empty row: no NaN
+            causal = False
+        x = self.embed_tokens(input_ids)
+        if mask is not None:  # additive form once per forward (SDPA converts a boolean mask at every call)
+            mask = additive_mask(mask, x.dtype)
+        cos, sin = rope_tables(self.cfg, position_ids, x.dtype)
+        cos, sin = cos[:, None], sin[:, None]  # broadcast over heads
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask, causal)
+        return SimpleNamespace(last_hidden_state=self.norm(x))
+
+
+class TinyLM(nn.Module):
+    """LlamaForCausalLM in plain torch (module docstring); the head is tied to the embedding."""
+
+    def __init__(self, cfg: TinyConfig):
+        super().__init__()
+        self.config = cfg
+        self.model = Body(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def get_decoder(self) -> Body:
+        return self.model
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, **_):
+        h = self.model(input_ids, position_ids, attention_mask).last_hidden_state
+        return SimpleNamespace(logits=self.lm_head(h))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def init_model(cfg: TinyConfig, seed: int) -> TinyLM:
+    """A fresh model: normal(0, 0.02) weights as transformers' `_init_weights`, residual projections scaled
+    by 1/sqrt(2 * layers) (GPT-2's rule, which trains small models faster); norms at 1."""
+    gen = torch.Generator().manual_seed(int(seed))
+    model = TinyLM(cfg)
+    scale = 1.0 / math.sqrt(2 * cfg.num_hidden_layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("layernorm.weight") or name == "model.norm.weight":
+                p.fill_(1.0)
+            else:
+                std = 0.02 * (scale if name.endswith(("o_proj.weight", "down_proj.weight")) else 1.0)
+                p.copy_(torch.randn(p.shape, generator=gen) * std)
+    return model
+
+
+WEIGHTS = "model.safetensors"
+
+
+def save_folder(model: TinyLM, tokenizer, folder: str | Path, extra: dict | None = None) -> Path:
+    """A Hugging Face folder: config.json, model.safetensors (tied head stored once, as transformers does),
+    tokenizer files; `extra` goes to isocompute.json (how it was made). Written to a temporary name first."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    (tmp / "config.json").write_text(json.dumps(model.config.hf_config(), indent=1))
+    state = {k: v.detach().cpu().float().contiguous().clone() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight")
+    save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
+    tokenizer.save_pretrained(tmp)
+    if extra is not None:
+        (tmp / "isocompute.json").write_text(json.dumps(extra, indent=1))
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+    return folder
+
+
+def is_tiny_folder(folder: str | Path) -> bool:
+    """A saved tiny LM: a Llama config.json with our character tokenizer."""
+    from llm_backend.tiny_tokenizer import is_char_folder
+
+    folder = Path(folder)
+    return (folder / "config.json").exists() and (folder / WEIGHTS).exists() and is_char_folder(folder)
+
+
+def load_folder(folder: str | Path, device: str = "cpu") -> TinyLM:
+    """The TinyLM of a saved folder (safetensors only; no pickle)."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    cfg = TinyConfig.from_hf(json.loads((folder / "config.json").read_text()))
+    model = TinyLM(cfg)
+    state = load_file(str(folder / WEIGHTS))
+    if cfg.tie_word_embeddings:
+        state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])
+    model.load_state_dict(state)
+    return model.to(device)
+
+
+SHIPPED: dict[str, str] = {"tiny": "e8735feb974cef7e1e81f88e9804745dc405c934ac161aed12bef52256c4aec3"}
+"""sha256 of each shipped llm_backend/models/<name>/model.safetensors (`isocompute llm pretrain --lm <name>
+--out llm_backend/models/<name>` regenerates a model of the same quality, not these bits: float results
+differ across CPUs). tests/llm_backend/test_tiny_lm.py checks the files against these."""

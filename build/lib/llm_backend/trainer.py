@@ -1,0 +1,182 @@
+"""The GRPO update on a training batch of either layout (llm_backend/batch.py): old log-probs, the backward
+pass over microbatches, and the optimiser steps (one for pg, ppo_epochs x minibatches for ppo / cispo).
+
+`Trainer` holds what one run trains: the policy, its AdamW optimiser, the frozen reference of the KL term
+(kl_coef > 0) and, for bf16 training in the packed layout, the float32 master weights behind a bf16 compute
+copy (`MasterWeights`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+
+from llm_backend.batch import TrainBatch
+from llm_backend.loss import STAT_KEYS, grpo_loss
+from llm_backend.model import load_model
+
+
+def old_logprobs(model, batch: TrainBatch, cfg) -> torch.Tensor:
+    """Trainer log-probs (S, T) of the batch before any update (the rollout-time policy), no gradient."""
+    out = torch.zeros_like(batch.engine_logp)
+    with torch.no_grad():
+        for chunk in batch.chunks(0, batch.num_sequences):
+            lp, _ = chunk.logprobs(model, cfg.temperature)
+            out[chunk.rows, chunk.cols] = lp.float()
+    return out
+
+
+def backward(model, batch: TrainBatch, cfg, ref_model=None, rows: slice | None = None, old_logp=None) -> dict:
+    """Accumulate the gradient of the GRPO loss (loss.grpo_loss) of sequences `rows` (default all) over the
+    batch's chunks.
+
+    The loss of the update equals the sum of the chunk losses because each is divided by the whole update's
+    token (or sequence) count, so the gradient does not depend on how the batch is chunked. old_logp: (S, T)
+    rollout-time log-probs (None: the first update, old = sg(logp)). Returns the update's summed stats.
+    """
+    S = batch.num_sequences
+    rows = rows or slice(0, S)
+    lo, hi = rows.start or 0, min(rows.stop if rows.stop is not None else S, S)
+    mask = batch.comp_mask
+    tokens = float(mask[lo:hi].sum())
+    norm = max(tokens, 1.0) if cfg.loss_agg == "token_mean" else float(hi - lo)
+    agg = {"loss": 0.0, "tokens": tokens, **{k: 0.0 for k in STAT_KEYS}}
+    for chunk in batch.chunks(lo, hi):
+        cell = (chunk.rows, chunk.cols)
+        ref = None
+        if ref_model is not None:  # the policy's precision, so rounding alone puts no floor under the KL
+            with torch.no_grad():
+                ref, _ = chunk.logprobs(ref_model, cfg.temperature)
+        # entropy is a logged metric even when entropy_coef == 0
+        logp, ent = chunk.logprobs(model, cfg.temperature, with_entropy=True,
+                                   entropy_grad=bool(cfg.entropy_coef))
+        loss, st = grpo_loss(
+            logp, batch.engine_logp[cell], batch.adv[chunk.rows], mask[cell], ref_logp=ref, entropy=ent,
+            kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, tis_cap=cfg.tis_cap, loss_agg=cfg.loss_agg,
+            norm=norm, objective=cfg.objective, clip_eps=cfg.clip_eps,
+            old_logp=None if old_logp is None else old_logp[cell],
+        )
+        loss.backward()
+        agg["loss"] += float(loss.detach())
+        for key in STAT_KEYS:
+            agg[key] += st[key]
+    return agg
+
+
+def update_slices(sizes, minibatches: int) -> list[slice]:
+    """Sequence rows of each minibatch: contiguous groups [mb*G//M, (mb+1)*G//M) of the G groups of `sizes`,
+    as the simulator splits its bp problems."""
+    G = len(sizes)
+    bounds = [mb * G // minibatches for mb in range(minibatches + 1)]
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    return [slice(int(off[a]), int(off[b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+class MasterWeights:
+    """bf16 compute copy of a float32 master model (mixed precision without autocast, issue 11 item 1).
+
+    Forward and backward run on `compute` (bf16 weights: AMX matmuls, no per-call weight casts); its bf16
+    gradients are copied into the float32 master's .grad, the optimiser (float32 AdamW state) steps the
+    master, and `refresh` rounds the master back into the compute copy.
+    """
+
+    def __init__(self, master, dtype=torch.bfloat16):
+        self.master = master
+        self.compute = copy.deepcopy(master).to(dtype)
+        self.compute.train(master.training)
+
+    def grads_to_master(self) -> None:
+        for pm, pc in zip(self.master.parameters(), self.compute.parameters(), strict=True):
+            pm.grad = None if pc.grad is None else pc.grad.float()
+            pc.grad = None
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        for pm, pc in zip(self.master.parameters(), self.compute.parameters(), strict=True):
+            pc.copy_(pm)
+
+
+def train_step(model, opt, batch: TrainBatch, cfg, ref_model=None, mixed: MasterWeights | None = None
+               ) -> dict:
+    """One GRPO step on a batch: 1 update (pg) or ppo_epochs x minibatches updates (ppo / cispo).
+
+    Each update zeroes the gradient, accumulates its minibatch's loss gradient, clips the global norm to
+    cfg.max_grad_norm and steps the optimiser. Returns the stats summed over updates plus `grad_norm`
+    (mean pre-clip norm), `updates` and `finite` (False: a non-finite loss or norm; the step stopped
+    before the optimiser touched the parameters with it). With `mixed`, forward/backward run on its bf16
+    compute copy and the optimiser (built over `model` = mixed.master) steps the float32 master.
+    """
+    epochs, n_mb = (1, 1) if cfg.objective == "pg" else (cfg.ppo_epochs, cfg.minibatches)
+    sizes = batch.sizes or (cfg.n,) * (batch.num_sequences // cfg.n)
+    slices = update_slices(sizes, min(n_mb, len(sizes)))  # fewer groups than minibatches: one per group
+    fwd = mixed.compute if mixed is not None else model
+    # one update: the rollout-time policy is the current one (old = sg(logp), no extra forward)
+    old = old_logprobs(fwd, batch, cfg) if epochs * n_mb > 1 else None
+    params = [p for p in model.parameters() if p.requires_grad]
+    cap = cfg.max_grad_norm if cfg.max_grad_norm else float("inf")
+    total = {"loss": 0.0, "tokens": 0.0, **{k: 0.0 for k in STAT_KEYS}}
+    norms = []
+    for _ in range(epochs):
+        for rows in slices:
+            opt.zero_grad(set_to_none=True)
+            agg = backward(fwd, batch, cfg, ref_model, rows=rows, old_logp=old)
+            if mixed is not None:
+                mixed.grads_to_master()
+            gn = float(torch.nn.utils.clip_grad_norm_(params, cap))
+            for k, v in agg.items():
+                total[k] += v
+            if not (math.isfinite(gn) and math.isfinite(agg["loss"])):
+                return {**total, "grad_norm": gn, "updates": len(norms), "finite": False}
+            norms.append(gn)
+            opt.step()
+            if mixed is not None:
+                mixed.refresh()
+    return {**total, "grad_norm": float(np.mean(norms)), "updates": len(norms), "finite": True}
+
+
+NO_UPDATE = {"loss": math.nan, "tokens": 0.0, "grad_norm": math.nan, "updates": 0, "finite": True,
+             **{k: math.nan for k in STAT_KEYS}}
+"""The stats of a step without an update (every group discarded by dynamic sampling; its rollouts count)."""
+
+
+class Trainer:
+    """The policy of one run (float32 master weights), its AdamW optimiser, the frozen reference policy of
+    the KL term (kl_coef > 0) and, for bf16 packed training, the bf16 compute copy (MasterWeights); padded
+    bf16 training autocasts instead (batch.PaddedChunk)."""
+
+    def __init__(self, cfg, path):
+        self.cfg = cfg
+        self.model = load_model(path, cfg.device)
+        self.model.train()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.effective_lr(),
+                                     betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+                                     weight_decay=cfg.weight_decay)
+        bf16 = cfg.train_layout == "packed" and cfg.train_dtype == "bfloat16"
+        self.mixed = MasterWeights(self.model) if bf16 else None
+        self.ref = None
+        if cfg.kl_coef > 0:
+            self.ref = load_model(path, cfg.device).eval().requires_grad_(False)
+            if bf16:
+                self.ref = self.ref.to(torch.bfloat16)  # the policy's precision: no rounding floor
+
+    def loaded(self) -> None:
+        """After the master weights changed outside an update (a checkpoint load): round them into the
+        compute copy."""
+        if self.mixed is not None:
+            self.mixed.refresh()
+
+    def step(self, batch: TrainBatch | None) -> dict:
+        """train_step on the batch, or NO_UPDATE without one."""
+        if batch is None:
+            return dict(NO_UPDATE)
+        return train_step(self.model, self.opt, batch, self.cfg, self.ref, self.mixed)
+
+    def sync(self, engine) -> float:
+        """Copy the updated policy into the rollout engine; seconds. A bf16 vLLM engine takes the bf16
+        compute copy as it is (no cast)."""
+        cfg = self.cfg
+        bf16_copy = self.mixed is not None and cfg.engine == "vllm" and cfg.engine_dtype == "bfloat16"
+        return engine.sync_weights(self.mixed.compute if bf16_copy else self.model)

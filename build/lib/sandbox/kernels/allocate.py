@@ -1,0 +1,350 @@
+"""The rollout allocators' rules as Numba kernels (docs/DESIGN.md "Allocators", issue 13; the specs, their
+parameters and the papers they follow are in sandbox/allocators.py). Small pure functions on arrays, tested on
+hand-computed cases (tests/sandbox/test_sim_allocators.py); the train kernel (sandbox/kernels/train.py) calls
+them through `step_group_size`, `skip_candidate` and `group_sizes`. None of them is compiled for a fixed run:
+its hist is None, and each call sits in a branch pruned at compile time then."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from sandbox.allocators import (
+    A_ADA,
+    A_GVM,
+    A_KNAPSACK,
+    A_SCHED_ZV,
+    A_SCHEDULE,
+    A_SKIPZV,
+    A_VARIANCE,
+    H_P,
+    H_SEEN,
+    H_STREAK,
+    H_VAR,
+    Z_GROUPS,
+    Z_MULT,
+    Z_STEPS,
+    Z_ZV,
+)
+from sandbox.kernels.rollouts import _next_problem
+from sandbox.rng import uniform
+
+
+@njit(cache=True, error_model="numpy")
+def knapsack_value(k, p):
+    """Knapsack RL's value of k rollouts on a task of success rate p: P(the group has both rewards) x the
+    expected gradient magnitude p (1 - p)^2 (arXiv 2509.25849, eq. for Value(N, p))."""
+    if k <= 0:
+        return 0.0
+    return (1.0 - p**k - (1.0 - p) ** k) * p * (1.0 - p) ** 2
+
+
+@njit(cache=True, error_model="numpy")
+def knapsack_alloc(p, budget, nmin, nmax, out):
+    """n_i (into out, int64) maximising sum_i knapsack_value(n_i, p_i), sum n_i = budget, nmin <= n_i <= nmax.
+
+    Greedy on marginal values: v(k, p) is concave in k (its increments p^k (1-p) + (1-p)^k p, times a
+    constant, decrease), so adding one rollout at a time to the largest marginal value solves this separable
+    knapsack exactly (the DP of the paper gives the same optimum; `knapsack_dp` checks it in the tests).
+    Ties (and the zero-value leftovers) go to the lowest p, then the lowest index. Returns the rollouts
+    placed (< budget only when every n_i is at nmax)."""
+    m = p.shape[0]
+    used = 0
+    for i in range(m):
+        out[i] = nmin
+        used += nmin
+    while used < budget:
+        best = -1
+        best_gain = -1.0
+        for i in range(m):
+            if out[i] >= nmax:
+                continue
+            gain = knapsack_value(out[i] + 1, p[i]) - knapsack_value(out[i], p[i])
+            if gain > best_gain + 1e-15 or (abs(gain - best_gain) <= 1e-15 and best >= 0 and p[i] < p[best]):
+                best = i
+                best_gain = gain
+        if best < 0:
+            break
+        out[best] += 1
+        used += 1
+    return used
+
+
+def knapsack_dp(p, budget: int, nmin: int, nmax: int) -> tuple[float, np.ndarray]:
+    """Reference dynamic programme over (task, budget) of the same problem (the paper's solver), pure Python:
+    (best total value, one optimal allocation)."""
+    m = len(p)
+    neg = -1.0
+    best = np.full((m + 1, budget + 1), neg)
+    choice = np.zeros((m + 1, budget + 1), dtype=np.int64)
+    best[0, 0] = 0.0
+    for i in range(m):
+        for b in range(budget + 1):
+            if best[i, b] < 0:
+                continue
+            for k in range(nmin, nmax + 1):
+                if b + k > budget:
+                    break
+                v = best[i, b] + float(knapsack_value(k, p[i]))
+                if v > best[i + 1, b + k] + 1e-15:
+                    best[i + 1, b + k] = v
+                    choice[i + 1, b + k] = k
+    alloc = np.zeros(m, dtype=np.int64)
+    b = budget
+    for i in range(m, 0, -1):
+        alloc[i - 1] = choice[i, b]
+        b -= choice[i, b]
+    return float(best[m, budget]), alloc
+
+
+@njit(cache=True, error_model="numpy")
+def has_signal(c, k):
+    """DAPO's keep rule: a group of k rewards with c correct carries a gradient iff 0 < c < k."""
+    return 0 < c < k
+
+
+@njit(cache=True, error_model="numpy")
+def skip_probability(streak, min_streak, p_skip):
+    """GRESO's pre-rollout filter: probability of skipping a problem whose last `streak` groups all had zero
+    reward variance (p_skip once streak >= min_streak, else 0)."""
+    return p_skip if streak >= min_streak else 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def schedule_n(n, frac_spent, params):
+    """Group size of the `schedule:double@F...` allocator: n x 2^(number of fractions F_j <= frac_spent);
+    params[0] = count of fractions, params[1:] the fractions."""
+    out = n
+    for j in range(int(params[0])):
+        if frac_spent >= params[1 + j]:
+            out *= 2
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def update_history(hist, g, c, k, step, ema):
+    """Record a drawn group of k rollouts with c correct for training problem g (module docstring)."""
+    r = c / k
+    if hist[g, H_P] < 0.0 or ema >= 1.0:
+        hist[g, H_P] = r
+    else:
+        hist[g, H_P] = (1.0 - ema) * hist[g, H_P] + ema * r
+    if c == 0 or c == k:
+        hist[g, H_STREAK] += 1.0
+    else:
+        hist[g, H_STREAK] = 0.0
+    hist[g, H_VAR] = r * (1.0 - r)
+    hist[g, H_SEEN] = step
+
+
+@njit(cache=True, error_model="numpy")
+def variance_alloc(p, budget, nmin, nmax, out):
+    """VIP: n_i (into out, int64) minimising sum_i p_i (1 - p_i) / n_i, sum n_i = budget, nmin <= n_i <= nmax.
+
+    The objective is separable and convex in each n_i, so adding one rollout at a time where it lowers the
+    variance most (s_i / n_i - s_i / (n_i + 1) = s_i / (n_i (n_i + 1))) is exact. Ties, including the
+    zero-gain leftovers once every s_i > 0 problem is at nmax, go to the smallest n_i, then the lowest index.
+    Returns the rollouts placed (< budget only when every n_i is at nmax)."""
+    m = p.shape[0]
+    used = 0
+    for i in range(m):
+        out[i] = nmin
+        used += nmin
+    while used < budget:
+        best = -1
+        best_gain = -1.0
+        for i in range(m):
+            if out[i] >= nmax:
+                continue
+            s = p[i] * (1.0 - p[i])
+            gain = s / (out[i] * (out[i] + 1.0))
+            tie = abs(gain - best_gain) <= 1e-15 and best >= 0 and out[i] < out[best]
+            if gain > best_gain + 1e-15 or tie:
+                best = i
+                best_gain = gain
+        if best < 0:
+            break
+        out[best] += 1
+        used += 1
+    return used
+
+
+@njit(cache=True, error_model="numpy")
+def gvm_weight(p, G, alpha, beta):
+    """GVM-RAFT's sample-size weight G / sqrt(p + alpha / p^(beta - 1)); 0 when p or G is 0 (RLHFlow/GVM)."""
+    if p <= 0.0 or G <= 0.0:
+        return 0.0
+    return G / np.sqrt(p + alpha / p ** (beta - 1.0))
+
+
+@njit(cache=True, error_model="numpy")
+def gvm_gradient_norm(p, K):
+    """G_i of the gvm allocator from a predicted p: ||e_c - pi|| with the wrong mass 1 - p spread evenly over
+    the K - 1 wrong answers, (1 - p) sqrt(K / (K - 1))."""
+    return (1.0 - p) * np.sqrt(K / (K - 1.0))
+
+
+@njit(cache=True, error_model="numpy")
+def proportional_alloc(w, budget, nmin, nmax, out):
+    """Integers n_i (into out) proportional to w_i within [nmin, nmax] with sum n_i = budget: the real
+    allocation clip(lam w_i, nmin, nmax) whose sum is the budget (lam by bisection), floored, and the
+    rollouts left by flooring given one each to the largest fractional parts (ties: the smallest n_i, then the
+    lowest index; so budget the clipping leaves over is spread evenly). All-zero
+    weights split evenly. Returns the rollouts placed (< budget only when every n_i is at nmax)."""
+    m = w.shape[0]
+    tot = 0.0
+    for i in range(m):
+        tot += w[i]
+    if m * nmax <= budget:
+        for i in range(m):
+            out[i] = nmax
+        return m * nmax
+    ww = np.empty(m)
+    for i in range(m):
+        ww[i] = w[i] if tot > 0.0 else 1.0
+    lo, hi = 0.0, 1.0
+    while True:  # grow hi until the clipped sum reaches the budget
+        s = 0.0
+        for i in range(m):
+            s += min(max(hi * ww[i], nmin), nmax)
+        if s >= budget or hi > 1e300:
+            break
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        s = 0.0
+        for i in range(m):
+            s += min(max(mid * ww[i], nmin), nmax)
+        if s < budget:
+            lo = mid
+        else:
+            hi = mid
+    x = np.empty(m)
+    used = 0
+    for i in range(m):
+        x[i] = min(max(hi * ww[i], nmin), nmax)
+        out[i] = int(np.floor(x[i] + 1e-9))
+        used += out[i]
+    while used > budget:  # rounding noise of the bisection: take back from the smallest remainders
+        worst = -1
+        for i in range(m):
+            if out[i] > nmin and (worst < 0 or x[i] - out[i] < x[worst] - out[worst]):
+                worst = i
+        out[worst] -= 1
+        used -= 1
+    while used < budget:
+        best = -1
+        for i in range(m):
+            if out[i] >= nmax:
+                continue
+            if best < 0:
+                best = i
+                continue
+            r, rb = x[i] - out[i], x[best] - out[best]
+            if r > rb + 1e-12 or (abs(r - rb) <= 1e-12 and out[i] < out[best]):
+                best = i
+        if best < 0:
+            break
+        out[best] += 1
+        x[best] = out[best]  # its remainder is spent
+        used += 1
+    return used
+
+
+@njit(cache=True, error_model="numpy")
+def ada_continue(c, k, rounds_done, rounds):
+    """Reinforce-Ada's stopping rule: sample another round for a prompt with c correct of its k rollouts so
+    far unless it has signal (0 < c < k) or has had its `rounds` rounds."""
+    return rounds_done < rounds and not (0 < c < k)
+
+
+@njit(cache=True, error_model="numpy")
+def zv_schedule_update(state, zv, groups, thr, window, nmax, n):
+    """schedule:zv@T after one step with `zv` zero-variance groups out of `groups`: add them to the counters
+    of state (row d of hist); once `window` steps are counted, double the multiplier if the zero-variance
+    share exceeds thr and n x 2 x multiplier <= nmax, and restart the counters either way. Returns the
+    multiplier."""
+    state[Z_ZV] += zv
+    state[Z_GROUPS] += groups
+    state[Z_STEPS] += 1.0
+    if state[Z_STEPS] >= window:
+        if state[Z_GROUPS] > 0.0 and state[Z_ZV] / state[Z_GROUPS] > thr and n * 2.0 * state[Z_MULT] <= nmax:
+            state[Z_MULT] *= 2.0
+        state[Z_ZV] = 0.0
+        state[Z_GROUPS] = 0.0
+        state[Z_STEPS] = 0.0
+    return state[Z_MULT]
+
+
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
+def step_group_size(alloc, n, bp, spent, budget, par, hist, d):
+    """The group size of the next step under a non-fixed allocator: n, ada's first round (`chunk`), or the
+    schedules' n (capped by the budget's room), given `spent` rollouts of the budget; 0 when the step does not
+    fit in the budget (the run ends there)."""
+    n_step = n
+    if alloc == A_ADA:
+        n_step = int(par[1])
+    if alloc == A_SCHEDULE or alloc == A_SCHED_ZV:
+        if alloc == A_SCHEDULE:
+            n_step = schedule_n(n, spent / budget, par)
+        else:
+            n_step = n * int(hist[d, Z_MULT])
+        room = int((budget - spent) // bp)
+        if room < n_step:
+            n_step = room
+    if n_step < 2 or spent + bp * n_step > budget:
+        return 0
+    return n_step
+
+
+@njit(cache=True, error_model="numpy")
+def candidates(rs, perm, st, d, hist, alloc, par, out):
+    """The next problems of the epoch order into out (bp,). Under skip-zero-var (GRESO) a drawn problem is
+    skipped with `skip_probability` of its zero-variance streak, before any rollout (at most d skips a
+    step)."""
+    tries = 0
+    nc = 0
+    while nc < out.shape[0]:
+        g = _next_problem(rs, perm, st, d)
+        if hist is not None and alloc == A_SKIPZV and tries < d:
+            q = skip_probability(hist[g, H_STREAK], par[1], par[0])
+            if q > 0.0 and uniform(rs) < q:
+                tries += 1
+                continue
+        out[nc] = g
+        nc += 1
+
+
+@njit(cache=True, error_model="numpy")
+def group_sizes(alloc, par, hist, cand, pis, correct, n_step, budget, phat, wbuf, out):
+    """n_i (into out (bp,)) of the candidate problems cand (bp,) with policies pis (bp, K): n_step each, or
+    the per-problem split of `budget` rollouts (knapsack, variance, gvm) from the predicted p_i (the history,
+    or the true pass@1 under oracle=1). phat, wbuf (bp,): scratch."""
+    bp = cand.shape[0]
+    K = pis.shape[1]
+    if hist is not None and (alloc == A_KNAPSACK or alloc == A_VARIANCE or alloc == A_GVM):
+        for b in range(bp):
+            g = cand[b]
+            if par[3] != 0.0:
+                phat[b] = pis[b, correct[g]]
+            else:
+                phat[b] = hist[g, H_P] if hist[g, H_P] >= 0.0 else par[2]
+        if alloc == A_KNAPSACK:
+            knapsack_alloc(phat, budget, int(par[0]), int(par[1]), out)
+        elif alloc == A_VARIANCE:
+            variance_alloc(phat, budget, int(par[0]), int(par[1]), out)
+        else:
+            for b in range(bp):
+                if par[3] != 0.0:  # oracle: the exact ||e_c - pi||
+                    G = 0.0
+                    for kk in range(K):
+                        e = (1.0 if kk == correct[cand[b]] else 0.0) - pis[b, kk]
+                        G += e * e
+                    G = np.sqrt(G)
+                else:
+                    G = gvm_gradient_norm(phat[b], K)
+                wbuf[b] = gvm_weight(phat[b], G, par[5], par[6])
+            proportional_alloc(wbuf, budget, int(par[0]), int(par[1]), out)
+        return
+    for b in range(bp):
+        out[b] = n_step

@@ -1,0 +1,368 @@
+"""Load learning-curve tables: a results directory of ours, or users' own logs (CSV / Parquet / JSONL).
+
+docs/DESIGN.md: divergence is data, not a silent curve, so diverged runs are left out of the table with a
+visible
+warning that names them; runs that never finished (failed, killed) or whose files fail verification against
+their record (studies.store.run_damage) are left out the same way. Users' own tables go through
+`clean_external`: every dropped row is counted by cause, a run with a non-finite metric is left out whole.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from studies.config import StudiesError
+from studies.store import (
+    DIVERGED,
+    DONE,
+    MANIFEST,
+    RUNS,
+    atomic_write_table,
+    finished_records,
+    read_manifest,
+    run_damage,
+    run_file,
+)
+
+
+class LeftOutRunsWarning(UserWarning):
+    """Some runs are not in the loaded table (diverged, unfinished, damaged, or non-finite metric values)."""
+
+
+class DroppedRowsWarning(UserWarning):
+    """Rows of a user's table that cannot be used (no run_id, non-numeric compute...), counted by cause."""
+
+
+METRIC_COLUMNS = ("train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac")
+"""Reward columns checked for non-finite values when load_table is not told which metric matters."""
+
+
+def _names(ids: list[str], most: int = 8) -> str:
+    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+# ------------------------------------------------------------------------------------------ reader registry
+class Reader(NamedTuple):
+    """A log format: `sniff(path) -> bool` says whether `path` is in it; `read(path, n=None, bp=None)` maps it
+    to the learning-curve table (n / bp: the caller's values for what the log cannot tell)."""
+
+    name: str
+    sniff: Callable[[Path], bool]
+    read: Callable[..., pd.DataFrame]
+    family: str | None
+
+
+READERS: dict[str, Reader] = {}
+"""Readers of third-party logs, tried in registration order by `load_table(path, fmt="auto")`. studies cannot
+import the packages that know those formats (docs/DESIGN.md arrows), so they register here at import (TRL /
+verl /
+wandb / TensorBoard: `isocompute.integrations`)."""
+
+def register_reader(name: str, sniff: Callable[[Path], bool], read: Callable[..., pd.DataFrame],
+                    family: str | None = None) -> None:
+    """Register (or replace) the reader `name`; `family` groups formats under one `--format` value (the
+    wandb and TensorBoard CSV exports answer to `--format csv` as well as to their own names)."""
+    READERS[name] = Reader(name, sniff, read, family)
+
+
+def formats() -> list[str]:
+    """The values `load_table(fmt=...)` accepts."""
+    names = ["auto", "csv", *READERS, *(r.family for r in READERS.values() if r.family)]
+    return list(dict.fromkeys(names))
+
+
+def load_table(path: str | Path, include_diverged: bool = False, kind: str = "table", fmt: str = "auto",
+               n: int | None = None, bp: int | None = None, metric: str | None = None) -> pd.DataFrame:
+    """The learning-curve table (kind="table") or pass@1 snapshots (kind="pass1") at `path`.
+
+    A results directory yields its finished, non-diverged runs in run_id order (a LeftOutRunsWarning names
+    the others); a .csv / .parquet / .pq / .jsonl / .json file with our column names is read as is; other
+    logs go to the registered reader of `fmt` ("auto": the first whose sniff accepts `path`), which maps them
+    to the table, using `n` / `bp` where the log cannot tell them. Logs record each metric at its own steps:
+    with `metric`, rows of a reader's table where it is missing are left out (not logged there).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise StudiesError(f"no such file or directory: {p}")
+    if fmt not in formats():
+        raise StudiesError(f"unknown --format {fmt!r}; use {', '.join(formats())}")
+    if p.is_dir() and ((p / MANIFEST).exists() or (p / RUNS).is_dir()) and fmt in ("auto", "csv"):
+        return _load_dir(p, include_diverged, kind)
+    reader = _pick_reader(p, fmt)
+    if reader is None:
+        if p.is_dir():
+            known = "|".join(f for f in formats() if f != "auto")
+            raise StudiesError(f"{p} is not a results directory (no manifest.json or runs/) and holds no log "
+                               f"this version reads; pass --format {known}")
+        table = _read_plain(p)
+    else:
+        table = reader.read(p, n=n, bp=bp)
+        if metric is not None and metric in table.columns:
+            table = table.loc[table[metric].notna()].reset_index(drop=True)
+            if table.empty:
+                raise StudiesError(f"{p} ({reader.name} log) has no logged {metric}; columns with values: "
+                                   f"{', '.join(map(str, table.columns))}")
+    if kind != "table":
+        return table
+    table, notes = clean_external(table, metric=metric, where=str(p), sparse=reader is not None)
+    for category, msg in notes:
+        warnings.warn(msg, category, stacklevel=2)
+    return table
+
+
+def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = "the table",
+                   sparse: bool = False) -> tuple[pd.DataFrame, list[tuple[type[Warning], str]]]:
+    """A user's learning-curve table made safe to fit, and the warnings to show: (category, message) pairs.
+
+    Rows without a run_id, or whose compute / n / bp is not a number (or compute < 0, n or bp not a
+    positive integer), are dropped and counted by cause in one DroppedRowsWarning. A run with any NaN or
+    infinite value of the metric (`metric`, else every METRIC_COLUMNS column present) is left out whole,
+    named in a LeftOutRunsWarning (docs/DESIGN.md: divergence is data, not a silent curve); values that are
+    not
+    numbers at all drop their rows. A run_id with two values of n or bp is an error naming it: it would
+    otherwise be fitted as one fake curve. `sparse`: a reader's table of a third-party log, where a missing
+    metric value means "not logged at that step" rather than NaN (only infinities then leave a run out).
+    Registered readers return their raw table and load_table passes it through here.
+    """
+    notes: list[tuple[type[Warning], str]] = []
+    if table.empty or "run_id" not in table.columns:
+        return table, notes
+    t = table.reset_index(drop=True)
+    total = len(t)
+    bad = pd.Series(False, index=t.index)
+    causes: dict[str, int] = {}
+
+    def drop(mask: pd.Series, cause: str) -> None:
+        nonlocal bad
+        new = mask & ~bad
+        if new.any():
+            causes[cause] = causes.get(cause, 0) + int(new.sum())
+            bad |= new
+
+    drop(t["run_id"].isna() | (t["run_id"].astype(str).str.strip() == ""), "no run_id")
+    numeric: dict[str, pd.Series] = {}
+    for col in ("compute", "n", "bp"):
+        if col not in t.columns:
+            continue
+        v = pd.to_numeric(t[col], errors="coerce").astype(float)
+        drop(v.isna() & t[col].notna(), f"non-numeric {col}")
+        drop(~np.isfinite(v), f"missing or infinite {col}")
+        if col == "compute":
+            drop(v < 0, "negative compute")
+        else:
+            drop((v < 1) | (v != np.floor(v)), f"{col} not a positive integer")
+        numeric[col] = v
+    metrics = [metric] if metric is not None else list(METRIC_COLUMNS)
+    metrics = [m for m in metrics if m in t.columns and m not in numeric]
+    nonfinite = pd.Series(False, index=t.index)
+    for m in metrics:
+        v = pd.to_numeric(t[m], errors="coerce").astype(float)
+        drop(v.isna() & t[m].notna(), f"non-numeric {m}")
+        nonfinite |= np.isinf(v) if sparse else ~np.isfinite(v) & ~(v.isna() & t[m].notna())
+        numeric[m] = v
+    for col, v in numeric.items():
+        if not pd.api.types.is_numeric_dtype(t[col]) or pd.api.types.is_bool_dtype(t[col]):
+            t[col] = v  # text or mixed columns become numbers; numeric ones keep their dtype
+    t = t.loc[~bad].copy()
+    for col in ("compute", "n", "bp"):
+        if col in numeric and len(t) and t[col].dtype.kind == "f" and (t[col] == np.floor(t[col])).all():
+            t[col] = t[col].astype(np.int64)
+    if causes:
+        shown = ", ".join(f"{k} with {c}" for c, k in causes.items())
+        notes.append((DroppedRowsWarning, f"dropped {int(bad.sum())} of {total} row(s) of {where}: {shown}"))
+    nonfinite = nonfinite.loc[t.index]
+    if nonfinite.any():
+        runs = sorted(map(str, t.loc[nonfinite, "run_id"].unique()))
+        counts = nonfinite.groupby(t["run_id"].astype(str)).sum()
+        shown = [f"{r} ({int(counts[r])} row(s))" for r in runs]
+        what = metric or "/".join(metrics)
+        notes.append((LeftOutRunsWarning, f"left out {len(runs)} run(s) of {where} with NaN or infinite "
+                                          f"{what} values (diverged?): {_names(shown)}"))
+        t = t.loc[~t["run_id"].astype(str).isin(runs)]
+    for col in ("n", "bp"):
+        if col in t.columns and len(t):
+            k = t.groupby(t["run_id"].astype(str))[col].nunique()
+            if (k > 1).any():
+                r = str(k[k > 1].index[0])
+                vals = sorted(t.loc[t["run_id"].astype(str) == r, col].unique().tolist())
+                more = f" (and {int((k > 1).sum()) - 1} more run_ids)" if (k > 1).sum() > 1 else ""
+                shown = ", ".join(map(str, vals))
+                raise StudiesError(f"run_id {r} of {where} has {len(vals)} values of {col} ({shown}){more}: "
+                                   "one run_id must be one configuration")
+    if t.empty:
+        raise StudiesError(f"{where} has no usable rows left ({total} read)")
+    return t.reset_index(drop=True), notes
+
+
+def _pick_reader(p: Path, fmt: str) -> Reader | None:
+    if fmt in READERS:
+        return READERS[fmt]
+    candidates = [r for r in READERS.values() if fmt == "auto" or r.family == fmt]
+    for r in candidates:
+        try:
+            if r.sniff(p):
+                return r
+        except (OSError, ValueError):
+            continue
+    if fmt not in ("auto", "csv"):
+        raise StudiesError(f"{p} is not a {fmt} log")
+    return None
+
+
+def _read_plain(p: Path) -> pd.DataFrame:
+    """A table file with our column names."""
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(p)
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(p)
+        if suffix in (".jsonl", ".json"):
+            return pd.read_json(p, lines=True)
+    except (ValueError, OSError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise StudiesError(f"cannot read {p}: {why}") from None
+    raise StudiesError(f"unknown table format {suffix or '(none)'} of {p}; use .csv, .parquet or .jsonl")
+
+
+def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
+    if not (root / RUNS).is_dir() and not (root / MANIFEST).exists():
+        raise StudiesError(f"{root} is not a results directory (no manifest.json or runs/)")
+    records = finished_records(root)
+    manifest = read_manifest(root)
+    if manifest is None:
+        warnings.warn(f"{root / MANIFEST} is damaged; using the run records (a sweep into {root} "
+                      "rebuilds it)", LeftOutRunsWarning, stacklevel=3)
+        manifest = {}
+    manifest_runs = manifest.get("runs", {})
+    damaged = {r: why for r, rec in records.items() if (why := run_damage(root / RUNS, rec)) is not None}
+    if damaged:
+        shown = [f"{r} ({why})" for r, why in damaged.items()]
+        warnings.warn(f"left out {len(damaged)} damaged run(s) (rerun the sweep to repair them): "
+                      f"{_names(shown)}", LeftOutRunsWarning, stacklevel=3)
+        records = {r: rec for r, rec in records.items() if r not in damaged}
+    diverged = sorted(r for r, rec in records.items() if rec["status"] == DIVERGED)
+    unfinished = sorted(set(manifest_runs) - set(records) - set(damaged))
+    if diverged and not include_diverged:
+        steps = {r: records[r].get("diverged_step") for r in diverged}
+        shown = [f"{r} (step {steps[r]})" for r in diverged]
+        warnings.warn(f"left out {len(diverged)} diverged run(s): {_names(shown)}", LeftOutRunsWarning,
+                      stacklevel=2)
+    if unfinished:
+        warnings.warn(f"left out {len(unfinished)} unfinished run(s): {_names(unfinished)}",
+                      LeftOutRunsWarning, stacklevel=2)
+    keep = sorted(r for r, rec in records.items() if include_diverged or rec["status"] == DONE)
+    frames = [pd.read_parquet(run_file(root / RUNS, r, kind)) for r in keep]
+    if not frames:
+        raise StudiesError(f"{root} holds no finished runs")
+    table = pd.concat(frames, ignore_index=True)
+    table.attrs["configs"] = {r: records[r].get("config") or {} for r in keep}  # for check_poolable
+    if kind == "table" and "n" in table.columns:
+        # runs stored before issue 13 have no allocator column; all of them were fixed-n runs
+        fixed = "fixed-n" + table["n"].astype("int64").astype(str)
+        table["allocator"] = table["allocator"].fillna(fixed) if "allocator" in table.columns else fixed
+    return table
+
+
+POOLABLE = ("n", "bp", "seed", "problem_seed", "allocator", "budget", "n_evals")
+"""RunConfig fields in which runs pooled into one fit may differ: the fields sweeps vary (the grid, its
+seeds, the allocator column), the budget (a shorter run is the same curve stopped earlier) and the
+evaluation schedule. Runs that differ in anything else (model, dataset, lr, objective...) are other
+experiments: one frontier through them means nothing (issue 28)."""
+
+
+DEFAULT_METRIC = "val_mean"
+PRESET_METRICS = {("sim", "tabular"): "train_mean"}
+"""Default reward column per (backend, policy preset) where val_mean means nothing: the tabular preset's
+validation problems share no parameters with the training problems, so its val_mean never moves and the
+claim (small n wins) is read on the training problems (docs/PAPER.md Section 5.1; `isocompute demo`)."""
+
+
+def preset_metric(model: str | None, backend: str = "sim") -> str:
+    """The default metric of runs of `model` on `backend` (None: the simulator's default preset, tabular)."""
+    if backend == "sim" and model is None:
+        model = "tabular"
+    return PRESET_METRICS.get((backend, str(model)), DEFAULT_METRIC)
+
+
+def default_metric(paths: Iterable[str | Path]) -> tuple[str, str | None]:
+    """(metric, why) for commands run without --metric: the preset default of the runs in results
+    directories (read from their manifests) when every run agrees on one, else val_mean; `why` is a note
+    for the user when the default is not val_mean."""
+    found: set[str] = set()
+    for path in paths:
+        p = Path(path)
+        if not (p.is_dir() and (p / MANIFEST).exists()):
+            found.add(DEFAULT_METRIC)
+            continue
+        runs = (read_manifest(p) or {}).get("runs", {})
+        for entry in runs.values():
+            cfg = entry.get("config") or {}
+            found.add(preset_metric(cfg.get("model"), cfg.get("backend", "sim")))
+    if len(found) == 1 and (m := next(iter(found))) != DEFAULT_METRIC:
+        return m, (f"metric {m}: the default of these runs' preset (the tabular preset's validation problems "
+                   f"never move); pass --metric to choose another")
+    return DEFAULT_METRIC, None
+
+
+def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where: str = "the runs") -> None:
+    """StudiesError (one line naming the fields) when the runs of `table` differ in a configuration field
+    other than POOLABLE and `by`, unless `pool`. The configurations are the run records of results
+    directories (`table.attrs["configs"]`, {run_id: config}); for other tables, the columns named like
+    RunConfig fields whose value is constant within every run (a logged lr schedule is not a config)."""
+    if pool:
+        return
+    from studies.config import RunConfig
+
+    allowed = set(POOLABLE) | {by}
+    configs = table.attrs.get("configs") or {}
+    values: dict[str, set[str]] = {}
+    if configs:
+        ids = set(table["run_id"].astype(str)) if "run_id" in table.columns else set(configs)
+        for rid, cfg in configs.items():
+            if rid not in ids:
+                continue
+            for key, v in cfg.items():
+                if key == "options":
+                    for ok, ov in (v or {}).items():
+                        values.setdefault(f"option {ok}", set()).add(repr(ov))
+                elif key not in allowed:
+                    values.setdefault(key, set()).add(repr(v))
+        keys = {k for c in configs.values() for k in (c.get("options") or {})}
+        for k in keys:  # an option set on some runs only differs from the runs without it
+            have = sum(1 for rid, c in configs.items() if rid in ids and k in (c.get("options") or {}))
+            if have < sum(1 for rid in configs if rid in ids):
+                values.setdefault(f"option {k}", set()).add("(unset)")
+    elif "run_id" in table.columns:  # a user's table: config columns constant within each run
+        runs = table["run_id"].astype(str)
+        for f in RunConfig.field_help():
+            if f in table.columns and f not in allowed:
+                col = table[f]
+                if (col.groupby(runs).nunique(dropna=False) > 1).any():
+                    continue  # it changes within a run (a logged lr schedule...): not a configuration
+                values[f] = set(map(repr, col.dropna().unique().tolist()))
+    differ = {k: sorted(v) for k, v in values.items() if len(v) > 1}
+    if differ:
+        shown = "; ".join(f"{k} ({', '.join(v[:4])}{', ...' if len(v) > 4 else ''})"
+                          for k, v in differ.items())
+        raise StudiesError(f"{where} differ in {shown}: they are different experiments; fit them one at a "
+                           f"time, or pass --by FIELD to compare them, or --pool to pool them anyway")
+
+
+def require_columns(table: pd.DataFrame, columns: Iterable[str], where: str = "the table") -> None:
+    """StudiesError naming every missing column (users bring their own logs)."""
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        have = ", ".join(map(str, table.columns))
+        raise StudiesError(f"{where} lacks column(s) {', '.join(missing)}; it has {have}")
+
+
+def save_table(table: pd.DataFrame, path: str | Path) -> None:
+    """Write a table by extension: .csv, .parquet / .pq or .jsonl (atomically: studies.store)."""
+    atomic_write_table(Path(path), table)

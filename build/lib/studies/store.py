@@ -1,0 +1,555 @@
+"""Resumable results directory (layout in docs/CONTRACTS.md): manifest, one Parquet per run, status records.
+
+Crash safety: every file is written to a temporary name, fsync'ed and renamed with os.replace, and a run's
+JSON status record is written last, so its presence means the run's tables are complete. The manifest is a
+summary rebuilt from the status records on every open, so a sweep killed with SIGKILL at any moment resumes
+by skipping finished runs and loses nothing but the runs in flight. Only the parent process writes here.
+
+Integrity (issue 16): a run's record carries the row counts and the size and SHA-256 of its two Parquet files;
+a run whose files do not match (truncated, emptied, deleted, swapped, garbage) is not finished: resume reruns
+it and readers leave it out, both saying which and why. A damaged manifest is rebuilt from the records.
+Because the records are the truth, a finished run rewrites the manifest at most every MANIFEST_EVERY_S
+seconds (and always on close): one rewrite of a 5,000-run manifest costs ~0.36 s, which made the parent the
+bottleneck of a sweep of many short runs (`isocompute report claims` from scratch).
+The atomic_write_* helpers and check_output_* below are the one definition every command's writes use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+import time
+import warnings
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from isocompute.contract.status import DIVERGED, DONE, FAILED, FINISHED, PENDING
+from studies.config import RunConfig, StudiesError
+
+if TYPE_CHECKING:
+    from studies.backends import RunOutput
+
+DAMAGED = "damaged"
+"""The manifest's status of a run whose files do not match its record (run again by the next sweep); the
+other run statuses (DONE, DIVERGED, FINISHED, PENDING, FAILED) are the contract's, re-exported here."""
+
+RUNS = "runs"
+MANIFEST = "manifest.json"
+RUN_FILES = {"table": ".parquet", "pass1": ".pass1.parquet", "record": ".json"}
+"""The layout of a results directory (docs/CONTRACTS.md), spelled here only: DIR/manifest.json and, per
+run, DIR/runs/<run_id> + the suffix of each kind of file (learning-curve table, pass@1 snapshots, status
+record)."""
+_TMP_SUFFIX = ".tmp"
+
+
+class DamagedRunWarning(UserWarning):
+    """A finished run's files do not match its record; it is treated as unfinished (rerun, left out)."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers (and a crash) see either the old file or the whole new one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def jsonable(obj: Any, strict: bool = True, digits: int | None = None) -> Any:
+    """`obj` as plain JSON values: the one conversion every JSON writer and `--json` command uses. Mappings
+    (keys as str), lists and tuples (as lists), numpy scalars and arrays (as Python numbers and lists);
+    None, str, int and bool as they are; anything else (a Path) as its str. `digits`: finite floats rounded to
+    that many significant digits, so text built from them is the same on every rebuild.
+
+    Non-finite floats (NaN, +-inf): `strict` (the default) makes them None, because strict JSON has no NaN and
+    `--json` output must parse in any language; strict=False keeps them, for what only Python reads back
+    (json writes NaN / Infinity and reads the same floats): the store's records and extras (a gradient noise
+    scale of inf round-trips) and the figures' summaries (whose gallery text formats NaN as "nan")."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v, strict, digits) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v, strict, digits) for v in obj]
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return jsonable(obj.tolist(), strict, digits)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None if strict else obj
+        return float(f"{obj:.{digits}g}") if digits else obj
+    if obj is None or isinstance(obj, str | int):
+        return obj
+    return str(obj)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """`obj` as indented JSON with sorted keys (jsonable, non-strict: a stored NaN reads back as NaN)."""
+    text = json.dumps(jsonable(obj, strict=False), indent=1, sort_keys=True)
+    atomic_write_bytes(path, (text + "\n").encode())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def write_marked_block(path: Path, begin: str, end: str, text: str) -> None:
+    """Replace what lies between the first `begin` and the next `end` marker of the file with `text` (the
+    markers appended at the end if absent), atomically: generated paragraphs of README.md and docs."""
+    s = path.read_text()
+    if begin in s and end in s.split(begin, 1)[1]:
+        head, rest = s.split(begin, 1)
+        tail = rest.split(end, 1)[1]
+        atomic_write_text(path, f"{head}{begin}\n{text}\n{end}{tail}")
+    else:
+        atomic_write_text(path, s.rstrip("\n") + f"\n\n{begin}\n{text}\n{end}\n")
+
+
+def atomic_write_parquet(path: Path, df: pd.DataFrame) -> dict[str, Any]:
+    """Write `df` atomically; returns the file's digest ({"bytes", "sha256"}) for the run's record."""
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    data = buf.getvalue()
+    atomic_write_bytes(path, data)
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def atomic_write_table(path: Path, df: pd.DataFrame) -> None:
+    """Write a learning-curve table by extension (.csv, .parquet / .pq, .jsonl / .json), atomically."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        atomic_write_parquet(path, df)
+    elif suffix == ".csv":
+        atomic_write_text(path, df.to_csv(index=False))
+    elif suffix in (".jsonl", ".json"):
+        atomic_write_text(path, df.to_json(orient="records", lines=True))
+    else:
+        raise StudiesError(f"unknown table format {suffix or '(none)'} of {path}; use .csv, .parquet or "
+                           ".jsonl")
+
+
+def atomic_save_figure(fig: Any, path: Path, **savefig_kw: Any) -> None:
+    """fig.savefig into memory (format from the suffix), then one atomic write: a killed plot leaves no
+    truncated image behind."""
+    path = Path(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", **savefig_kw)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _digest(path: Path) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+# ------------------------------------------------------------------------------------------- output checks
+def _why(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def check_output_dir(path: str | os.PathLike | None, what: str = "--out") -> Path:
+    """Create the output directory `path` (and its parents) and prove it writable with a probe file, before
+    any work, so an unwritable destination fails in a second instead of after the runs."""
+    if path is None or str(path).strip() == "":
+        raise StudiesError(f"{what} needs a directory name, got an empty path")
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise StudiesError(f"{what} {p} exists and is not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as e:
+        raise StudiesError(f"cannot write into {what} {p}: {_why(e)}") from None
+    return p
+
+
+def check_output_file(path: str | os.PathLike | None, what: str = "--out",
+                      suffixes: tuple[str, ...] | None = None, kind: str = "file") -> Path:
+    """Check that the file `path` can be written (its directory is created and probed; an existing file
+    must be a writable regular file) and, with `suffixes`, that its format is known."""
+    if path is None or str(path).strip() == "":
+        raise StudiesError(f"{what} needs a file name, got an empty path")
+    p = Path(path)
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        raise StudiesError(f"unknown {kind} format {p.suffix or '(none)'} of {what} {p}; use "
+                           f"{', '.join(suffixes)}")
+    if p.is_dir() or str(path).endswith(os.sep):
+        raise StudiesError(f"{what} {p} is a directory; give a file name")
+    if p.exists() and not p.is_file():
+        raise StudiesError(f"{what} {p} exists and is not a regular file")
+    parent = p.parent
+    if parent.exists() and not parent.is_dir():
+        raise StudiesError(f"cannot write {what} {p}: {parent} is not a directory")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        raise StudiesError(f"cannot write {what} {p}: {_why(e)} ({parent})") from None
+    if p.exists() and not os.access(p, os.W_OK):
+        raise StudiesError(f"cannot write {what} {p}: permission denied")
+    return p
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages that shape the numbers (recorded in the manifest for reproducibility)."""
+    out = {"python": platform.python_version()}
+    pkgs = ("isocompute", "numpy", "numba", "scipy", "pandas", "pyarrow", "torch", "transformers", "vllm")
+    for pkg in pkgs:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[pkg] = metadata.version(pkg)
+    return out
+
+
+def git_revision() -> str | None:
+    """HEAD of the checkout holding this package (None outside git); '+dirty' is not checked (it is slow)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+MANIFEST_EVERY_S = 2.0
+"""Least seconds between two manifest rewrites after finished runs (failures and registration: at once)."""
+
+
+class ResultStore:
+    """A results directory. `open()` takes an exclusive lock so two sweeps never write the same directory."""
+
+    def __init__(self, root: str | os.PathLike, study: str | None = None):
+        self.root = Path(root)
+        self.runs_dir = self.root / RUNS
+        self.manifest_path = self.root / MANIFEST
+        self.study = study
+        self._lock_fh = None
+        self.manifest: dict[str, Any] = {}
+        self.damaged: dict[str, str] = {}
+        """{run_id: reason} of the finished runs whose files failed verification when the store opened."""
+        self._checked: dict[str, str | None] = {}
+        self._manifest_dirty = False
+        self._manifest_at = -float("inf")
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def open(self) -> ResultStore:
+        if self.root.exists() and not self.root.is_dir():
+            raise StudiesError(f"{self.root} exists and is not a directory")
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fh = open(self.root / ".lock", "w")  # noqa: SIM115 - held until close()
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_fh.close()
+            self._lock_fh = None
+            raise StudiesError(f"another sweep is writing {self.root}; wait or use another --out") from None
+        self._remove_temporaries()
+        self.manifest = self._read_manifest()
+        self._reconcile()
+        self.write_manifest()
+        return self
+
+    def close(self) -> None:
+        if self._lock_fh is not None and self._manifest_dirty:
+            self.write_manifest()
+        if self._lock_fh is not None:
+            self._lock_fh.close()
+            self._lock_fh = None
+
+    def __enter__(self) -> ResultStore:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _remove_temporaries(self) -> None:
+        # Left by a killed writer (we hold the lock, so no live writer owns them).
+        for d in (self.root, self.runs_dir):
+            for p in d.glob(f".*{_TMP_SUFFIX}"):
+                p.unlink(missing_ok=True)
+
+    def _read_manifest(self) -> dict[str, Any]:
+        m = read_manifest(self.root)
+        if m is None:  # impossible with atomic writes, but the status records rebuild it
+            warnings.warn(f"{self.manifest_path} was damaged; rebuilt from the run records",
+                          DamagedRunWarning, stacklevel=3)
+            m = {}
+        m.setdefault("study", self.study)
+        m.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        m.setdefault("runs", {})
+        m["git"] = git_revision()
+        m["versions"] = versions()
+        return m
+
+    def _reconcile(self) -> None:
+        """Make the manifest agree with the status records (the source of truth for finished runs)."""
+        runs = self.manifest["runs"]
+        self.damaged = {}
+        for rec_path in sorted(self.runs_dir.glob("*" + RUN_FILES["record"])):
+            rec = self._load_record(rec_path)
+            if rec is None:
+                continue
+            entry = runs.setdefault(rec["run_id"], {"config": rec.get("config")})
+            if not isinstance(entry, dict):
+                entry = runs[rec["run_id"]] = {"config": rec.get("config")}
+            entry.update({k: rec.get(k) for k in ("status", "diverged_step", "reason", "rows")})
+            why = self.damage(rec["run_id"], rec)
+            if why is not None:
+                self.damaged[rec["run_id"]] = why
+                entry.update(status=DAMAGED, damage=why)
+            else:
+                entry.pop("damage", None)
+        for run_id, entry in runs.items():
+            if entry.get("status") in FINISHED and not self.record_path(run_id).exists():
+                entry["status"] = PENDING  # its record vanished (deleted by hand or --force interrupted)
+        if self.damaged:
+            shown = [f"{r} ({why})" for r, why in self.damaged.items()]
+            warnings.warn(f"{len(self.damaged)} damaged run(s) in {self.root} are treated as unfinished "
+                          f"(rerun by a sweep that includes them): {_names(shown)}", DamagedRunWarning,
+                          stacklevel=3)
+
+    # -- paths and queries ----------------------------------------------------------------------------------
+    def table_path(self, run_id: str) -> Path:
+        return run_file(self.runs_dir, run_id, "table")
+
+    def pass1_path(self, run_id: str) -> Path:
+        return run_file(self.runs_dir, run_id, "pass1")
+
+    def record_path(self, run_id: str) -> Path:
+        return run_file(self.runs_dir, run_id, "record")
+
+    @staticmethod
+    def _load_record(path: Path) -> dict[str, Any] | None:
+        return load_record(path)
+
+    def record(self, run_id: str) -> dict[str, Any] | None:
+        """The status record of a finished run whose files match it, else None (see `damage`)."""
+        p = self.record_path(run_id)
+        rec = self._load_record(p) if p.exists() else None
+        if rec is None or self.damage(run_id, rec) is not None:
+            return None
+        return rec
+
+    def damage(self, run_id: str, rec: dict[str, Any] | None = None) -> str | None:
+        """Why the finished run `run_id` cannot be used (missing, truncated or foreign files), or None.
+        Checked once per store object (the lock keeps writers out while it is open)."""
+        if run_id not in self._checked:
+            if rec is None:
+                p = self.record_path(run_id)
+                rec = self._load_record(p) if p.exists() else None
+            self._checked[run_id] = None if rec is None else run_damage(self.runs_dir, rec)
+        return self._checked[run_id]
+
+    def is_finished(self, run_id: str) -> bool:
+        return self.record(run_id) is not None
+
+    def finished_runs(self) -> dict[str, str]:
+        """{run_id: status} of every run with a status record ("done" or "diverged") that its files match,
+        in run_id order."""
+        recs = (self._load_record(p) for p in sorted(self.runs_dir.glob("*" + RUN_FILES["record"])))
+        return {r["run_id"]: r["status"] for r in recs
+                if r is not None and self.damage(r["run_id"], r) is None}
+
+    def read_run(self, run_id: str, kind: str = "table") -> pd.DataFrame:
+        """The learning-curve table (kind "table") or pass@1 snapshots (kind "pass1") of a finished run."""
+        if kind not in ("table", "pass1"):
+            raise ValueError(f"kind must be table or pass1, got {kind!r}")
+        if not self.is_finished(run_id):
+            raise StudiesError(f"run {run_id} is not finished in {self.root}")
+        return pd.read_parquet(self.table_path(run_id) if kind == "table" else self.pass1_path(run_id))
+
+    def extra_path(self, run_id: str, name: str) -> Path:
+        """A measurement recorded beside a run's table (e.g. name "gns": gradient noise scale), in DIR/extra/
+        so that the status-record glob of runs/ never sees it."""
+        return self.root / "extra" / f"{run_id}.{name}.json"
+
+    def write_extra(self, run_id: str, name: str, obj: Any) -> None:
+        """Record a JSON-able measurement of a finished run beside its table (atomic)."""
+        path = self.extra_path(run_id, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, obj)
+
+    def read_extra(self, run_id: str, name: str) -> Any | None:
+        """A measurement written by `write_extra`, or None if there is none."""
+        p = self.extra_path(run_id, name)
+        try:
+            return json.loads(p.read_text()) if p.exists() else None
+        except json.JSONDecodeError:
+            return None
+
+    # -- writes ---------------------------------------------------------------------------------------------
+    def write_manifest(self) -> None:
+        atomic_write_json(self.manifest_path, self.manifest)
+        self._manifest_dirty = False
+        self._manifest_at = time.monotonic()
+
+    def register(self, configs: list[RunConfig]) -> None:
+        """Add the sweep's runs to the manifest (status pending unless already finished)."""
+        runs = self.manifest["runs"]
+        for cfg in configs:
+            entry = runs.setdefault(cfg.run_id, {})
+            entry["config"] = cfg.to_dict()
+            if entry.get("status") not in FINISHED:
+                entry["status"] = PENDING
+        self.write_manifest()
+
+    def invalidate(self, run_id: str) -> None:
+        """Forget a finished run before rerunning it (--force): the record goes first, so a crash never
+        leaves old tables marked as new."""
+        self.record_path(run_id).unlink(missing_ok=True)
+        _fsync_dir(self.runs_dir)
+        self._checked.pop(run_id, None)
+        if run_id in self.manifest["runs"]:
+            self.manifest["runs"][run_id]["status"] = PENDING
+
+    def write_run(self, cfg: RunConfig, out: RunOutput, wall_s: float | None = None) -> dict[str, Any]:
+        """Store one finished run: tables first, the status record last; then update the manifest."""
+        run_id = cfg.run_id
+        status = DIVERGED if out.status == DIVERGED else DONE
+        if "run_id" not in out.table.columns or (out.table["run_id"] != run_id).any():
+            raise RuntimeError(f"adapter returned a table whose run_id is not {run_id}")
+        # A rerun of a damaged run: its old record goes first, so a crash never pairs it with new tables.
+        self.record_path(run_id).unlink(missing_ok=True)
+        files = {
+            "table": atomic_write_parquet(self.table_path(run_id), out.table),
+            "pass1": atomic_write_parquet(self.pass1_path(run_id), out.pass1),
+        }
+        rec = {
+            "run_id": run_id,
+            "status": status,
+            "diverged_step": out.info.get("diverged_step"),
+            "reason": out.info.get("reason"),
+            "rows": len(out.table),
+            "pass1_rows": len(out.pass1),
+            "files": files,
+            "wall_s": wall_s,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "config": cfg.to_dict(),
+            "info": {k: v for k, v in out.info.items() if k not in ("diverged_step", "reason")},
+            "git": self.manifest.get("git"),
+            "versions": self.manifest.get("versions"),
+        }
+        atomic_write_json(self.record_path(run_id), rec)
+        self._checked[run_id] = None
+        self.damaged.pop(run_id, None)
+        entry = self.manifest["runs"].setdefault(run_id, {"config": cfg.to_dict()})
+        entry.update({k: rec[k] for k in ("status", "diverged_step", "reason", "rows")})
+        entry.pop("error", None)
+        entry.pop("damage", None)
+        self._manifest_dirty = True
+        if time.monotonic() - self._manifest_at >= MANIFEST_EVERY_S:
+            self.write_manifest()
+        return rec
+
+    def mark_failed(self, cfg: RunConfig, error: str) -> None:
+        """A run that raised: noted in the manifest (not finished, so a rerun retries it)."""
+        entry = self.manifest["runs"].setdefault(cfg.run_id, {"config": cfg.to_dict()})
+        entry["status"] = FAILED
+        entry["error"] = error.strip().splitlines()[-1][:500] if error.strip() else "unknown error"
+        self.write_manifest()
+
+
+# ---------------------------------------------------------------------------------- reading and verifying
+def run_file(runs_dir: Path | str, run_id: str, kind: str) -> Path:
+    """The file of one run in a results directory's runs/ folder: kind "table", "pass1" or "record"."""
+    return Path(runs_dir) / f"{run_id}{RUN_FILES[kind]}"
+
+
+def _names(ids: list[str], most: int = 8) -> str:
+    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    """DIR/manifest.json as a dict ({} when absent), or None when it is damaged (not JSON, wrong shape)."""
+    path = Path(root) / MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        m = json.loads(path.read_bytes().decode())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(m, dict) or not isinstance(m.get("runs", {}), dict):
+        return None
+    if not all(isinstance(e, dict) for e in m.get("runs", {}).values()):
+        return None
+    return m
+
+
+def load_record(path: Path) -> dict[str, Any] | None:
+    """A finished run's status record (runs/<run_id>.json), or None if absent, unreadable, not finished or
+    not this file's run (a record copied over from another run)."""
+    try:
+        rec = json.loads(Path(path).read_bytes().decode())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not (isinstance(rec, dict) and rec.get("status") in FINISHED and isinstance(rec.get("run_id"), str)):
+        return None
+    return rec if Path(path).name == rec["run_id"] + RUN_FILES["record"] else None
+
+
+def finished_records(root: Path) -> dict[str, dict[str, Any]]:
+    """{run_id: record} of every status record of a results directory, in run_id order (unverified)."""
+    out = {}
+    for p in sorted((Path(root) / RUNS).glob("*" + RUN_FILES["record"])):
+        rec = load_record(p)
+        if rec is not None:
+            out[rec["run_id"]] = rec
+    return out
+
+
+def run_damage(runs_dir: Path, rec: dict[str, Any]) -> str | None:
+    """Why a finished run's Parquet files do not match its record, or None if they do.
+
+    Records written since issue 16 carry each file's size and SHA-256 (a truncated, emptied, swapped or
+    rewritten file is caught); older records carry only the table's row count, checked from the Parquet
+    footer (which a truncated file lacks)."""
+    import pyarrow.parquet as pq
+
+    run_id = rec["run_id"]
+    paths = {kind: run_file(runs_dir, run_id, kind) for kind in ("table", "pass1")}
+    files = rec.get("files")
+    for kind, path in paths.items():
+        if not path.is_file():
+            return f"{kind} file missing"
+        if isinstance(files, dict) and isinstance(files.get(kind), dict):
+            want = files[kind]
+            try:
+                got = _digest(path) if path.stat().st_size == want.get("bytes") else None
+            except OSError as e:
+                return f"{kind} file unreadable: {_why(e)}"
+            if got is None:
+                return f"{kind} file has {path.stat().st_size} bytes, its record says {want.get('bytes')}"
+            if got["sha256"] != want.get("sha256"):
+                return f"{kind} file checksum differs from its record"
+            continue
+        try:  # a record from before checksums: the Parquet footer must be readable and agree on rows
+            rows = pq.read_metadata(path).num_rows
+        except Exception:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+            return f"{kind} file is not a readable Parquet file"
+        if kind == "table" and isinstance(rec.get("rows"), int) and rows != rec["rows"]:
+            return f"table has {rows} rows, its record says {rec['rows']}"
+    return None
