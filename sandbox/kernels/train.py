@@ -3,10 +3,10 @@ described in sandbox/grpo.py's docstring): GRPO steps in place on theta and the 
 (the allocator `A_FIXED`) and under every rollout allocator (sandbox/allocators.py, issue 13).
 
 `train_kernel` is one loop over small kernels: the candidates of a step and their group sizes
-(sandbox/kernels/allocate.py), the rollouts of a group (`_rollout`), its advantages (`_advantages`), the
-gradient of an update (`_logit_grads`, the policy's backward pass, `_private_grads`) and the optimiser's tail
-(sandbox/kernels/optimizer.py). A fixed run passes hist=None: every allocator branch is then pruned at compile
-time, so its kernel has no allocator code (the cold compile of a fixed run is ~40% shorter, issue 22), and its
+(sandbox/kernels/allocate.py), the rollouts of a round (`_rollouts`), a group's advantages
+(`_advantages`), the gradient of an update (`_logit_grads`, the policy's backward pass, `_private_grads`)
+and the optimiser's tail (sandbox/kernels/optimizer.py). A fixed run passes hist=None: every allocator
+branch is then pruned at compile time, so its kernel has no allocator code and compiles none of it, and its
 step is the original fixed path's arithmetic in the same order (tests/sandbox/test_sim_refactor_bits.py).
 
 Helpers take a 2-D array and a row index, never a row view: a compiled function that passes a view to a
