@@ -1,5 +1,0 @@
-"""`python -m isocompute` is the `isocompute` command."""
-
-from isocompute.cli import main
-
-main()
