@@ -185,13 +185,16 @@ TINY_DEFAULTS = {
     "engine_dtype": "float32",
     "train_dtype": "float32",
     "max_model_len": 64,
+    "row_tokens": 64,
 }
 """Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling
 at temperature 1 (the distribution the model learned, which the calibration measured), answers of at most
 9 characters + EOS (llm_backend/tiny_tasks.py), a learning rate for a 0.2M-parameter model trained from
 scratch, 256 validation problems (an evaluation costs milliseconds), float32 on every CPU (the
 matmuls are too small for bf16 to pay even with AMX) and, for `--option engine=vllm`, vLLM's context at the
-model's 64 positions (tiny_model.TinyConfig.max_position_embeddings; tested equal)."""
+model's 64 positions (tiny_model.TinyConfig.max_position_embeddings; tested equal), and packed rows of 64
+tokens: a group is a prompt of ~7 tokens and completions of ~3, so long rows are mostly masked-out attention
+(at n = 16, bp = 16 the update took 2.3x longer with rows of 512; benchmarks/tiny_lm.py)."""
 
 
 def config_for(model: str | None = None, **kw) -> LLMConfig:
