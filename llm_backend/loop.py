@@ -287,7 +287,7 @@ class Evaluator:
     def __init__(self, cfg: LLMConfig, engine, tok, train, val, log: _Log):
         self.cfg, self.engine, self.tok, self.val, self.log = cfg, engine, tok, val, log
         self.d = len(train)
-        self.train_sample = train_eval_sample(train, cfg)
+        self.train_sample = train_eval_sample(train, cfg, len(val))
         model = Path(cfg.model).name if cfg.model else default_model_dir(cfg.cache_dir).name  # tiny: "tiny"
         self.base = {"backend": "llm", "model": model, "dataset": cfg.dataset, "seed": cfg.seed, "n": cfg.n,
                      "bp": cfg.bp, "batch": cfg.batch, "lr": cfg.effective_lr(), "k": cfg.k}
