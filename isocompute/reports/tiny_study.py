@@ -11,7 +11,8 @@ Declaration (`FULL`; `QUICK` is the same machinery on a plan of seconds, for CI)
   to 2^19.
 - Base lrs (at B_ref 64 under the sqrt rule) on a grid of 1.78x (10^(1/4)) steps centred on 1e-4 (`lr_point`);
   an optimum on a grid edge adds the next point outward on the tuning seeds (`extra_grid_point`) before
-  anything is reported, at most MAX_EXTRA points each way.
+  anything is reported, at most MAX_EXTRA points each way, unless it is a plateau along lr (within half a
+  validation problem of the next lr inward: no grid point can then change what is reported).
 - Arm R: one base lr for every n and budget, the argmax over lrs of the mean over n of the tuning seeds'
   top-budget record reward (`choose_r`). Arm E: a base lr per (n, C), argmax of the tuning seeds' mean record
   reward at C (`choose_e`). Tuning seeds 0-1; reported seeds 2-7 (Hard: 2-5) run only at the chosen lrs, so
@@ -105,25 +106,32 @@ def lr_label(lr: float) -> str:
     return f"lr={lr:g}"
 
 
-def extra_grid_point(grid: Sequence[float], chosen: float) -> float | None:
+def extra_grid_point(grid: Sequence[float], chosen: float, scores: Mapping[float, float] | None = None,
+                     d_val: int | None = None) -> float | None:
     """The rule "an optimum on a grid edge adds a grid point on the tuning seeds before anything is reported":
     the next point outward (1.78x beyond the edge) when `chosen` is the grid's largest or smallest lr, else
-    None. A one-point grid has both edges; it grows upward first."""
+    None. With the tuning `scores` of the grid's lrs and the validation size `d_val`, an edge optimum within
+    half a validation problem of the next lr inward is a plateau along lr (selection.saturated_edge) and adds
+    nothing. A one-point grid has both edges; it grows upward first."""
+    from isocompute.reports.claims.selection import saturated_edge
+
     ks = sorted(lr_index(v) for v in grid)
     k = lr_index(chosen)
     if k not in ks:
         raise ValueError(f"chosen lr {chosen:g} is not on the grid {', '.join(f'{v:g}' for v in grid)}")
-    if k == ks[-1]:
-        return lr_point(k + 1)
-    if k == ks[0]:
-        return lr_point(k - 1)
-    return None
+    if k not in (ks[0], ks[-1]):
+        return None
+    if scores is not None and d_val and len(ks) > 1:
+        inner = lr_point(ks[-2] if k == ks[-1] else ks[1])
+        if saturated_edge(scores[chosen], scores[inner], d_val):
+            return None
+    return lr_point(k + 1 if k == ks[-1] else k - 1)
 
 
-def within_cap(lr: float) -> bool:
-    """Whether the edge rule may still add `lr` (at most MAX_EXTRA points beyond the declared grid)."""
+def within_cap(lr: float, max_extra: int = MAX_EXTRA) -> bool:
+    """Whether the edge rule may still add `lr` (at most `max_extra` points beyond the declared grid)."""
     k = lr_index(lr)
-    return min(GRID_K) - MAX_EXTRA <= k <= max(GRID_K) + MAX_EXTRA
+    return min(GRID_K) - max_extra <= k <= max(GRID_K) + max_extra
 
 
 # ----------------------------------------------------------------------------------------- the declaration
@@ -184,6 +192,8 @@ class Plan:
     """The pilot: these n of the first part, one tuning seed, at the centre lr (runs the tuning stage reuses)."""
     boot: int = 200
     """Seed-bootstrap resamples of the n* intervals."""
+    max_extra: int = MAX_EXTRA
+    """Most grid points the edge rule adds each way (QUICK: 1, so that CI stays in seconds)."""
 
     def part(self, key: str) -> Part:
         for p in self.parts:
@@ -239,6 +249,7 @@ QUICK = Plan(
     n_evals=4,
     pilot_ns=(2,),
     boot=5,
+    max_extra=1,
 )
 """The same machinery in seconds (CI: `isocompute report tiny-study --quick`): the science is not in it."""
 
@@ -420,9 +431,9 @@ def tuning(runs: Runs) -> Tuning:
         r_lr, r_scores = choose_r(rec, part.ns, part.budget, r_grid)
         ch = Choices(r_lr, r_scores)
         add: set[tuple[int, float]] = set()
-        extra = extra_grid_point(r_grid, r_lr)
+        extra = extra_grid_point(r_grid, r_lr, r_scores, part.d_val)
         if extra is not None:
-            if within_cap(extra):
+            if within_cap(extra, runs.plan.max_extra):
                 add |= {(n, extra) for n in part.ns}
             else:
                 ch.open_edges.append(f"arm R: {r_lr:g} (all n)")
@@ -433,10 +444,10 @@ def tuning(runs: Runs) -> Tuning:
                     continue
                 lr, sc = choose_e(rec, n, c)
                 ch.e_lr[(n, float(c))], ch.e_scores[(n, float(c))] = lr, sc
-                extra = extra_grid_point(grid, lr)
+                extra = extra_grid_point(grid, lr, sc, part.d_val)
                 if extra is None:
                     continue
-                if within_cap(extra):
+                if within_cap(extra, runs.plan.max_extra):
                     add.add((n, extra))
                 else:
                     ch.open_edges.append(f"arm E: n = {n} at C = {c:g}: {lr:g}")
@@ -482,15 +493,16 @@ def _stage(stage: str, runs: Runs, keys: Iterable[tuple[int, int, float]], block
     return StagePlan(stage, declared, todo, blocked)
 
 
-def stage_plan(plan: Plan, stage: str, root: Path) -> StagePlan:
+def stage_plan(plan: Plan, stage: str, root: Path, runs: Runs | None = None) -> StagePlan:
     """The runs of a named stage (STAGES) given what the store holds: the pilot (plan.pilot_ns of the first
     part, its first tuning seed, the centre lr); tune / hard-tune (the tuning stage's runs so far, `tuning`);
-    report / hard-report (the reported seeds at the chosen lrs, once tuning is complete)."""
+    report / hard-report (the reported seeds at the chosen lrs, once tuning is complete). `runs`: the part's
+    store, read already."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
     key = "hard" if stage.startswith("hard") else plan.parts[0].key
     part = plan.part(key)
-    runs = Runs(root, plan, part)
+    runs = runs if runs is not None else Runs(root, plan, part)
     if stage == "pilot":
         return _stage(stage, runs, [(n, part.tune_seeds[0], LR_CENTRE) for n in plan.pilot_ns])
     tun = tuning(runs)
@@ -648,7 +660,7 @@ def verdict(ev: Evidence, part: Part, ns: Sequence[int]) -> Verdict:
                "stake": s, "crossing": ev.crossing}
     if ev.open_edges:
         return Verdict(INCONCLUSIVE, why, "the lr optimum is on an open edge of the grid after the rule's "
-                       f"{MAX_EXTRA} added points ({'; '.join(ev.open_edges)}): extend the grid", numbers)
+                       f"added points ({'; '.join(ev.open_edges)}): extend the grid", numbers)
     if grows and excludes and s_up:
         return Verdict(REPRODUCED, why, "", numbers)
     if p_small and p_large and s_null:
@@ -680,3 +692,285 @@ def verdict(ev: Evidence, part: Part, ns: Sequence[int]) -> Verdict:
 def survives(r: Verdict | None, e: Verdict | None) -> bool:
     """"Survives lr tuning": REPRODUCED in arm R and in arm E."""
     return r is not None and e is not None and r.outcome == REPRODUCED and e.outcome == REPRODUCED
+
+
+# ----------------------------------------------------------------------------------------------- readouts
+SMALL_MAX = 8
+"""n <= 8 are the 'small n' of the reward-at-stake readout (best n minus the best small n)."""
+
+
+def arm_lr(ch: Choices, arm: str, n: int, budget: float) -> float | None:
+    """The base lr arm `arm` reads for n at `budget` (None: arm E made no choice there: n has no step)."""
+    return ch.r_lr if arm == "R" else ch.e_lr.get((n, float(budget)))
+
+
+def arm_records(runs: Runs, ch: Choices, arm: str, seeds: Iterable[int], metric: str = "val_mean"
+                ) -> pd.DataFrame:
+    """Record reward of each n of the arm at each readout budget, at the lr the arm reads there: columns n,
+    seed, budget, reward (record_rewards of the arm's chosen runs, filtered by (n, budget) -> lr)."""
+    part = runs.part
+    rec = record_rewards(runs.table(chosen_keys(part, ch, arm, seeds)), part.readout, metric)
+    if rec.empty:
+        return rec
+    want = [arm_lr(ch, arm, int(n), b) for n, b in zip(rec["n"], rec["budget"], strict=True)]
+    keep = np.array([w is not None and lr == w for lr, w in zip(rec["lr"], want, strict=True)], dtype=bool)
+    return rec.loc[keep & rec["n"].isin(part.arm_ns(arm))].reset_index(drop=True)
+
+
+def arm_curves(runs: Runs, ch: Choices, arm: str, budget: float, seeds: Iterable[int]) -> pd.DataFrame:
+    """Learning curves of the arm's n at the lrs it reads at `budget`, on `seeds`."""
+    keys = []
+    for n in runs.part.arm_ns(arm):
+        lr = arm_lr(ch, arm, n, budget)
+        if lr is not None:
+            keys += [(n, s, lr) for s in seeds]
+    return runs.table(keys)
+
+
+def _ci(v) -> tuple[float, float]:
+    from isocompute.reports.claims.common import ci
+
+    return ci(v)
+
+
+def stake_at(rec: pd.DataFrame, trec: pd.DataFrame, budget: float, ns: Sequence[int]) -> dict:
+    """The reward at stake at `budget`: the best n minus the best small n (n <= SMALL_MAX), both picked on the
+    tuning seeds (`trec`), paired over the reported seeds (`rec`): mean and 95% t half-width."""
+    small = [n for n in ns if n <= SMALL_MAX]
+    tune = {n: _mean_at(trec, n, budget) for n in ns}
+    tune = {n: v for n, v in tune.items() if np.isfinite(v)}
+    if not tune or not any(n in tune for n in small):
+        return {"budget": float(budget), "best": None, "best_small": None, "mean": float("nan"),
+                "ci": float("nan")}
+    best = max(sorted(tune), key=lambda n: tune[n])
+    best_small = max(sorted(n for n in small if n in tune), key=lambda n: tune[n])
+    piv = rec.loc[rec["budget"] == float(budget)].pivot_table(index="seed", columns="n", values="reward")
+    if best not in piv.columns or best_small not in piv.columns:
+        d = np.array([])
+    else:
+        d = (piv[best] - piv[best_small]).dropna().to_numpy(dtype=float)
+    m, h = _ci(d)
+    return {"budget": float(budget), "best": best, "best_small": best_small, "mean": m, "ci": h}
+
+
+def asymptotes(curves: pd.DataFrame) -> dict[int, dict]:
+    """Per n, the fitted sigmoid asymptote A (studies.fit's per-n sigmoid on record points): of the seed-mean
+    curve, and the mean and 95% t half-width of the per-seed fits (does the ceiling depend on n?)."""
+    import warnings
+
+    from studies.fit.frontier import FrontierFit
+
+    out: dict[int, dict] = {}
+    if curves.empty:
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pooled = FrontierFit(by="n").fit(curves).curves_
+        per_seed: dict[int, list[float]] = {}
+        for _, g in curves.groupby("seed"):
+            for n, f in FrontierFit(by="n", aggregate="pool").fit(g).curves_.items():
+                if f.ok_:
+                    per_seed.setdefault(int(n), []).append(float(f.params_["A"]))
+    for n, f in pooled.items():
+        m, h = _ci(per_seed.get(int(n), []))
+        out[int(n)] = {"A": float(f.params_["A"]) if f.ok_ else float("nan"), "seed_mean": m, "ci": h,
+                       "seeds": len(per_seed.get(int(n), []))}
+    return out
+
+
+def _nearest(curves: pd.DataFrame, compute: float, col: str) -> pd.DataFrame:
+    """Per run, the row whose compute is nearest `compute` in log space: columns n, seed, value."""
+    df = curves.loc[curves["compute"] > 0, ["run_id", "n", "seed", "compute", col]].copy()
+    df["_d"] = np.abs(np.log(df["compute"].to_numpy(dtype=float)) - math.log(compute))
+    idx = df.groupby("run_id")["_d"].idxmin()
+    return df.loc[idx.to_numpy(), ["n", "seed", col]].rename(columns={col: "value"})
+
+
+def per_n(frame: pd.DataFrame) -> dict[int, tuple[float, float]]:
+    """{n: (mean, 95% t half-width)} of frame's `value` over seeds."""
+    return {int(n): _ci(g["value"]) for n, g in frame.groupby("n")}
+
+
+def pass1_readout(runs: Runs, ch: Choices, arm: str, computes: Sequence[float]) -> dict:
+    """Finding 5 from the stored snapshots: per (compute, split, n), the reported-seed means of the pass@1
+    distribution's mean, share at 0 (never solved in k samples) and share at 1, at the snapshot nearest each
+    compute (studies.fit.distribution)."""
+    from studies.fit.distribution import at_matched_compute, pass1_stats
+
+    part = runs.part
+    out: dict = {}
+    top = float(part.budget)
+    keys = [(n, s, arm_lr(ch, arm, n, top)) for n in part.arm_ns(arm) for s in part.report_seeds]
+    p1 = runs.pass1([k for k in keys if k[2] is not None])
+    if p1.empty:
+        return out
+    n_of = p1.groupby("run_id")["n"].first()
+    stats = pass1_stats(p1.drop(columns=["n", "seed", "lr"]))
+    for c in computes:
+        m = at_matched_compute(stats, float(c))
+        m["n"] = m["run_id"].map(n_of)
+        for (split, n), g in m.groupby(["split", "n"]):
+            out.setdefault(float(c), {}).setdefault(str(split), {})[int(n)] = {
+                "mean": float(g["mean"].mean()), "zero": float(g["zero_frac"].mean()),
+                "one": float(g["one_frac"].mean()), "runs": len(g)}
+    return out
+
+
+def wall_readout(runs: Runs, ch: Choices, arm: str, curves: pd.DataFrame, points: int = 5) -> dict:
+    """The frontier against wall time: each run's rollouts/s (its budget over its wall time, evaluations
+    included), its curve put on a wall-time axis at that rate, and n* over n at `points` log-spaced wall
+    times every n reaches."""
+    part = runs.part
+    top = float(part.budget)
+    rate: dict[tuple[int, int], float] = {}
+    for n in part.arm_ns(arm):
+        lr = arm_lr(ch, arm, n, top)
+        for s in part.report_seeds:
+            k = (n, s, lr)
+            if lr is not None and runs.done(k) and runs.wall(k) > 0:
+                rate[(n, s)] = runs.cfgs[k].budget / runs.wall(k)
+    out = {"rate": {n: _ci([v for (m, _), v in rate.items() if m == n]) for n in part.arm_ns(arm)},
+           "times": [], "n_star": []}
+    if curves.empty or not rate:
+        return out
+    t = curves.copy()
+    t["wall"] = [c / rate.get((int(n), int(s)), float("nan"))
+                 for c, n, s in zip(t["compute"], t["n"], t["seed"], strict=True)]
+    t = t.loc[np.isfinite(t["wall"])]
+    pos = t.loc[t["wall"] > 0].groupby("n")["wall"].agg(["min", "max"])
+    lo, hi = float(pos["min"].max()), float(pos["max"].min())
+    if not hi > lo:
+        return out
+    times = list(np.geomspace(lo, hi, points))
+    out["times"] = times
+    out["n_star"] = [s.point for s in estimate_n_star(t, times, 0, x="wall")]
+    return out
+
+
+def arm_readouts(runs: Runs, ch: Choices, arm: str, boot: int) -> dict:
+    """Every readout of one arm on the reported seeds (module text), and the verdict's evidence."""
+    part = runs.part
+    ns = part.arm_ns(arm)
+    rep, tune = part.report_seeds, part.tune_seeds
+    rec = arm_records(runs, ch, arm, rep)
+    trec = arm_records(runs, ch, arm, tune)
+    budgets = [float(b) for b in part.readout]
+    out: dict = {"rec": rec, "budgets": budgets}
+    if arm == "R":
+        t = arm_curves(runs, ch, arm, budgets[-1], rep)
+        stars = estimate_n_star(t, budgets, boot)
+        best_k = estimate_n_star(t, budgets, 0, metric="val_best_k")
+        worst_k = estimate_n_star(t, budgets, 0, metric="val_worst_k")
+    else:
+        stars, best_k, worst_k = [], [], []
+        for b in budgets:
+            t = arm_curves(runs, ch, arm, b, rep)
+            stars += estimate_n_star(t, [b], boot)
+            best_k += estimate_n_star(t, [b], 0, metric="val_best_k")
+            worst_k += estimate_n_star(t, [b], 0, metric="val_worst_k")
+    out |= {"stars": stars, "best_k": best_k, "worst_k": worst_k}
+    out["stake"] = [stake_at(rec, trec, b, ns) for b in budgets]
+    top_curves = arm_curves(runs, ch, arm, budgets[-1], rep)
+    out["asymptote"] = asymptotes(top_curves)
+    mid = float(part.readout[len(part.readout) // 2])
+    out["matched"] = [mid, budgets[-1]]
+    out["pass1"] = pass1_readout(runs, ch, arm, out["matched"])
+    if top_curves.empty:
+        out["zero_var"], out["gap"], out["overfit"] = {}, {}, {}
+    else:
+        out["zero_var"] = {c: per_n(_nearest(top_curves, c, "zero_var_frac")) for c in out["matched"]}
+        last = top_curves.sort_values("compute").groupby("run_id").tail(1)
+        out["gap"] = per_n(last.assign(value=last["train_mean"] - last["val_mean"]))
+        best = top_curves.groupby("run_id")["val_mean"].max()
+        out["overfit"] = per_n(last.assign(value=last["run_id"].map(best) - last["val_mean"]))
+    out["wall"] = wall_readout(runs, ch, arm, top_curves)
+    out["top_mean"] = {n: _ci(rec.loc[(rec["n"] == n) & (rec["budget"] == budgets[-1]), "reward"]) for n in ns}
+    low_i = budgets.index(float(part.low))
+    crossing = extrapolated_crossing(top_curves, min(ns), max(ns), float(part.budget))
+    out["evidence"] = Evidence(rec, trec, stars[-1] if stars else NStar(None),
+                               stars[low_i] if stars else NStar(None), crossing, tuple(
+                                   e for e in ch.open_edges if e.startswith(f"arm {arm}")))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- pipeline
+def pilot_readout(runs: Runs, plan: Plan) -> list[dict]:
+    """The pilot's runs (speed, stability): status, reward at the base and at the end, the best val avg@k and
+    where, rollouts/s, and the last entropy and KL."""
+    out = []
+    part = runs.part
+    for n in plan.pilot_ns:
+        k = (n, part.tune_seeds[0], LR_CENTRE)
+        row: dict[str, Any] = {"n": n, "seed": k[1], "lr": k[2], "status": runs.status.get(k, "not run")}
+        if runs.done(k):
+            t = runs.table([k]).sort_values("compute")
+            i = int(t["val_mean"].to_numpy().argmax())
+            row |= {"val_base": float(t["val_mean"].iloc[0]), "val_last": float(t["val_mean"].iloc[-1]),
+                    "val_best": float(t["val_mean"].iloc[i]), "at": float(t["compute"].iloc[i]),
+                    "train_last": float(t["train_mean"].iloc[-1]), "compute": float(t["compute"].iloc[-1]),
+                    "entropy": float(t["entropy"].iloc[-1]), "kl": float(t["kl"].iloc[-1]),
+                    "wall": runs.wall(k), "rate": runs.cfgs[k].budget / runs.wall(k)}
+        out.append(row)
+    return out
+
+
+def measure(plan: Plan, root: Path) -> dict:
+    """Everything the report shows, from the results directory as it stands: each stage's progress, the
+    pilot, and per part the tuning state, the choices, every arm's readouts and (once its reported runs are
+    all done) its verdict."""
+    root = Path(root)
+    runs = {p.key: Runs(root, plan, p) for p in plan.parts}
+    out: dict[str, Any] = {"plan": plan, "root": str(root), "stages": [], "parts": {}}
+    for st in STAGES:
+        part = plan.part("hard" if st.startswith("hard") else plan.parts[0].key)
+        sp = stage_plan(plan, st, root, runs[part.key])
+        out["stages"].append({"stage": st, "declared": len(sp.declared), "done": sp.done, "blocked": sp.blocked,
+                              "rollouts_left": sp.rollouts, "rollouts": int(sum(c.budget for c in sp.declared))})
+    out["pilot"] = pilot_readout(runs[plan.parts[0].key], plan)
+    for part in plan.parts:
+        r = runs[part.key]
+        tun = tuning(r)
+        res: dict[str, Any] = {"part": part, "tuning_missing": len(tun.missing), "choices": tun.choices,
+                               "needed": sorted(tun.needed), "arms": {}}
+        out["parts"][part.key] = res
+        if tun.choices is None:
+            continue
+        for arm in part.arms:
+            keys = chosen_keys(part, tun.choices, arm, part.report_seeds)
+            done = sum(r.done(k) for k in keys)
+            a: dict[str, Any] = {"declared": len(keys), "done": done, "verdict": None}
+            have = {k[0] for k in keys if r.done(k)}
+            if have >= set(part.arm_ns(arm)):
+                a |= arm_readouts(r, tun.choices, arm, plan.boot)
+                if done == len(keys):
+                    a["verdict"] = verdict(a["evidence"], part, part.arm_ns(arm))
+            res["arms"][arm] = a
+        if "R" in res["arms"] and "E" in res["arms"]:
+            res["survives"] = survives(res["arms"]["R"]["verdict"], res["arms"]["E"]["verdict"])
+    return out
+
+
+def run_stage(plan: Plan, stage: str, root: Path, jobs: int = 2, progress: bool = True, say=print) -> int:
+    """Run a named stage's missing runs into the results directory `root` (resumable: finished runs are
+    skipped, a killed stage reruns what it lost) and return how many ran. A tuning stage repeats until the
+    edge rule asks for no more points. StudiesError when an earlier stage is unfinished or a run failed."""
+    from studies.config import StudiesError
+    from studies.executors import run_sweep
+    from studies.store import ResultStore
+
+    ran = 0
+    while True:
+        sp = stage_plan(plan, stage, root)
+        if sp.blocked:
+            raise StudiesError(sp.blocked)
+        if not sp.todo:
+            say(f"stage {stage}: all {len(sp.declared)} run(s) finished in {root}")
+            return ran
+        say(f"stage {stage}: {sp.done} of {len(sp.declared)} run(s) finished; running {len(sp.todo)} "
+            f"({sp.rollouts / 1e6:.2f} M rollouts) with {jobs} job(s) into {root}")
+        with ResultStore(root, study=f"tiny-study-{plan.name}") as store:
+            summary = run_sweep(sp.todo, store, jobs=jobs, progress=progress, desc=f"tiny-study {stage}")
+        ran += summary.done
+        if summary.failed:
+            rid, why = next(iter(summary.failed.items()))
+            raise StudiesError(f"stage {stage}: {len(summary.failed)} run(s) failed, e.g. {rid}: {why}")

@@ -173,6 +173,19 @@ def test_an_optimum_on_an_edge_adds_the_next_point_outward():
         ts.extra_grid_point(grid, 3e-4)
     assert ts.within_cap(1e-3) and not ts.within_cap(1.78e-3)  # MAX_EXTRA = 3 points each way
     assert ts.within_cap(1e-5) and not ts.within_cap(5.62e-6)
+    assert ts.within_cap(3.16e-4, max_extra=1) and not ts.within_cap(5.62e-4, max_extra=1)
+
+
+def test_an_edge_optimum_on_a_plateau_along_lr_adds_nothing():
+    """Within half a validation problem (0.5 / d_val) of the next lr inward: the grid already brackets it."""
+    grid = [ts.lr_point(k) for k in ts.GRID_K]
+    d_val = 317
+    plateau = {5.62e-5: 0.70, 1e-4: 0.80, 1.78e-4: 0.80 + 0.4 / d_val}
+    assert ts.extra_grid_point(grid, 1.78e-4, plateau, d_val) is None
+    rising = {5.62e-5: 0.70, 1e-4: 0.80, 1.78e-4: 0.80 + 0.6 / d_val}
+    assert ts.extra_grid_point(grid, 1.78e-4, rising, d_val) == 3.16e-4
+    low = {5.62e-5: 0.82, 1e-4: 0.80, 1.78e-4: 0.70}
+    assert ts.extra_grid_point(grid, 5.62e-5, low, d_val) == 3.16e-5
 
 
 def test_arm_r_maximises_the_mean_over_n_not_any_one_n():

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from isocompute.reports.claims.common import ci, paired_contrast, tq
-from isocompute.reports.claims.selection import directional_growth, select_on_heldout
+from isocompute.reports.claims.selection import directional_growth, saturated_edge, select_on_heldout
 from isocompute.reports.claims.wgain import w_gain
 from studies.declared import StudySpec, Tables, run_studies
 from studies.fit.frontier import FrontierFit
@@ -413,7 +413,7 @@ def edge_detail(rec: pd.DataFrame, budget: float, size: Size, n: int, lr: float,
         "reward": r,
         "inner_lr": inner,
         "inner": ri,
-        "saturated": bool(abs(r - ri) < 0.5 / d_val),
+        "saturated": saturated_edge(r, ri, d_val),
     }
 
 
