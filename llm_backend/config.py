@@ -198,13 +198,14 @@ TINY_DEFAULTS = {
     "train_dtype": "float32",
     "max_model_len": 64,
 }
-"""Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling
-at temperature 1 (the distribution the model learned, which the calibration measured), answers of at most
-9 characters + EOS (llm_backend/tiny_tasks.py), the base lr 1e-4 at B_ref = 64 under the sqrt rule that
-tuning on held-out seeds chose for every n at 2^14 and 2^16 rollouts (docs/GROUP_STD_TINY.md; the earlier
-default 3e-4 collapsed n = 64, docs/tiny_lm/README.md), 256 validation problems (an evaluation costs milliseconds), float32 on every CPU (the
-matmuls are too small for bf16 to pay even with AMX) and, for `--option engine=vllm`, vLLM's context at the
-model's 64 positions (tiny_model.TinyConfig.max_position_embeddings; tested equal)."""
+"""Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling at
+temperature 1 (the distribution the model learned, which the calibration measured), answers of at most 9
+characters + EOS (llm_backend/tiny_tasks.py), the base lr 1e-4 at B_ref = 64 under the sqrt rule that tuning
+on held-out seeds chose for every n at 2^14 and 2^16 rollouts (docs/GROUP_STD_TINY.md; the earlier default
+3e-4 collapsed n = 64, docs/tiny_lm/README.md), 256 validation problems (an evaluation costs milliseconds),
+float32 on every CPU (the matmuls are too small for bf16 to pay even with AMX) and, for `--option
+engine=vllm`, vLLM's context at the model's 64 positions (tiny_model.TinyConfig.max_position_embeddings;
+tested equal)."""
 
 
 def config_for(model: str | None = None, **kw) -> LLMConfig:

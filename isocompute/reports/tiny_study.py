@@ -1,6 +1,7 @@
-"""The tiny-LM allocation study: does the compute-optimal group size n*(C) rise on a real transformer once large
-n gets about a thousand optimizer steps, under the paper's recipe (arm R) and under a per-(n, C) tuned lr (arm
-E)? Declared here, run in stages, judged by a rule fixed before the runs (docs/PAPER.md "The question").
+"""The tiny-LM allocation study: does the compute-optimal group size n*(C) rise on a real transformer once
+large n gets about a thousand optimizer steps, under the paper's recipe (arm R) and under a per-(n, C) tuned
+lr (arm E)? Declared here, run in stages, judged by a rule fixed before the runs (docs/PAPER.md "The
+question").
 
 Declaration (`FULL`; `QUICK` is the same machinery on a plan of seconds, for CI):
 - Easy split of the tiny LM, all of its validation problems, val avg@16 at 16 log-spaced evaluations, bp 16,
@@ -43,7 +44,7 @@ from studies.declared import StudySpec, study_configs
 LR_CENTRE = 1e-4
 """Centre of the base-lr grid: the base lr the earlier tiny-LM study's tuning seeds chose for every n at 2^14
 and 2^16 (docs/GROUP_STD_TINY.md), now the tiny LM's default."""
-LR_STEP = 10 ** 0.25
+LR_STEP = 10**0.25
 """Ratio between neighbouring grid points (1.78x: four points per decade)."""
 GRID_K = (-1, 0, 1)
 """Declared grid points, as powers of LR_STEP around the centre: 5.62e-5, 1e-4, 1.78e-4."""
@@ -80,13 +81,15 @@ REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCO
 
 RULE_TEXT = (
     "Verdict per arm (one-sided alpha 0.025 each). Plateau checks: P_small, n = {small}'s reported-seed mean "
-    "record reward gains < 0.01 from {prev} to {top}; P_large, the same for the largest n ({large}). Stake S: "
+    "record reward gains < 0.01 from {prev} to {top}; P_large, the same for the largest n ({large}). Stake "
+    "S: "
     "paired over seeds at {top}, (the better of {cands}, picked on the tuning seeds) minus n = {small}. "
     "REPRODUCED if n*({top}) >= 4 n*({low}) with the {top} seed-bootstrap interval excluding the smallest n, "
-    "and S's lower bound > 0 with mean >= +0.02. NOT REPRODUCED if P_small and P_large hold and S's upper bound "
+    "and S's lower bound > 0 with mean >= +0.02. NOT REPRODUCED if P_small and P_large hold and S's upper "
+    "bound "
     "< +0.015. INCONCLUSIVE otherwise, saying what would decide it (a large n still rising below a plateaued "
     "small n means the budget is too small: reported, with the extrapolated crossing if the fits give one). "
-    "\"Survives lr tuning\" = REPRODUCED in R and E."
+    '"Survives lr tuning" = REPRODUCED in R and E.'
 )
 """The issue's rule, verbatim but for the budgets and n of the part it is read on (`rule_text`)."""
 
@@ -106,8 +109,12 @@ def lr_label(lr: float) -> str:
     return f"lr={lr:g}"
 
 
-def extra_grid_point(grid: Sequence[float], chosen: float, scores: Mapping[float, float] | None = None,
-                     d_val: int | None = None) -> float | None:
+def extra_grid_point(
+    grid: Sequence[float],
+    chosen: float,
+    scores: Mapping[float, float] | None = None,
+    d_val: int | None = None,
+) -> float | None:
     """The rule "an optimum on a grid edge adds a grid point on the tuning seeds before anything is reported":
     the next point outward (1.78x beyond the edge) when `chosen` is the grid's largest or smallest lr, else
     None. With the tuning `scores` of the grid's lrs and the validation size `d_val`, an edge optimum within
@@ -189,7 +196,7 @@ class Plan:
     """Samples per validation problem (avg@k; best@k, worst@k)."""
     n_evals: int = 16
     pilot_ns: tuple[int, ...] = (4, 64)
-    """The pilot: these n of the first part, one tuning seed, at the centre lr (runs the tuning stage reuses)."""
+    """The pilot: these n of the first part, one tuning seed, at the centre lr (tuning runs, reused)."""
     boot: int = 200
     """Seed-bootstrap resamples of the n* intervals."""
     max_extra: int = MAX_EXTRA
@@ -217,20 +224,46 @@ class Plan:
 
 
 EASY_VAL = 317
-"""Validation problems of the tiny LM's easy split (all of them; tests check the split still has this many)."""
+"""Validation problems of the tiny LM's easy split: all of them (a test checks that it still has as many)."""
 OCTAVES = tuple(2**e for e in range(12, 21))
 
 FULL = Plan(
     "full",
     parts=(
-        Part("easy", "easy", ns=(4, 8, 16, 32, 64), ns_e=(4, 16, 64), budget=2**20, prev=2**19, low=2**12,
-             readout=OCTAVES, tune_seeds=(0, 1), report_seeds=(2, 3, 4, 5, 6, 7), d_val=EASY_VAL,
-             kl_coef=KL_COEF, entropy_coef=ENTROPY_COEF, stake_from=(16, 64)),
+        Part(
+            "easy",
+            "easy",
+            ns=(4, 8, 16, 32, 64),
+            ns_e=(4, 16, 64),
+            budget=2**20,
+            prev=2**19,
+            low=2**12,
+            readout=OCTAVES,
+            tune_seeds=(0, 1),
+            report_seeds=(2, 3, 4, 5, 6, 7),
+            d_val=EASY_VAL,
+            kl_coef=KL_COEF,
+            entropy_coef=ENTROPY_COEF,
+            stake_from=(16, 64),
+        ),
         # Hard: the paper's Hard recipe (no KL, no entropy), arm R, one octave less compute; its validation
         # set is the first 317 of the split's 768 problems, so that an evaluation costs what Easy's does
-        Part("hard", "hard", ns=(4, 16, 64), ns_e=(), budget=2**19, prev=2**18, low=2**12,
-             readout=OCTAVES[:-1], tune_seeds=(0, 1), report_seeds=(2, 3, 4, 5), d_val=EASY_VAL,
-             kl_coef=0.0, entropy_coef=0.0, stake_from=(16, 64)),
+        Part(
+            "hard",
+            "hard",
+            ns=(4, 16, 64),
+            ns_e=(),
+            budget=2**19,
+            prev=2**18,
+            low=2**12,
+            readout=OCTAVES[:-1],
+            tune_seeds=(0, 1),
+            report_seeds=(2, 3, 4, 5),
+            d_val=EASY_VAL,
+            kl_coef=0.0,
+            entropy_coef=0.0,
+            stake_from=(16, 64),
+        ),
     ),
 )
 """The study of record (module text)."""
@@ -238,11 +271,38 @@ FULL = Plan(
 QUICK = Plan(
     "quick",
     parts=(
-        Part("easy", "easy", ns=(2, 4), ns_e=(2, 4), budget=2**6, prev=2**5, low=2**4, readout=(16, 32, 64),
-             tune_seeds=(0,), report_seeds=(1, 2), d_val=8, kl_coef=KL_COEF, entropy_coef=ENTROPY_COEF,
-             stake_from=(4,)),
-        Part("hard", "hard", ns=(2, 4), ns_e=(), budget=2**5, prev=2**4, low=2**3, readout=(8, 16, 32),
-             tune_seeds=(0,), report_seeds=(1, 2), d_val=8, kl_coef=0.0, entropy_coef=0.0, stake_from=(4,)),
+        Part(
+            "easy",
+            "easy",
+            ns=(2, 4),
+            ns_e=(2, 4),
+            budget=2**6,
+            prev=2**5,
+            low=2**4,
+            readout=(16, 32, 64),
+            tune_seeds=(0,),
+            report_seeds=(1, 2),
+            d_val=8,
+            kl_coef=KL_COEF,
+            entropy_coef=ENTROPY_COEF,
+            stake_from=(4,),
+        ),
+        Part(
+            "hard",
+            "hard",
+            ns=(2, 4),
+            ns_e=(),
+            budget=2**5,
+            prev=2**4,
+            low=2**3,
+            readout=(8, 16, 32),
+            tune_seeds=(0,),
+            report_seeds=(1, 2),
+            d_val=8,
+            kl_coef=0.0,
+            entropy_coef=0.0,
+            stake_from=(4,),
+        ),
     ),
     bp=2,
     k=2,
@@ -266,8 +326,14 @@ def rule_text(part: Part) -> str:
     from isocompute.reports.claims.common import budget_text
 
     cands = " and ".join(f"n = {n}" for n in part.stake_from)
-    return RULE_TEXT.format(small=part.small, large=max(part.ns), prev=budget_text(part.prev),
-                            top=budget_text(part.budget), low=budget_text(part.low), cands=cands)
+    return RULE_TEXT.format(
+        small=part.small,
+        large=max(part.ns),
+        prev=budget_text(part.prev),
+        top=budget_text(part.budget),
+        low=budget_text(part.low),
+        cands=cands,
+    )
 
 
 def spec(plan: Plan, part: Part, lrs: Iterable[float]) -> StudySpec:
@@ -380,8 +446,9 @@ class Choices:
     open_edges: list[str] = field(default_factory=list)
 
 
-def choose_r(rec: pd.DataFrame, ns: Sequence[int], budget: float, lrs: Sequence[float]
-             ) -> tuple[float, dict[float, float]]:
+def choose_r(
+    rec: pd.DataFrame, ns: Sequence[int], budget: float, lrs: Sequence[float]
+) -> tuple[float, dict[float, float]]:
     """Arm R: the base lr maximising the mean over n of the tuning-seed mean record reward at `budget`
     (`rec`: record_rewards on the tuning seeds), over the lrs every n ran; (lr, {lr: score})."""
     rr = rec.loc[(rec["budget"] == float(budget)) & rec["n"].isin(list(ns)) & rec["lr"].isin(list(lrs))]
@@ -416,13 +483,15 @@ class Tuning:
 def tuning(runs: Runs) -> Tuning:
     """The tuning stage as a function of the store: run the declared grid on the tuning seeds; while an
     optimum (arm R's lr, or arm E's lr of some n at some readout budget) sits on its grid's edge, add the next
-    point outward (`extra_grid_point`, for every n of arm R or for that n of arm E); done when no optimum is on
-    an edge it may still extend."""
+    point outward (`extra_grid_point`, for every n of arm R or for that n of arm E); done when no optimum is
+    on an edge it may still extend."""
     part = runs.part
     ns = sorted(set(part.ns) | set(part.ns_e))
     needed = {(n, lr_point(k)) for n in ns for k in GRID_K}
     while True:
-        missing = [(n, s, lr) for n, lr in sorted(needed) for s in part.tune_seeds if not runs.done((n, s, lr))]
+        missing = [
+            (n, s, lr) for n, lr in sorted(needed) for s in part.tune_seeds if not runs.done((n, s, lr))
+        ]
         if missing:
             return Tuning(needed, missing, None)
         keys = [(n, s, lr) for n, lr in needed for s in part.tune_seeds]
@@ -485,8 +554,9 @@ class StagePlan:
         return int(sum(c.budget for c in self.todo))
 
 
-def _stage(stage: str, runs: Runs, keys: Iterable[tuple[int, int, float]], blocked: str | None = None
-           ) -> StagePlan:
+def _stage(
+    stage: str, runs: Runs, keys: Iterable[tuple[int, int, float]], blocked: str | None = None
+) -> StagePlan:
     keys = sorted(set(keys))
     declared = [runs.cfgs[k] for k in keys]
     todo = [runs.cfgs[k] for k in keys if not runs.done(k)]
@@ -507,11 +577,17 @@ def stage_plan(plan: Plan, stage: str, root: Path, runs: Runs | None = None) -> 
         return _stage(stage, runs, [(n, part.tune_seeds[0], LR_CENTRE) for n in plan.pilot_ns])
     tun = tuning(runs)
     if stage.endswith("tune"):
-        return _stage(stage, runs, list(tun.missing) + [(n, s, lr) for n, lr in tun.needed
-                                                         for s in part.tune_seeds])
+        return _stage(
+            stage, runs, list(tun.missing) + [(n, s, lr) for n, lr in tun.needed for s in part.tune_seeds]
+        )
     if tun.choices is None:
-        return _stage(stage, runs, [], blocked=f"the {part.key} tuning stage is not finished "
-                      f"({len(tun.missing)} run(s) missing): run stage {'hard-' if key == 'hard' else ''}tune")
+        return _stage(
+            stage,
+            runs,
+            [],
+            blocked=f"the {part.key} tuning stage is not finished "
+            f"({len(tun.missing)} run(s) missing): run stage {'hard-' if key == 'hard' else ''}tune",
+        )
     keys = set()
     for arm in part.arms:
         keys |= chosen_keys(part, tun.choices, arm, part.report_seeds)
@@ -528,8 +604,9 @@ class NStar:
     hi: int | None = None
 
 
-def estimate_n_star(table: pd.DataFrame, budgets: Sequence[float], reps: int = 0, metric: str = "val_mean",
-                    x: str = "compute") -> list[NStar]:
+def estimate_n_star(
+    table: pd.DataFrame, budgets: Sequence[float], reps: int = 0, metric: str = "val_mean", x: str = "compute"
+) -> list[NStar]:
     """n*(C) at `budgets` over the n of `table` (one lr per n), with the seed-bootstrap interval when `reps`
     > 0 and there are seeds to resample: the project's one estimator (studies.fit: FrontierFit's frontier of
     per-n sigmoids, bootstrap_n_star), called from here only, so that a change of estimator (n* as the set of
@@ -545,17 +622,22 @@ def estimate_n_star(table: pd.DataFrame, budgets: Sequence[float], reps: int = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ff = FrontierFit(metric=metric, by="n", x=x).fit(table)
-        pts = [None if v is None or (isinstance(v, float) and not np.isfinite(v)) else int(v)
-               for v in ff.n_star_at(C)["n"]]
+        pts = [
+            None if v is None or (isinstance(v, float) and not np.isfinite(v)) else int(v)
+            for v in ff.n_star_at(C)["n"]
+        ]
         if not reps or ff.aggregate_ != "mean" or table["seed"].nunique() < 2:
             return [NStar(p) for p in pts]
         b = bootstrap_n_star(ff, table, C, reps=reps, rng_seed=0)
-    return [NStar(p, None if lo is None else int(lo), None if hi is None else int(hi))
-            for p, lo, hi in zip(pts, b["lo"], b["hi"], strict=True)]
+    return [
+        NStar(p, None if lo is None else int(lo), None if hi is None else int(hi))
+        for p, lo, hi in zip(pts, b["lo"], b["hi"], strict=True)
+    ]
 
 
-def extrapolated_crossing(table: pd.DataFrame, small: int, large: int, start: float, stop: float = 2.0**30
-                          ) -> float | None:
+def extrapolated_crossing(
+    table: pd.DataFrame, small: int, large: int, start: float, stop: float = 2.0**30
+) -> float | None:
     """The compute beyond `start` where the per-n sigmoid of `large` first exceeds that of `small` (the same
     fits as estimate_n_star's, on the seed-mean curves), or None when the fits do not cross by `stop`."""
     import warnings
@@ -615,8 +697,15 @@ def stake(ev: Evidence, part: Part, ns: Sequence[int]) -> dict:
     cands = [n for n in part.stake_from if n in ns]
     tune = {n: _mean_at(ev.tune_rec, n, part.budget) for n in cands}
     tune = {n: v for n, v in tune.items() if np.isfinite(v)}
-    out = {"n_large": None, "n_small": small, "mean": float("nan"), "lo": float("nan"), "hi": float("nan"),
-           "seeds": 0, "tune": tune}
+    out = {
+        "n_large": None,
+        "n_small": small,
+        "mean": float("nan"),
+        "lo": float("nan"),
+        "hi": float("nan"),
+        "seeds": 0,
+        "tune": tune,
+    }
     if not tune:
         return out
     big = max(sorted(tune), key=lambda n: tune[n])
@@ -650,29 +739,53 @@ def verdict(ev: Evidence, part: Part, ns: Sequence[int]) -> Verdict:
     s_up = bool(np.isfinite(s["lo"]) and s["lo"] > 0 and s["mean"] >= STAKE_MIN)
     s_null = bool(np.isfinite(s["hi"]) and s["hi"] < STAKE_NULL)
     iv = f" [{st.lo}, {st.hi}]" if st.lo is not None else " [no interval]"
-    s_txt = (f"S = n={s['n_large']} − n={small} = {s['mean']:+.4f} [{s['lo']:+.4f}, {s['hi']:+.4f}] over "
-             f"{s['seeds']} seeds" if s["n_large"] is not None else "S: n/a")
-    why = (f"n*({bt(top)}) = {st.point}{iv}, n*({bt(low)}) = {sl.point}; {s_txt}; n={small} gains "
-           f"{g_small:+.4f} and n={large} {g_large:+.4f} from {bt(prev)} to {bt(top)} "
-           f"(P_small {'holds' if p_small else 'fails'}, P_large {'holds' if p_large else 'fails'})")
-    numbers = {"n_star_top": st.point, "n_star_top_lo": st.lo, "n_star_top_hi": st.hi, "n_star_low": sl.point,
-               "gain_small": g_small, "gain_large": g_large, "p_small": p_small, "p_large": p_large,
-               "stake": s, "crossing": ev.crossing}
+    s_txt = (
+        f"S = n={s['n_large']} − n={small} = {s['mean']:+.4f} [{s['lo']:+.4f}, {s['hi']:+.4f}] over "
+        f"{s['seeds']} seeds"
+        if s["n_large"] is not None
+        else "S: n/a"
+    )
+    why = (
+        f"n*({bt(top)}) = {st.point}{iv}, n*({bt(low)}) = {sl.point}; {s_txt}; n={small} gains "
+        f"{g_small:+.4f} and n={large} {g_large:+.4f} from {bt(prev)} to {bt(top)} "
+        f"(P_small {'holds' if p_small else 'fails'}, P_large {'holds' if p_large else 'fails'})"
+    )
+    numbers = {
+        "n_star_top": st.point,
+        "n_star_top_lo": st.lo,
+        "n_star_top_hi": st.hi,
+        "n_star_low": sl.point,
+        "gain_small": g_small,
+        "gain_large": g_large,
+        "p_small": p_small,
+        "p_large": p_large,
+        "stake": s,
+        "crossing": ev.crossing,
+    }
     if ev.open_edges:
-        return Verdict(INCONCLUSIVE, why, "the lr optimum is on an open edge of the grid after the rule's "
-                       f"added points ({'; '.join(ev.open_edges)}): extend the grid", numbers)
+        return Verdict(
+            INCONCLUSIVE,
+            why,
+            "the lr optimum is on an open edge of the grid after the rule's "
+            f"added points ({'; '.join(ev.open_edges)}): extend the grid",
+            numbers,
+        )
     if grows and excludes and s_up:
         return Verdict(REPRODUCED, why, "", numbers)
     if p_small and p_large and s_null:
         return Verdict(NOT_REPRODUCED, why, "", numbers)
     need = []
     if not grows:
-        need.append(f"n* growth: n*({bt(top)}) = {st.point} is not >= {GROWTH:g} x n*({bt(low)}) = {sl.point}")
+        need.append(
+            f"n* growth: n*({bt(top)}) = {st.point} is not >= {GROWTH:g} x n*({bt(low)}) = {sl.point}"
+        )
     elif not excludes:
         need.append(f"the {bt(top)} n* interval{iv} does not exclude n = {small}: more reported seeds")
     if not s_up and not s_null:
-        need.append(f"S's bounds [{s['lo']:+.4f}, {s['hi']:+.4f}] clear neither lower > 0 with mean >= "
-                    f"+{STAKE_MIN:g} nor upper < +{STAKE_NULL:g}: more reported seeds")
+        need.append(
+            f"S's bounds [{s['lo']:+.4f}, {s['hi']:+.4f}] clear neither lower > 0 with mean >= "
+            f"+{STAKE_MIN:g} nor upper < +{STAKE_NULL:g}: more reported seeds"
+        )
     elif not s_up and not (p_small and p_large):
         pass  # S is null, so only the plateau checks stand between it and NOT REPRODUCED (below)
     if not p_small:
@@ -680,17 +793,24 @@ def verdict(ev: Evidence, part: Part, ns: Sequence[int]) -> Verdict:
     if not p_large:
         rising_below = p_small and _mean_at(ev.rec, large, top) < _mean_at(ev.rec, small, top)
         if rising_below:
-            cross = (f"; the per-n sigmoid fits cross at about 2^{math.log2(ev.crossing):.1f} rollouts"
-                     if ev.crossing else "; the per-n sigmoid fits give no crossing")
-            need.append(f"n = {large} is still rising ({g_large:+.4f} from {bt(prev)} to {bt(top)}) below the "
-                        f"plateaued n = {small}: the budget is too small{cross}")
+            cross = (
+                f"; the per-n sigmoid fits cross at about 2^{math.log2(ev.crossing):.1f} rollouts"
+                if ev.crossing
+                else "; the per-n sigmoid fits give no crossing"
+            )
+            need.append(
+                f"n = {large} is still rising ({g_large:+.4f} from {bt(prev)} to {bt(top)}) below the "
+                f"plateaued n = {small}: the budget is too small{cross}"
+            )
         else:
-            need.append(f"n = {large} still gains {g_large:+.4f} from {bt(prev)} to {bt(top)}: a larger budget")
+            need.append(
+                f"n = {large} still gains {g_large:+.4f} from {bt(prev)} to {bt(top)}: a larger budget"
+            )
     return Verdict(INCONCLUSIVE, why, "; ".join(need) or "nothing in the rule (check the data)", numbers)
 
 
 def survives(r: Verdict | None, e: Verdict | None) -> bool:
-    """"Survives lr tuning": REPRODUCED in arm R and in arm E."""
+    """ "Survives lr tuning": REPRODUCED in arm R and in arm E."""
     return r is not None and e is not None and r.outcome == REPRODUCED and e.outcome == REPRODUCED
 
 
@@ -704,8 +824,9 @@ def arm_lr(ch: Choices, arm: str, n: int, budget: float) -> float | None:
     return ch.r_lr if arm == "R" else ch.e_lr.get((n, float(budget)))
 
 
-def arm_records(runs: Runs, ch: Choices, arm: str, seeds: Iterable[int], metric: str = "val_mean"
-                ) -> pd.DataFrame:
+def arm_records(
+    runs: Runs, ch: Choices, arm: str, seeds: Iterable[int], metric: str = "val_mean"
+) -> pd.DataFrame:
     """Record reward of each n of the arm at each readout budget, at the lr the arm reads there: columns n,
     seed, budget, reward (record_rewards of the arm's chosen runs, filtered by (n, budget) -> lr)."""
     part = runs.part
@@ -740,8 +861,13 @@ def stake_at(rec: pd.DataFrame, trec: pd.DataFrame, budget: float, ns: Sequence[
     tune = {n: _mean_at(trec, n, budget) for n in ns}
     tune = {n: v for n, v in tune.items() if np.isfinite(v)}
     if not tune or not any(n in tune for n in small):
-        return {"budget": float(budget), "best": None, "best_small": None, "mean": float("nan"),
-                "ci": float("nan")}
+        return {
+            "budget": float(budget),
+            "best": None,
+            "best_small": None,
+            "mean": float("nan"),
+            "ci": float("nan"),
+        }
     best = max(sorted(tune), key=lambda n: tune[n])
     best_small = max(sorted(n for n in small if n in tune), key=lambda n: tune[n])
     piv = rec.loc[rec["budget"] == float(budget)].pivot_table(index="seed", columns="n", values="reward")
@@ -773,8 +899,12 @@ def asymptotes(curves: pd.DataFrame) -> dict[int, dict]:
                     per_seed.setdefault(int(n), []).append(float(f.params_["A"]))
     for n, f in pooled.items():
         m, h = _ci(per_seed.get(int(n), []))
-        out[int(n)] = {"A": float(f.params_["A"]) if f.ok_ else float("nan"), "seed_mean": m, "ci": h,
-                       "seeds": len(per_seed.get(int(n), []))}
+        out[int(n)] = {
+            "A": float(f.params_["A"]) if f.ok_ else float("nan"),
+            "seed_mean": m,
+            "ci": h,
+            "seeds": len(per_seed.get(int(n), [])),
+        }
     return out
 
 
@@ -811,8 +941,11 @@ def pass1_readout(runs: Runs, ch: Choices, arm: str, computes: Sequence[float]) 
         m["n"] = m["run_id"].map(n_of)
         for (split, n), g in m.groupby(["split", "n"]):
             out.setdefault(float(c), {}).setdefault(str(split), {})[int(n)] = {
-                "mean": float(g["mean"].mean()), "zero": float(g["zero_frac"].mean()),
-                "one": float(g["one_frac"].mean()), "runs": len(g)}
+                "mean": float(g["mean"].mean()),
+                "zero": float(g["zero_frac"].mean()),
+                "one": float(g["one_frac"].mean()),
+                "runs": len(g),
+            }
     return out
 
 
@@ -829,13 +962,18 @@ def wall_readout(runs: Runs, ch: Choices, arm: str, curves: pd.DataFrame, points
             k = (n, s, lr)
             if lr is not None and runs.done(k) and runs.wall(k) > 0:
                 rate[(n, s)] = runs.cfgs[k].budget / runs.wall(k)
-    out = {"rate": {n: _ci([v for (m, _), v in rate.items() if m == n]) for n in part.arm_ns(arm)},
-           "times": [], "n_star": []}
+    out = {
+        "rate": {n: _ci([v for (m, _), v in rate.items() if m == n]) for n in part.arm_ns(arm)},
+        "times": [],
+        "n_star": [],
+    }
     if curves.empty or not rate:
         return out
     t = curves.copy()
-    t["wall"] = [c / rate.get((int(n), int(s)), float("nan"))
-                 for c, n, s in zip(t["compute"], t["n"], t["seed"], strict=True)]
+    t["wall"] = [
+        c / rate.get((int(n), int(s)), float("nan"))
+        for c, n, s in zip(t["compute"], t["n"], t["seed"], strict=True)
+    ]
     t = t.loc[np.isfinite(t["wall"])]
     pos = t.loc[t["wall"] > 0].groupby("n")["wall"].agg(["min", "max"])
     lo, hi = float(pos["min"].max()), float(pos["max"].min())
@@ -884,12 +1022,19 @@ def arm_readouts(runs: Runs, ch: Choices, arm: str, boot: int) -> dict:
         best = top_curves.groupby("run_id")["val_mean"].max()
         out["overfit"] = per_n(last.assign(value=last["run_id"].map(best) - last["val_mean"]))
     out["wall"] = wall_readout(runs, ch, arm, top_curves)
-    out["top_mean"] = {n: _ci(rec.loc[(rec["n"] == n) & (rec["budget"] == budgets[-1]), "reward"]) for n in ns}
+    out["top_mean"] = {
+        n: _ci(rec.loc[(rec["n"] == n) & (rec["budget"] == budgets[-1]), "reward"]) for n in ns
+    }
     low_i = budgets.index(float(part.low))
     crossing = extrapolated_crossing(top_curves, min(ns), max(ns), float(part.budget))
-    out["evidence"] = Evidence(rec, trec, stars[-1] if stars else NStar(None),
-                               stars[low_i] if stars else NStar(None), crossing, tuple(
-                                   e for e in ch.open_edges if e.startswith(f"arm {arm}")))
+    out["evidence"] = Evidence(
+        rec,
+        trec,
+        stars[-1] if stars else NStar(None),
+        stars[low_i] if stars else NStar(None),
+        crossing,
+        tuple(e for e in ch.open_edges if e.startswith(f"arm {arm}")),
+    )
     return out
 
 
@@ -905,11 +1050,18 @@ def pilot_readout(runs: Runs, plan: Plan) -> list[dict]:
         if runs.done(k):
             t = runs.table([k]).sort_values("compute")
             i = int(t["val_mean"].to_numpy().argmax())
-            row |= {"val_base": float(t["val_mean"].iloc[0]), "val_last": float(t["val_mean"].iloc[-1]),
-                    "val_best": float(t["val_mean"].iloc[i]), "at": float(t["compute"].iloc[i]),
-                    "train_last": float(t["train_mean"].iloc[-1]), "compute": float(t["compute"].iloc[-1]),
-                    "entropy": float(t["entropy"].iloc[-1]), "kl": float(t["kl"].iloc[-1]),
-                    "wall": runs.wall(k), "rate": runs.cfgs[k].budget / runs.wall(k)}
+            row |= {
+                "val_base": float(t["val_mean"].iloc[0]),
+                "val_last": float(t["val_mean"].iloc[-1]),
+                "val_best": float(t["val_mean"].iloc[i]),
+                "at": float(t["compute"].iloc[i]),
+                "train_last": float(t["train_mean"].iloc[-1]),
+                "compute": float(t["compute"].iloc[-1]),
+                "entropy": float(t["entropy"].iloc[-1]),
+                "kl": float(t["kl"].iloc[-1]),
+                "wall": runs.wall(k),
+                "rate": runs.cfgs[k].budget / runs.wall(k),
+            }
         out.append(row)
     return out
 
@@ -924,14 +1076,27 @@ def measure(plan: Plan, root: Path) -> dict:
     for st in STAGES:
         part = plan.part("hard" if st.startswith("hard") else plan.parts[0].key)
         sp = stage_plan(plan, st, root, runs[part.key])
-        out["stages"].append({"stage": st, "declared": len(sp.declared), "done": sp.done, "blocked": sp.blocked,
-                              "rollouts_left": sp.rollouts, "rollouts": int(sum(c.budget for c in sp.declared))})
+        out["stages"].append(
+            {
+                "stage": st,
+                "declared": len(sp.declared),
+                "done": sp.done,
+                "blocked": sp.blocked,
+                "rollouts_left": sp.rollouts,
+                "rollouts": int(sum(c.budget for c in sp.declared)),
+            }
+        )
     out["pilot"] = pilot_readout(runs[plan.parts[0].key], plan)
     for part in plan.parts:
         r = runs[part.key]
         tun = tuning(r)
-        res: dict[str, Any] = {"part": part, "tuning_missing": len(tun.missing), "choices": tun.choices,
-                               "needed": sorted(tun.needed), "arms": {}}
+        res: dict[str, Any] = {
+            "part": part,
+            "tuning_missing": len(tun.missing),
+            "choices": tun.choices,
+            "needed": sorted(tun.needed),
+            "arms": {},
+        }
         out["parts"][part.key] = res
         if tun.choices is None:
             continue
@@ -966,8 +1131,10 @@ def run_stage(plan: Plan, stage: str, root: Path, jobs: int = 2, progress: bool 
         if not sp.todo:
             say(f"stage {stage}: all {len(sp.declared)} run(s) finished in {root}")
             return ran
-        say(f"stage {stage}: {sp.done} of {len(sp.declared)} run(s) finished; running {len(sp.todo)} "
-            f"({sp.rollouts / 1e6:.2f} M rollouts) with {jobs} job(s) into {root}")
+        say(
+            f"stage {stage}: {sp.done} of {len(sp.declared)} run(s) finished; running {len(sp.todo)} "
+            f"({sp.rollouts / 1e6:.2f} M rollouts) with {jobs} job(s) into {root}"
+        )
         with ResultStore(root, study=f"tiny-study-{plan.name}") as store:
             summary = run_sweep(sp.todo, store, jobs=jobs, progress=progress, desc=f"tiny-study {stage}")
         ran += summary.done

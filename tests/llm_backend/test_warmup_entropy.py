@@ -12,8 +12,19 @@ torch = pytest.importorskip("torch")
 from llm_backend import trainer  # noqa: E402
 from llm_backend.config import ConfigError, config_for  # noqa: E402
 
-RUN = dict(dataset="easy", n=2, bp=2, budget=24, k=1, d_val=4, n_evals=2, lr=1e-3, warmup_steps=4,
-           train_eval=False, seed=3)
+RUN = dict(
+    dataset="easy",
+    n=2,
+    bp=2,
+    budget=24,
+    k=1,
+    d_val=4,
+    n_evals=2,
+    lr=1e-3,
+    warmup_steps=4,
+    train_eval=False,
+    seed=3,
+)
 """6 steps of bp 2 x n 2, a 4-step warm-up: steps 1-4 ramp, 5-6 run at the full lr."""
 
 
@@ -21,7 +32,9 @@ def test_step_lr_ramps_linearly_then_holds():
     c = config_for("tiny", n=4, bp=16, warmup_steps=10)
     full = c.effective_lr()
     assert full == pytest.approx(1e-4)  # n 4 x bp 16 = B_ref 64: the base lr itself
-    assert [c.step_lr(s) for s in range(1, 12)] == pytest.approx([full * s / 10 for s in range(1, 11)] + [full])
+    assert [c.step_lr(s) for s in range(1, 12)] == pytest.approx(
+        [full * s / 10 for s in range(1, 11)] + [full]
+    )
     assert c.step_lr(10_000) == full
     plain = config_for("tiny", n=4, bp=16)
     assert plain.warmup_steps == 0 and {plain.step_lr(s) for s in (1, 2, 50)} == {full}
@@ -64,10 +77,13 @@ def test_a_resumed_run_warms_up_as_the_uninterrupted_one(tmp_path):
     part = config_for("tiny", **kw, checkpoint_dir=str(tmp_path / "b"))
     run(part, stop_after=2)
     resumed = run(part)
-    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+    for (name, a), b in zip(
+        full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
-    np.testing.assert_array_equal(np.asarray(full.table["val_mean"], float),
-                                  np.asarray(resumed.table["val_mean"], float))
+    np.testing.assert_array_equal(
+        np.asarray(full.table["val_mean"], float), np.asarray(resumed.table["val_mean"], float)
+    )
 
 
 def test_warmup_steps_is_a_study_option_and_listed():

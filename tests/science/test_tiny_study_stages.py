@@ -18,7 +18,8 @@ EASY = ts.FULL.part("easy")
 
 class FakeRuns:
     """What `tuning` reads from a store (`ts.Runs`), with curves reward(n, lr, compute) given by `peak`: every
-    run rises to 0.5 + 0.3 * exp(-(k - k*)^2 / 4) at the top budget, k the lr's grid index, k* = peak(n, C)."""
+    run rises to 0.5 + 0.3 * exp(-(k - k*)^2 / 4) at the top budget (k: the lr's grid index, k* = peak(n,
+    C))."""
 
     def __init__(self, peak, have=None, plan=ts.FULL, part=EASY):
         self.plan, self.part, self.peak = plan, part, peak
@@ -34,8 +35,17 @@ class FakeRuns:
             k = ts.lr_index(lr)
             for c in [0.0] + [float(b) for b in self.part.readout]:
                 height = 0.3 * math.exp(-((k - self.peak(n, c)) ** 2) / 4) * min(c / self.part.budget * 4, 1)
-                rows.append({"run_id": f"{n}-{s}-{lr}", "compute": c, "val_mean": 0.5 + height, "n": n,
-                             "seed": s, "lr": lr, "_diverged": False})
+                rows.append(
+                    {
+                        "run_id": f"{n}-{s}-{lr}",
+                        "compute": c,
+                        "val_mean": 0.5 + height,
+                        "n": n,
+                        "seed": s,
+                        "lr": lr,
+                        "_diverged": False,
+                    }
+                )
         return pd.DataFrame(rows)
 
 
@@ -105,9 +115,17 @@ def test_the_reported_stage_runs_the_chosen_lrs_on_the_reported_seeds():
 
 
 def test_a_diverged_run_scores_zero_after_its_divergence():
-    t = pd.DataFrame({"run_id": ["a"] * 3 + ["b"] * 3, "compute": [0.0, 16.0, 32.0] * 2,
-                      "val_mean": [0.4, 0.6, 0.7, 0.4, 0.65, 0.66], "n": 2, "seed": 0,
-                      "lr": [1e-4] * 3 + [2e-4] * 3, "_diverged": [False] * 3 + [True] * 3})
+    t = pd.DataFrame(
+        {
+            "run_id": ["a"] * 3 + ["b"] * 3,
+            "compute": [0.0, 16.0, 32.0] * 2,
+            "val_mean": [0.4, 0.6, 0.7, 0.4, 0.65, 0.66],
+            "n": 2,
+            "seed": 0,
+            "lr": [1e-4] * 3 + [2e-4] * 3,
+            "_diverged": [False] * 3 + [True] * 3,
+        }
+    )
     t = t.loc[~((t["run_id"] == "b") & (t["compute"] == 32.0))]  # b diverged after compute 16
     rec = ts.record_rewards(t, [16, 32, 64])
     b = rec.loc[rec["run_id"] == "b"].set_index("budget")["reward"]
@@ -122,9 +140,23 @@ def test_the_declared_easy_study_is_the_issues_design():
     assert len(cfgs) == 5 * 8
     c = cfgs[(64, 2, 1e-4)]
     assert (c.backend, c.lm, c.dataset, c.bp, c.budget, c.k, c.n_evals, c.d_val) == (
-        "llm", "tiny", "easy", 16, 2**20, 16, 16, 317)
+        "llm",
+        "tiny",
+        "easy",
+        16,
+        2**20,
+        16,
+        16,
+        317,
+    )
     assert (c.lr, c.lr_rule, c.kl_coef, c.entropy_coef, c.scale_rewards, c.adv_std) == (
-        1e-4, "sqrt", ts.KL_COEF, ts.ENTROPY_COEF, "group", "sample")
+        1e-4,
+        "sqrt",
+        ts.KL_COEF,
+        ts.ENTROPY_COEF,
+        "group",
+        "sample",
+    )
     assert dict(c.options) == {"lr_ref_batch": 64, "temperature": 1.0, "warmup_steps": 10}
     assert c.budget // (c.bp * c.n) == 1024 and c.budget // (c.bp * 4) == 16384
     assert EASY.ns_e == (4, 16, 64) and EASY.tune_seeds == (0, 1) and EASY.report_seeds == tuple(range(2, 8))

@@ -1,7 +1,7 @@
-"""The tiny-LM study's preregistered rule (isocompute/reports/tiny_study.py) on synthetic tables: every outcome
-(REPRODUCED, NOT REPRODUCED, each way of being INCONCLUSIVE), the choice of S's larger n on the tuning seeds,
-"survives lr tuning", the lr grid's edge rule and arm R's choice. Each test asserts the outcome and the number
-that decides it, so a changed threshold or a swapped condition fails it."""
+"""The tiny-LM study's preregistered rule (isocompute/reports/tiny_study.py) on synthetic tables: every
+outcome (REPRODUCED, NOT REPRODUCED, each way of being INCONCLUSIVE), the choice of S's larger n on the tuning
+seeds, "survives lr tuning", the lr grid's edge rule and arm R's choice. Each test asserts the outcome and the
+number that decides it, so a changed threshold or a swapped condition fails it."""
 
 from __future__ import annotations
 
@@ -25,17 +25,20 @@ TOP, PREV, LOW = float(EASY.budget), float(EASY.prev), float(EASY.low)
 REPORT = EASY.report_seeds
 
 
-def rec_table(level: dict[int, tuple[float, float]], seeds=REPORT, diffs: dict[int, list[float]] | None = None
-              ) -> pd.DataFrame:
+def rec_table(
+    level: dict[int, tuple[float, float]], seeds=REPORT, diffs: dict[int, list[float]] | None = None
+) -> pd.DataFrame:
     """Record rewards: n -> (reward at PREV, reward at TOP), the same on every seed, except that `diffs`
     adds a per-seed offset to n's TOP reward (paired differences against n = 4 are then exactly these)."""
     rows = []
     for n, (r_prev, r_top) in level.items():
         for i, s in enumerate(seeds):
             off = diffs.get(n, [0.0] * len(seeds))[i] if diffs else 0.0
-            rows += [{"n": n, "seed": s, "budget": PREV, "reward": r_prev},
-                     {"n": n, "seed": s, "budget": TOP, "reward": r_top + off},
-                     {"n": n, "seed": s, "budget": LOW, "reward": 0.45}]
+            rows += [
+                {"n": n, "seed": s, "budget": PREV, "reward": r_prev},
+                {"n": n, "seed": s, "budget": TOP, "reward": r_top + off},
+                {"n": n, "seed": s, "budget": LOW, "reward": 0.45},
+            ]
     return pd.DataFrame(rows)
 
 
@@ -116,14 +119,17 @@ def test_large_n_rising_below_a_plateaued_small_n_means_the_budget_is_too_small(
 def test_small_n_still_rising_is_inconclusive():
     lv = dict(FLAT) | {4: (0.70, 0.80)}
     down = [-0.05, -0.04, -0.06, -0.05, -0.045, -0.055]
-    v = verdict(Evidence(rec_table(lv, diffs={64: down}), tune_prefer(64), NStar(4, 4, 4), NStar(4)), EASY, NS)
+    v = verdict(
+        Evidence(rec_table(lv, diffs={64: down}), tune_prefer(64), NStar(4, 4, 4), NStar(4)), EASY, NS
+    )
     assert v.outcome == INCONCLUSIVE and "n = 4 still gains +0.1000" in v.decide
 
 
 def test_a_straddling_stake_is_inconclusive():
     wide = [0.08, -0.06, 0.05, -0.04, 0.07, -0.03]
-    v = verdict(Evidence(rec_table(FLAT, diffs={64: wide}), tune_prefer(64), NStar(4, 4, 64), NStar(4)),
-                EASY, NS)
+    v = verdict(
+        Evidence(rec_table(FLAT, diffs={64: wide}), tune_prefer(64), NStar(4, 4, 64), NStar(4)), EASY, NS
+    )
     s = v.numbers["stake"]
     assert v.outcome == INCONCLUSIVE and s["lo"] < 0 < 0.015 < s["hi"]
     assert "clear neither" in v.decide
@@ -131,14 +137,19 @@ def test_a_straddling_stake_is_inconclusive():
 
 def test_an_open_lr_edge_is_inconclusive_whatever_the_numbers():
     up = [0.05, 0.04, 0.06, 0.05, 0.045, 0.055]
-    ev = Evidence(rec_table(FLAT, diffs={64: up}), tune_prefer(64), NStar(64, 16, 64), NStar(4),
-                  open_edges=("arm R: 0.000562 (all n)",))
+    ev = Evidence(
+        rec_table(FLAT, diffs={64: up}),
+        tune_prefer(64),
+        NStar(64, 16, 64),
+        NStar(4),
+        open_edges=("arm R: 0.000562 (all n)",),
+    )
     v = verdict(ev, EASY, NS)
     assert v.outcome == INCONCLUSIVE and "open edge" in v.decide
 
 
 def test_the_larger_n_of_s_is_picked_on_the_tuning_seeds():
-    """On the reported seeds n = 64 beats n = 4 and n = 16 does not; the tuning seeds prefer 16, so S is 16's."""
+    """On the reported seeds n = 64 beats n = 4 and n = 16 does not; the tuning seeds prefer 16: S is 16's."""
     up = [0.05, 0.04, 0.06, 0.05, 0.045, 0.055]
     ev = Evidence(rec_table(FLAT, diffs={64: up}), tune_prefer(16), NStar(64, 16, 64), NStar(4))
     v = verdict(ev, EASY, NS)
@@ -193,8 +204,10 @@ def test_arm_r_maximises_the_mean_over_n_not_any_one_n():
     # lr a is best for n = 4 alone; lr b is best on average over n
     for lr, r4, r64 in ((5.62e-5, 0.90, 0.50), (1e-4, 0.85, 0.70), (1.78e-4, 0.60, 0.72)):
         for s in (0, 1):
-            rows += [{"n": 4, "seed": s, "lr": lr, "budget": TOP, "reward": r4},
-                     {"n": 64, "seed": s, "lr": lr, "budget": TOP, "reward": r64}]
+            rows += [
+                {"n": 4, "seed": s, "lr": lr, "budget": TOP, "reward": r4},
+                {"n": 64, "seed": s, "lr": lr, "budget": TOP, "reward": r64},
+            ]
     rec = pd.DataFrame(rows)
     lr, scores = ts.choose_r(rec, (4, 64), TOP, [5.62e-5, 1e-4, 1.78e-4])
     assert lr == 1e-4 and scores[1e-4] == pytest.approx(0.775)
@@ -208,20 +221,38 @@ def test_extrapolated_crossing_of_per_n_sigmoids():
     # n = 64 reaches n = 4's plateau 0.8 at 4e5 / 0.25^(2/3) = 1.0e6 rollouts, the end of the data; the
     # sigmoid's asymptote may exceed the data's largest value by 5% of its span only (studies.fit.sigmoid), so
     # the fit extrapolates a later crossing (2^20.55), and none for a curve that ends further below
-    t = synthetic_table({4: (0.4, 0.80, 2e4, 1.5), 64: (0.4, 0.90, 4e5, 1.5)}, seeds=3, points=40, c_max=2**20,
-                        bp=16, noise=0.002)
+    t = synthetic_table(
+        {4: (0.4, 0.80, 2e4, 1.5), 64: (0.4, 0.90, 4e5, 1.5)},
+        seeds=3,
+        points=40,
+        c_max=2**20,
+        bp=16,
+        noise=0.002,
+    )
     c = ts.extrapolated_crossing(t, 4, 64, start=2**12)
     assert c is not None and 2**19.9 < c < 2**21
-    flat = synthetic_table({4: (0.4, 0.80, 2e4, 1.5), 64: (0.4, 0.70, 5e5, 1.5)}, seeds=3, points=40,
-                           c_max=2**20, bp=16, noise=0.002)
+    flat = synthetic_table(
+        {4: (0.4, 0.80, 2e4, 1.5), 64: (0.4, 0.70, 5e5, 1.5)},
+        seeds=3,
+        points=40,
+        c_max=2**20,
+        bp=16,
+        noise=0.002,
+    )
     assert ts.extrapolated_crossing(flat, 4, 64, start=2**12) is None
 
 
 def test_estimate_n_star_finds_the_known_optimum_with_an_interval():
     from studies.fit.frontier import synthetic_table
 
-    t = synthetic_table({4: (0.4, 0.80, 2e3, 1.5), 64: (0.4, 0.95, 1e5, 1.5)}, seeds=4, points=30, c_max=2**20,
-                        bp=16, noise=0.002)
+    t = synthetic_table(
+        {4: (0.4, 0.80, 2e3, 1.5), 64: (0.4, 0.95, 1e5, 1.5)},
+        seeds=4,
+        points=30,
+        c_max=2**20,
+        bp=16,
+        noise=0.002,
+    )
     early, late = ts.estimate_n_star(t, [2**12, 2**20], reps=20)
     assert early.point == 4 and late.point == 64 and late.lo == 64 and late.hi == 64
     assert ts.estimate_n_star(t.loc[t["seed"] == 0], [2**20], reps=20)[0].lo is None  # one seed: no interval
