@@ -385,6 +385,8 @@ class Runs:
                     self.status[key] = rec["status"]
                     self.records[key] = rec
         self._tables: dict[tuple[int, int, float], pd.DataFrame] = {}
+        self.tuning_: Tuning | None = None
+        """The tuning state of this store (`tuning`), computed on first use."""
 
     def done(self, key) -> bool:
         return key in self.status
@@ -485,6 +487,13 @@ def tuning(runs: Runs) -> Tuning:
     optimum (arm R's lr, or arm E's lr of some n at some readout budget) sits on its grid's edge, add the next
     point outward (`extra_grid_point`, for every n of arm R or for that n of arm E); done when no optimum is
     on an edge it may still extend."""
+    if getattr(runs, "tuning_", None) is not None:  # a Runs object is read once: so is its tuning state
+        return runs.tuning_
+    runs.tuning_ = _tuning(runs)
+    return runs.tuning_
+
+
+def _tuning(runs: Runs) -> Tuning:
     part = runs.part
     ns = sorted(set(part.ns) | set(part.ns_e))
     needed = {(n, lr_point(k)) for n in ns for k in GRID_K}
@@ -614,14 +623,14 @@ def estimate_n_star(
     import warnings
 
     from studies.fit.bootstrap import bootstrap_n_star
-    from studies.fit.frontier import FrontierFit
+    from isocompute.reports.claims.groupstd import PointFrontier
 
     if table.empty:
         return [NStar(None) for _ in budgets]
     C = [float(b) for b in budgets]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ff = FrontierFit(metric=metric, by="n", x=x).fit(table)
+        ff = PointFrontier(metric=metric, by="n", x=x).fit(table)
         pts = [
             None if v is None or (isinstance(v, float) and not np.isfinite(v)) else int(v)
             for v in ff.n_star_at(C)["n"]
@@ -642,13 +651,13 @@ def extrapolated_crossing(
     fits as estimate_n_star's, on the seed-mean curves), or None when the fits do not cross by `stop`."""
     import warnings
 
-    from studies.fit.frontier import FrontierFit
+    from isocompute.reports.claims.groupstd import PointFrontier
 
     if table.empty or not {small, large} <= set(table["n"]):
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ff = FrontierFit(metric="val_mean", by="n").fit(table)
+        ff = PointFrontier(metric="val_mean", by="n").fit(table)
     fs, fl = ff.curves_.get(small), ff.curves_.get(large)
     if fs is None or fl is None or not (fs.ok_ and fl.ok_):
         return None
@@ -884,17 +893,17 @@ def asymptotes(curves: pd.DataFrame) -> dict[int, dict]:
     curve, and the mean and 95% t half-width of the per-seed fits (does the ceiling depend on n?)."""
     import warnings
 
-    from studies.fit.frontier import FrontierFit
+    from isocompute.reports.claims.groupstd import PointFrontier
 
     out: dict[int, dict] = {}
     if curves.empty:
         return out
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pooled = FrontierFit(by="n").fit(curves).curves_
+        pooled = PointFrontier(by="n").fit(curves).curves_
         per_seed: dict[int, list[float]] = {}
         for _, g in curves.groupby("seed"):
-            for n, f in FrontierFit(by="n", aggregate="pool").fit(g).curves_.items():
+            for n, f in PointFrontier(by="n", aggregate="pool").fit(g).curves_.items():
                 if f.ok_:
                     per_seed.setdefault(int(n), []).append(float(f.params_["A"]))
     for n, f in pooled.items():

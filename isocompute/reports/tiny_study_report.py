@@ -505,6 +505,9 @@ def write_figure(x: dict, path: Path) -> None:
             ylabel="n*(C)",
             title="n*(C), 95% seed bootstrap",
         )
+        grid_ns = sorted({n for _, _, a in arms for n in a["top_mean"]})
+        ax[1].set_yticks(grid_ns, [str(n) for n in grid_ns])
+        ax[1].minorticks_off()
         ax[1].legend(fontsize=7)
         ax[2].axhline(0, color="k", lw=0.8)
         ax[2].set(
