@@ -622,8 +622,8 @@ def estimate_n_star(
     n the data cannot tell apart) is made in one place."""
     import warnings
 
-    from studies.fit.bootstrap import bootstrap_n_star
     from isocompute.reports.claims.groupstd import PointFrontier
+    from studies.fit.bootstrap import bootstrap_n_star
 
     if table.empty:
         return [NStar(None) for _ in budgets]
