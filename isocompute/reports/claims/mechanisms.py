@@ -528,8 +528,9 @@ def setup(p: ClaimsMode) -> str:
     cov = ing_size(INGREDIENTS[-1], s)
     return (f"`StudySpec` per ingredient (isocompute/reports/claims/mechanisms.py): n-vs-m, bp = {p.bp}, "
             "budget "
-            f"{budget_text(s.budget)}, {s.seeds} seeds, Adam lrs {list(_lrs(INGREDIENTS[0], s))} (hard: "
-            f"{list(_lrs(INGREDIENTS[1], s))}), SGD lrs {list(_lrs(INGREDIENTS[3], s))}; coverage pair "
+            f"{budget_text(s.budget)}, {s.seeds} seeds, constant Adam lrs {list(_lrs(INGREDIENTS[0], s))} "
+            f"(hard: {list(_lrs(INGREDIENTS[1], s))}), constant SGD lrs {list(_lrs(INGREDIENTS[3], s))}; "
+            "coverage pair "
             f"(cov-off, cov-on): n {list(cov.ns)}, budget "
             f"{budget_text(cov.budget)}, lrs {list(_lrs(INGREDIENTS[-1], cov))}")
 
