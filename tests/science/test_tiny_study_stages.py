@@ -182,3 +182,15 @@ def test_the_declared_run_ids_are_stable():
     c = ts.configs(ts.FULL, EASY, [1e-4])[(4, 0, 1e-4)]
     assert c.run_id == "llm-tiny-easy-bp16-n4-s0-" + c.run_id.rsplit("-", 1)[1]
     assert np.all([len(k.run_id) < 80 for k in ts.configs(ts.FULL, EASY, ts.all_lrs()).values()])
+
+
+def test_the_committed_document_states_the_declared_design():
+    """docs/TINY_STUDY.md is the preregistration: its design section is the declaration's, line for line, so
+    a change of the declaration without regenerating (and committing) the document fails here."""
+    from pathlib import Path
+
+    from isocompute.reports.tiny_study_report import design_lines
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "TINY_STUDY.md").read_text()
+    missing = [ln for ln in design_lines(ts.FULL) if ln and ln not in doc]
+    assert not missing, missing[:2]
