@@ -70,7 +70,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                     break
                 batch = build_batch(cfg, drawn.kept, tok.pad_token_id)
                 t1 = time.perf_counter()
-                stats = trainer.step(batch)
+                stats = trainer.step(batch, step)
                 if not stats["finite"]:
                     reason = f"non-finite loss {stats['loss']} or grad norm {stats['grad_norm']}"
                     outcome = (status.DIVERGED, step, reason)

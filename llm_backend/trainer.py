@@ -196,10 +196,13 @@ class Trainer:
         if self.mixed is not None:
             self.mixed.refresh()
 
-    def step(self, batch: TrainBatch | None) -> dict:
-        """train_step on the batch, or NO_UPDATE without one."""
+    def step(self, batch: TrainBatch | None, step: int) -> dict:
+        """train_step on the batch at GRPO step `step`'s lr (cfg.step_lr: the warm-up), or NO_UPDATE
+        without a batch."""
         if batch is None:
             return dict(NO_UPDATE)
+        for group in self.opt.param_groups:
+            group["lr"] = self.cfg.step_lr(step)
         return train_step(self.model, self.opt, batch, self.cfg, self.ref, self.mixed)
 
     def sync(self, engine) -> float:
