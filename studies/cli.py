@@ -489,85 +489,98 @@ def _fmt_c(c: float) -> str:
 
 def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo,
                      every: int = 1) -> None:
-    """Readable n*(C): one line per frontier grid point (every `every`-th and the last), then the fits."""
-    import numpy as np
-
-    from studies.fit.frontier import EARLY_GAIN, undetermined
+    """A `studies.fit.frontier.fit_report` as text, the one rendering of a fit: what cannot be used first
+    (degenerate per-configuration fits), then n*(C) one row per frontier compute (every `every`-th and the
+    last) with the frontier's value, the best's interval and n* as its set where the seeds cannot tell, how
+    n* moves where it is determined, the certainty at the largest compute, the fits and the extrapolation."""
+    from studies.fit.frontier import extrapolation_verdict
+    from studies.fit.nstar import change_text, set_text
 
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
-    tie = undetermined([math.nan if f["reward"] is None else f["reward"] for f in frontier])
-    if frontier and all("tie" in f for f in frontier):  # studies.fit.certainty.annotate_report's flags
-        tie = np.asarray([bool(f["tie"]) for f in frontier], dtype=bool)
-    cert = report.get("certainty") or {}
-    keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
-    echo(f"compute-optimal {by}*(C) for {metric} ({len(report.get('curves', []))} curves, "
-         f"{len(keep)} grid points)")
-    echo(f"{'compute':>12}  {metric:>10}  {by + '*':>8}")
-    for i in keep:
-        row, v = frontier[i], frontier[i].get(by)
-        shown = "-" if v is None else v
-        mark = "  (tie)" if tie[i] else ""
-        echo(f"{_fmt_c(float(row['compute'])):>12}  {float(row['reward']):>10.4f}  {shown:>8}{mark}")
-    if cert.get("none_improved"):
-        echo(f"(tie): every row; {cert['notes'][0]}")
-    elif tie[keep].any():
-        echo(f"(tie): the frontier has gained < {EARLY_GAIN:.0%} of its total there; all {by} still tie and "
-             f"the {by}* shown is arbitrary")
-    print_certainty(cert, by, metric, echo)
     curves = report.get("curves", [])
+    fits = report.get("fits") or {}
+    ns = report.get("n_star") or {}
+    grid = [c.get(by) for c in curves]
+    bad = fits.get("degenerate") or {}
+    if bad:
+        shown = "; ".join(f"{by}={k}: {v}" for k, v in bad.items())
+        head = ("every per-" + by if len(bad) == len(curves) else f"{len(bad)} of {len(curves)} per-" + by)
+        echo(f"{head} sigmoid fit(s) degenerate ({shown}): no {by}*(C) fit and no extrapolation verdict; "
+             f"{by}* below is read from the measured records only")
+    keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
+    level = f"{ns.get('level', 0.9):.0%}"
+    echo(f"compute-optimal {by}*(C) for {metric} ({len(curves)} curves, {len(keep)} of {len(frontier)} "
+         f"computes): {by}* is the set of {by} whose {level} interval reaches the best's (seed-mean record, "
+         f"{ns.get('reps')} resamples of the runs)")
+    echo(f"{'compute':>12}  {metric:>10}  {level + ' interval':>18}  {by + '*':<14}")
+    marks = set()
+    for i in keep:
+        f = frontier[i]
+        members = f.get("set") or ([] if f.get(by) is None else [f.get(by)])
+        if f.get("tie"):
+            mark = " (tie)"
+        elif not f.get("determined"):
+            mark = " (alone)"
+        else:
+            mark = ""
+        marks.add(mark.strip())
+        lo, hi = f.get("reward_interval") or (None, None)
+        iv = f"[{_num4(lo)}, {_num4(hi)}]"
+        echo(f"{_fmt_c(float(f['compute'])):>12}  {_num4(f.get('reward')):>10}  {iv:>18}  "
+             f"{set_text(members, grid) + mark:<14}")
+    if "(tie)" in marks:
+        echo(f"(tie): every {by} listed is within the best's interval: these seeds cannot tell them apart")
+    if "(alone)" in marks:
+        echo(f"(alone): the only {by} with an evaluation at or below that compute")
+    cert = report.get("certainty") or {}
+    print_certainty(cert, by, metric, echo)
+    if ns.get("change") is not None and not ns.get("none_improved"):
+        echo(change_text(ns["change"], by, grid, fmt=_fmt_c) + f" ({ns.get('determined', 0)} of "
+             f"{len(frontier)} computes determine {by}*)")
     if curves:
         echo("per-curve fits R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b):")
         for cur in curves:
             params = ", ".join(f"{k}={_num(v)}" for k, v in (cur.get("params") or {}).items())
-            echo(f"  {by}={cur.get(by)}: {params}  r2={_num(cur.get('r2'))}")
-    ns = report.get("n_star_fit")
-    if ns:
-        params = ", ".join(f"{k}={_num(v)}" for k, v in (ns.get("params") or {}).items())
-        if ns.get("shape") == "flat":  # issue 25: a sigmoid through a constant n* has meaningless parameters
-            echo(f"log2 {by}* vs log C: flat (no trend to fit: {by}* does not move or r2 = "
-                 f"{_num(ns.get('r2'))} < 0.5)")
-        else:
-            echo(f"log2 {by}* vs log C sigmoid: {params or ns.get('status')}  r2={_num(ns.get('r2'))}")
-    iv = [f for f in frontier if f.get(f"{by}_lo") is not None]
-    if iv:
-        last = iv[-1]
-        nsi = report.get("n_star_interval") or {}
-        echo(f"{by}* at the largest C: {last.get(by)}, {nsi.get('level', 0.95):.0%} seed-bootstrap interval "
-             f"[{last[f'{by}_lo']}, {last[f'{by}_hi']}] ({nsi.get('reps')} resamples of {nsi.get('seeds')} "
-             f"seeds){' (undetermined)' if last.get('undetermined') else ''}")
+            status = "" if cur.get("status", "ok") == "ok" else f"  ({cur['status']})"
+            echo(f"  {by}={cur.get(by)}: {params}  r2={_num(cur.get('r2'))}{status}")
+    nsf = report.get("n_star_fit")
+    if nsf and not bad:
+        if nsf.get("shape") == "sigmoid":
+            params = ", ".join(f"{k}={_num(v)}" for k, v in (nsf.get("params") or {}).items())
+            echo(f"log2 {by}* vs log C sigmoid on the {nsf.get('points')} determined computes: {params}  "
+                 f"r2={_num(nsf.get('r2'))}")
+        elif not (ns.get("change") or {}).get("rise") and not (ns.get("change") or {}).get("fall"):
+            echo(f"log2 {by}* vs log C: flat (no determined change of {by}*: no sigmoid to fit)")
+        else:  # a sigmoid through a noisy n* has meaningless parameters
+            echo(f"log2 {by}* vs log C: flat (r2 = {_num(nsf.get('r2'))} < 0.5, or {nsf.get('status')})")
     ex = report.get("extrapolation")
-    if ex:
-        cut = _fmt_c(float(ex.get("fit_max_compute") or 0))
-        if ex.get("mean_abs_error_steps") is not None:
-            fin, mean = ex.get("final_error_steps"), ex["mean_abs_error_steps"]
-            if ex.get("predictable"):
-                verdict = "predictable: both within one grid step"
-            else:
-                off = [w for w, ok in (("at the largest C", ex.get("predictable_largest")),
-                                       ("on average", ex.get("predictable_mean"))) if not ok]
-                verdict = f"not predictable: more than one grid step off {' and '.join(off)}"
-            echo(f"extrapolation from C <= {cut}: error at the largest C {_num(fin)} grid steps, mean |err| "
-                 f"{_num(mean)} grid steps: {verdict} (low-budget n* fit: {ex.get('status')})")
-        else:
-            echo(f"extrapolation from C <= {cut}: {ex.get('status')}")
+    if ex and not bad:
+        echo(extrapolation_verdict(ex, fmt=_fmt_c))
 
 
 def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo
                     ) -> None:
-    """The lines of studies.fit.certainty.assess_table: the answer at the largest compute and how sure it
-    is."""
-    if not cert or cert.get("n_star") is None or cert.get("none_improved"):
+    """The lines of studies.fit.certainty.assess: the answer at the largest compute (the frontier's last row)
+    and how sure it is."""
+    from studies.fit.nstar import set_text
+
+    if not cert or cert.get("n_star") is None:
+        for note in (cert or {}).get("notes") or []:
+            echo(f"note: {note}")
         return
     lo, hi = cert.get("reward_interval") or (None, None)
     level = f"{cert.get('level', 0.9):.0%}"
-    members = ", ".join(map(str, cert.get("flat_set") or []))
     regret = cert.get("expected_regret")
     echo(f"at C = {_fmt_c(float(cert['budget']))}: best measured {by} = {cert['n_star']} ({metric} seed-mean "
-         f"record, {level} interval [{_num(lo)}, {_num(hi)}]); within it: {by} = {members}; expected regret "
-         f"of {by} = {cert['n_star']}: {_num(regret)}")
+         f"record {level} interval [{_num4(lo)}, {_num4(hi)}]); within it: {by} = "
+         f"{set_text(cert.get('flat_set') or [])}; expected regret of {by} = {cert['n_star']}: {_num(regret)}")
     for note in cert.get("notes") or []:
         echo(f"note: {note}")
+
+
+def _num4(v: Any) -> str:
+    return "-" if v is None else f"{float(v):.4f}"
 
 
 def _num(v: Any) -> str:
@@ -600,13 +613,11 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     fit_report = _import("studies.fit.frontier", "fit_report")
     try:
-        report = fit_report(table, metric=metric, by=by, bin_width=bin_width, boot=200)
+        report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"))
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
-    from studies.fit.certainty import annotate_report
     from studies.store import jsonable
 
-    annotate_report(report, table, model=table.attrs.get("model"))
     if as_json:
         emit_json(report)
     else:
@@ -819,12 +830,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
             raise StudiesError(f"{len(s.failed)} {model} run(s) failed, e.g. {next(iter(s.failed.values()))}")
         table = _load(where, ["run_id", "compute", "n", metric])
         try:
-            report = fit_report(table, metric=metric, by="n")
+            report = fit_report(table, metric=metric, by="n", model=model)
         except ValueError as e:
             raise StudiesError(f"cannot fit {where}: {e}") from None
-        from studies.fit.certainty import annotate_report
-
-        annotate_report(report, table, model=model)
         click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
         print_fit_report(jsonable(report), every=4)
         try:

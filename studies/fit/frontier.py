@@ -387,6 +387,11 @@ def extrapolation_check(
         out["status"] = f"no {by}* fit below the cut" + ("" if low.fits_usable_ else
                                                          f" (a per-{by} fit is degenerate there)")
         return out
+    k = int(low.frontier_["determined"].sum())
+    if k < low.n_star_fit_.min_points:
+        out["status"] = (f"{by}* is determined at {k} compute(s) below the cut; its fit needs "
+                         f"{low.n_star_fit_.min_points}")
+        return out
     if not (low.n_star_fit_.ok_ or low.n_star_fit_.status_ == "degenerate: constant target"):
         out["status"] = f"low-budget {by}* fit {low.n_star_fit_.status_}"
         return out
