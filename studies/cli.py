@@ -286,6 +286,34 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
 
 
 # ------------------------------------------------------------------------------------------- input checks
+def progress_lines(command: str) -> Callable[[str, int, int], None]:
+    """A progress callback `(what, done, total)` on stderr: one line when a step starts and, for steps with
+    many parts, a counter (rewritten in place on a terminal, every quarter in a log), so no command sits
+    silent for seconds. stdout stays clean for --json."""
+    state = {"what": None, "mark": -1, "t0": time.perf_counter()}
+    tty = sys.stderr.isatty()
+
+    def tell(what: str, done: int, total: int) -> None:
+        if what != state["what"]:
+            if tty and state["what"] is not None:
+                click.echo("", err=True)
+            state.update(what=what, mark=-1, t0=time.perf_counter())
+            if total <= 1:
+                click.echo(f"{command}: {what} ...", err=True)
+                return
+        if total <= 1:
+            return
+        quarter = 4 * done // total
+        if tty:
+            click.echo(f"\r{command}: {what} {done}/{total}", err=True, nl=done >= total)
+        elif quarter != state["mark"]:
+            state["mark"] = quarter
+            took = f" ({time.perf_counter() - state['t0']:.1f} s)" if done >= total else ""
+            click.echo(f"{command}: {what} {done}/{total}{took}", err=True)
+
+    return tell
+
+
 
 
 def check_configs(configs: list[RunConfig]) -> None:
@@ -704,7 +732,7 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
     table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric,
                        "n", pool)
     out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
-                    warn_factor=WARN_FACTOR if warn_factor is None else warn_factor)
+                    warn_factor=WARN_FACTOR if warn_factor is None else warn_factor, progress=progress_lines("plan"))
     if as_json:
         emit_json(out)
         return

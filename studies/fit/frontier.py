@@ -455,8 +455,8 @@ def extrapolation_verdict(check: dict, fmt=None) -> str:
                                ("on average", check.get("predictable_mean"))) if not ok]
         verdict = f"not predictable: more than one grid step off {' and '.join(off)}"
     return (f"extrapolation from C <= {cut}: error at the largest determined C {fin:.3g} grid steps, mean "
-            f"|err| {mean:.3g} grid steps over {len(check.get('points') or [])} determined point(s): {verdict} "
-            f"(low-budget n* fit: {check.get('status')})")
+            f"|err| {mean:.3g} grid steps over {len(check.get('points') or [])} determined point(s): {verdict}"
+            + ("" if check.get("status") == FIT_OK else f" ({check.get('status')})"))
 
 
 def n_star_shape(fit: SigmoidFit | None, ch: dict | None) -> str:
