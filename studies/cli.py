@@ -562,7 +562,7 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     if "(alone)" in marks:
         echo(f"(alone): the only {by} with an evaluation at or below that compute")
     cert = report.get("certainty") or {}
-    print_certainty(cert, by, metric, echo)
+    print_certainty(cert, by, metric, echo, grid)
     if ns.get("change") is not None and not ns.get("none_improved"):
         echo(change_text(ns["change"], by, grid, fmt=_fmt_c) + f" ({ns.get('determined', 0)} of "
              f"{len(frontier)} computes determine {by}*)")
@@ -587,8 +587,8 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
         echo(extrapolation_verdict(ex, fmt=_fmt_c))
 
 
-def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo
-                    ) -> None:
+def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo,
+                    grid: list | None = None) -> None:
     """The lines of studies.fit.certainty.assess: the answer at the largest compute (the frontier's last row)
     and how sure it is."""
     from studies.fit.nstar import set_text
@@ -602,7 +602,8 @@ def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[
     regret = cert.get("expected_regret")
     echo(f"at C = {_fmt_c(float(cert['budget']))}: best measured {by} = {cert['n_star']} ({metric} seed-mean "
          f"record {level} interval [{_num4(lo)}, {_num4(hi)}]); within it: {by} = "
-         f"{set_text(cert.get('flat_set') or [])}; expected regret of {by} = {cert['n_star']}: {_num(regret)}")
+         f"{set_text(cert.get('flat_set') or [], grid)}; expected regret of {by} = {cert['n_star']}: "
+         f"{_num(regret)}")
     for note in cert.get("notes") or []:
         echo(f"note: {note}")
 
@@ -732,7 +733,8 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
     table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric,
                        "n", pool)
     out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
-                    warn_factor=WARN_FACTOR if warn_factor is None else warn_factor, progress=progress_lines("plan"))
+                    warn_factor=WARN_FACTOR if warn_factor is None else warn_factor,
+                    progress=progress_lines("plan"))
     if as_json:
         emit_json(out)
         return

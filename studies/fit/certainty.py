@@ -19,7 +19,6 @@ within 0.002 of each other. The set of n the seeds cannot tell apart is defined 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 

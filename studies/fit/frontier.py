@@ -328,8 +328,8 @@ class FrontierFit:
     def predict_n_star(self, C) -> np.ndarray:
         """n*(C) from the sigmoid fit of log2 n* vs log C (continuous; may be used beyond the data)."""
         if self.n_star_fit_ is None:
-            raise ValueError("no n* fit (by is not numeric, a per-configuration fit is degenerate, or nothing "
-                             "was fitted)")
+            raise ValueError("no n* fit (by is not numeric, a per-configuration fit is degenerate, or "
+                             "nothing was fitted)")
         return 2.0 ** self.n_star_fit_.predict(C)
 
 
@@ -455,7 +455,8 @@ def extrapolation_verdict(check: dict, fmt=None) -> str:
                                ("on average", check.get("predictable_mean"))) if not ok]
         verdict = f"not predictable: more than one grid step off {' and '.join(off)}"
     return (f"extrapolation from C <= {cut}: error at the largest determined C {fin:.3g} grid steps, mean "
-            f"|err| {mean:.3g} grid steps over {len(check.get('points') or [])} determined point(s): {verdict}"
+            f"|err| {mean:.3g} grid steps over {len(check.get('points') or [])} determined point(s): "
+            f"{verdict}"
             + ("" if check.get("status") == FIT_OK else f" ({check.get('status')})"))
 
 
@@ -469,9 +470,9 @@ def n_star_shape(fit: SigmoidFit | None, ch: dict | None) -> str:
 
 
 ESTIMATOR = ("n* at C: every configuration whose measured seed-mean record reward at C (best so far over "
-             "evaluations at compute <= C) has a {level:.0%} interval (runs resampled, {reps} times) reaching "
-             "the best configuration's; determined where that set has one member or lies wholly above an "
-             "earlier one")
+             "evaluations at compute <= C) has a {level:.0%} interval (runs resampled, {reps} times) "
+             "reaching the best configuration's; determined where that set has one member or lies wholly "
+             "above an earlier one")
 """How `fit_report` states its estimator (studies.fit.nstar)."""
 
 

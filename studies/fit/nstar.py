@@ -382,14 +382,15 @@ def ns_change(ns: NStar) -> dict[str, Any]:
 
 
 def set_text(members: Sequence, grid: Sequence | None = None) -> str:
-    """A set of configurations for one table cell: '8', or runs of neighbours on the grid joined by '-' and
-    separated by ',' ('2-16', '2,8-32'); members that are not numbers are listed."""
+    """A set of configurations for one table cell: '8', or runs of neighbours on the configuration grid
+    joined by '-' and separated by ',' ('2-16', '2,8-32'); without the grid, or for members that are not
+    numbers, the members listed ('2,8,16')."""
     vals = list(members)
     if not vals:
         return "-"
-    if not numeric_keys(vals):
-        return ",".join(map(str, vals))
-    g = sorted(float(v) for v in (grid if grid is not None else vals))
+    if grid is None or not numeric_keys(vals):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in vals)
+    g = sorted(float(v) for v in grid)
     pos = {v: i for i, v in enumerate(g)}
     xs = sorted(float(v) for v in vals)
     runs: list[list[float]] = []

@@ -131,8 +131,8 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
     if inside:
         point, samples = measured, at.samples[:, 0, :]
         boot.update(reps=at.reps, ok=at.reps)
-        method = ("measured at the budget (inside the pilots' compute): the smallest n the pilots cannot tell "
-                  "from the best")
+        method = ("measured at the budget (inside the pilots' compute): the smallest n the pilots cannot "
+                  "tell from the best")
     else:
         point = np.array([max(_curve_at(ff, k, budget), rec_at.get(float(k), -np.inf)) for k in grid])
         rows = []
@@ -264,9 +264,9 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, budget: 
                regret_if_best=None if bi is None or not samples.size else expected_regret(samples, bi))
     flat = [v for v in members if v not in rising]
     if len(flat) > 1 and not none:
-        notes.append(f"flat at the budget: the {level:.0%} reward intervals of n = {set_text(flat, grid)} reach "
-                     f"the best's [{interval[0]:.4g}, {interval[1]:.4g}] (n = {best:g}); any of them is as "
-                     "good as these pilots can tell: the smallest is recommended")
+        notes.append(f"flat at the budget: the {level:.0%} reward intervals of n = {set_text(flat, grid)} "
+                     f"reach the best's [{interval[0]:.4g}, {interval[1]:.4g}] (n = {best:g}); any of them is "
+                     "as good as these pilots can tell: the smallest is recommended")
     if rising:
         shown = ", ".join(f"{k:g} (+{v['slope_per_doubling']:.3f})" for k, v in rising.items())
         notes.append(f"not ruled out: n = {shown} per doubling of compute, still rising where the pilots "
@@ -290,8 +290,9 @@ def print_plan(p: dict[str, Any], echo=click.echo) -> None:
     echo(f"budget C = {p['budget']:.4g} rollouts, metric {p['metric']} "
          f"({p['pilots']['runs']} pilot runs up to C = {p['pilots']['max_compute']:.4g})")
     members = p.get("recommended_set") or [r["n"]]
-    tie = f" (the smallest of the set n = {set_text(members, p['pilots']['n'])}: the pilots cannot tell them " \
-          "apart)" if len(members) > 1 else ""
+    shown = set_text(members, p["pilots"]["n"])
+    tie = f" (the smallest of the set n = {shown}: the pilots cannot tell them apart)" if len(members) > 1 \
+        else ""
     echo(f"recommended: n = {r['n']}, bp = {r['bp']}, m = {r['m']} steps (batch {r['batch']}){tie}")
     er = p["expected_reward"]
     echo(f"  expected {p['metric']} of n = {r['n']}: "

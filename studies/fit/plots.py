@@ -117,16 +117,9 @@ def plot_frontier(
         det = fr["determined"].to_numpy(dtype=bool)
         tie = fr["tie"].to_numpy(dtype=bool)
         alone = ~det & ~tie
-        if tie.any():  # one shaded block per tie compute, reaching halfway (in log C) to its neighbours
-            xs = fr[x].to_numpy(dtype=float)
-            mid = np.sqrt(xs[1:] * xs[:-1]) if xs.size > 1 else np.empty(0)
-            left = np.concatenate([[xs[0] / (mid[0] / xs[0]) if mid.size else xs[0] / 1.2], mid])
-            right = np.concatenate([mid, [xs[-1] * (xs[-1] / mid[-1]) if mid.size else xs[-1] * 1.2]])
-            for j in np.flatnonzero(tie):
-                ax2.fill_between([left[j], right[j]], float(fr[by + "_lo"].iloc[j]) / 1.15,
-                                 float(fr[by + "_hi"].iloc[j]) * 1.15, color="0.6", alpha=0.3, lw=0, zorder=1,
-                                 label=f"tie: {by} within the best's {level} interval" if j == tie.argmax()
-                                 else None)
+        if tie.any():
+            tie_blocks(ax2, fr[x], fr[by + "_lo"], fr[by + "_hi"], tie,
+                       label=f"tie: {by} within the best's {level} interval")
             cx = [c for c, s, t in zip(fr[x], fr["set"], tie, strict=True) if t for _ in s]
             cy = [float(v) for s, t in zip(fr["set"], tie, strict=True) if t for v in s]
             ax2.scatter(cx, cy, s=6, marker="_", color="0.35", linewidths=0.8, zorder=2)
@@ -142,8 +135,8 @@ def plot_frontier(
                 label=f"{by}*(C), determined",
             )
         if alone.any():
-            ax2.scatter(fr[x][alone], nstar[alone], s=22, facecolors="none", edgecolors="0.55", linewidths=0.8,
-                        zorder=3, label=f"only {by} with data")
+            ax2.scatter(fr[x][alone], nstar[alone], s=22, facecolors="none", edgecolors="0.55",
+                        linewidths=0.8, zorder=3, label=f"only {by} with data")
         if by + "_smooth" in fr.columns:
             ax2.plot(fr[x], fr[by + "_smooth"], color="0.4", lw=1.0, label="running average")
         if ff.n_star_shape_ == "sigmoid":
@@ -199,6 +192,23 @@ def plot_frontier(
     if out is not None:
         save_figure(fig, out)
     return fig
+
+
+def tie_blocks(ax, compute, lo, hi, tie, color="0.6", alpha=0.3, label: str | None = None) -> None:
+    """Shade n*'s set where it is a tie: one block per tie compute from the set's smallest to its largest
+    member (on a log2 axis, a little beyond both), reaching halfway (in log C) to the neighbouring computes,
+    so a tie is an area and never a point of the trend. compute, lo, hi, tie: sequences of one length."""
+    xs = np.asarray(compute, dtype=float)
+    lo, hi, tie = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float), np.asarray(tie, dtype=bool)
+    if not tie.any():
+        return
+    mid = np.sqrt(xs[1:] * xs[:-1]) if xs.size > 1 else np.empty(0)
+    left = np.concatenate([[xs[0] ** 2 / mid[0] if mid.size else xs[0] / 1.2], mid])
+    right = np.concatenate([mid, [xs[-1] ** 2 / mid[-1] if mid.size else xs[-1] * 1.2]])
+    first = int(np.argmax(tie))
+    for j in np.flatnonzero(tie):
+        ax.fill_between([left[j], right[j]], lo[j] / 1.15, hi[j] * 1.15, color=color, alpha=alpha, lw=0,
+                        zorder=1, label=label if j == first else None)
 
 
 def _wrap(text: str, width: int) -> list[str]:
