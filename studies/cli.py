@@ -85,6 +85,40 @@ class OutPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class CodeDefaultOption(click.Option):
+    """An option whose default lives in code that this module does not load at start-up: `code_default` (a
+    callable) gives its text when the help is shown ("sim 32, llm 4", "4.0 (studies.fit.plan.WARN_FACTOR)"),
+    so no default in --help is typed by hand."""
+
+    def __init__(self, *args: Any, code_default: Callable[[], str], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.code_default = code_default
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        rec = super().get_help_record(ctx)
+        if rec is None:
+            return rec
+        return rec[0], f"{rec[1]} [default: {self.code_default()}]"
+
+
+def engine_default(name: str) -> Callable[[], str]:
+    """`code_default` of a RunConfig field the backend fills when it is None (studies.backends)."""
+    def text() -> str:
+        from studies.backends import engine_defaults
+
+        return engine_defaults(name)
+
+    return text
+
+
+def module_default(module: str, attr: str) -> Callable[[], str]:
+    """`code_default` of a constant: its value and where it is defined."""
+    def text() -> str:
+        return f"{_import(module, attr)} ({module}.{attr})"
+
+    return text
+
+
 # ----------------------------------------------------------------------------------------- shared options
 def _apply(options: list[Callable]) -> Callable:
     def deco(f: Callable) -> Callable:
@@ -119,9 +153,12 @@ _CONFIG_OPTIONS = [
     click.option("--objective", type=click.Choice(OBJECTIVES), default="pg", show_default=True,
                  help=HELP["objective"]),
     click.option("--k", type=int, default=4, show_default=True, help=HELP["k"]),
-    click.option("--n-evals", type=int, default=None, help=HELP["n_evals"]),
-    click.option("--d", type=COUNT, default=None, help=HELP["d"]),
-    click.option("--d-val", type=COUNT, default=None, help=HELP["d_val"]),
+    click.option("--n-evals", type=int, default=None, help=HELP["n_evals"], cls=CodeDefaultOption,
+                 code_default=engine_default("n_evals")),
+    click.option("--d", type=COUNT, default=None, help=HELP["d"], cls=CodeDefaultOption,
+                 code_default=engine_default("d")),
+    click.option("--d-val", type=COUNT, default=None, help=HELP["d_val"], cls=CodeDefaultOption,
+                 code_default=engine_default("d_val")),
     click.option("--device", default="cpu", show_default=True, help=HELP["device"]),
     click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
                  help=HELP["options"] + " Repeatable, e.g. --option K=8 --option share=0.5."),
@@ -425,20 +462,27 @@ def _load(path: Path, columns: list[str], fmt: str = "auto", n: int | None = Non
     return table
 
 
-def resolve_metric(paths: tuple[Path, ...] | list[Path], metric: str | None, by: str = "n") -> str:
-    """--metric, or when it is not given the default of the runs' preset (studies.io.default_metric: the
-    tabular preset reads train_mean), said on stderr when it is not val_mean. --by must be a configuration
-    column, not the compute axis or the metric."""
+def resolve_metric(paths: tuple[Path, ...] | list[Path], metric: str | None, by: str = "n"
+                   ) -> tuple[str, str | None]:
+    """(--metric, or when it is not given the default of the runs' preset (studies.io.default_metric: the
+    tabular preset reads train_mean); the note saying so, or None). The caller prints the note once its
+    input has loaded (`say_note`), so an error always comes alone. --by must be a configuration column, not
+    the compute axis or the metric."""
     from studies.io import default_metric
 
+    why = None
     if metric is None:
         metric, why = default_metric(paths)
-        if why:
-            click.echo(f"note: {why}", err=True)
     if by in ("compute", "tokens", "m", metric):
         raise StudiesError(f"--by {by} is an axis or the metric, not a configuration column; use --by n, bp, "
                            "batch or another column that labels the runs")
-    return metric
+    return metric, why
+
+
+def say_note(note: str | None) -> None:
+    """A `resolve_metric` note on stderr (nothing for None)."""
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 def _per_path(values: list[int] | None, paths: tuple[Path, ...], flag: str) -> list[int | None]:
@@ -637,8 +681,9 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     """
     if not bin_width > 0:
         raise StudiesError(f"--bin-width must be positive, got {bin_width}")
-    metric = resolve_metric(paths, metric, by)
+    metric, note = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
+    say_note(note)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     fit_report = _import("studies.fit.frontier", "fit_report")
     try:
@@ -670,9 +715,13 @@ def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag:
     path = paths[0]
     if out is None:
         out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
-    metric = resolve_metric(paths, metric, by)
+    for p in paths:  # bad input fails before anything is written, and before any note
+        if not p.exists():
+            raise StudiesError(f"{p} does not exist")
+    check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure", create=False)
+    metric, note = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
-    check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")  # after reading: bad input leaves nothing
+    say_note(note)
     os.environ.setdefault("MPLBACKEND", "Agg")
     plot_frontier = _import("studies.fit.plots", "plot_frontier")
     frontier_fit = _import("studies.fit.frontier", "FrontierFit")
@@ -707,7 +756,8 @@ def plot_title(paths: tuple[Path, ...], metric: str, by: str, table: Any) -> str
               help="Bootstrap resamples of runs (1..10000).")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
               help="Seed of the bootstrap.")
-@click.option("--warn-factor", type=float, default=None, show_default="4.0 (studies.fit.plan.WARN_FACTOR)",
+@click.option("--warn-factor", type=float, default=None, cls=CodeDefaultOption,
+              code_default=module_default("studies.fit.plan", "WARN_FACTOR"),
               help="Warn when the budget exceeds the pilots' largest compute by more than this factor.")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="As for fit: auto, csv, trl, verl, wandb, tensorboard.")
@@ -729,9 +779,10 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
     cap = None if max_compute is None else parse_count(max_compute)
     n_list = None if n_flag is None else parse_count_list(n_flag)
     bp_list = None if bp_flag is None else parse_count_list(bp_flag)
-    metric = resolve_metric(paths, metric)
+    metric, note = resolve_metric(paths, metric)
     table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric,
                        "n", pool)
+    say_note(note)
     out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
                     warn_factor=WARN_FACTOR if warn_factor is None else warn_factor,
                     progress=progress_lines("plan"))
@@ -750,8 +801,8 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
 @click.option("--n", "n_grid", type=COUNT_LIST, default="2^1..2^8", show_default=True,
               help="Pilot grid of n (comma list or 2^a..2^b); with RESULTS_DIR the pilots' own n.")
 @click.option("--bp", type=COUNT, default=32, show_default=True, help="Problems per step of the pilots.")
-@click.option("--pilot-fraction", type=float, default=None,
-              show_default="0.05 (studies.fit.predict.PILOT_FRACTION)",
+@click.option("--pilot-fraction", type=float, default=None, cls=CodeDefaultOption,
+              code_default=module_default("studies.fit.predict", "PILOT_FRACTION"),
               help="Each pilot run spends at most this share of --budget.")
 @click.option("--seeds", type=click.IntRange(1, 1000), default=4, show_default=True,
               help="Pilot seeds 0..S-1 per n.")
@@ -781,8 +832,9 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
 
     target = budget
     if results_dir is not None:
-        metric = resolve_metric([results_dir], metric)
+        metric, note = resolve_metric([results_dir], metric)
         table = load_paths((results_dir,), ["run_id", "compute", "n", metric], metric=metric)
+        say_note(note)
         where = str(results_dir)
     else:
         if metric is None:

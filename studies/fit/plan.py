@@ -265,8 +265,8 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, budget: 
     flat = [v for v in members if v not in rising]
     if len(flat) > 1 and not none:
         notes.append(f"flat at the budget: the {level:.0%} reward intervals of n = {set_text(flat, grid)} "
-                     f"reach the best's [{interval[0]:.4g}, {interval[1]:.4g}] (n = {best:g}); any of them is "
-                     "as good as these pilots can tell: the smallest is recommended")
+                     f"reach the best's [{interval[0]:.4g}, {interval[1]:.4g}] (n = {best:g}); any of them "
+                     "is as good as these pilots can tell: the smallest is recommended")
     if rising:
         shown = ", ".join(f"{k:g} (+{v['slope_per_doubling']:.3f})" for k, v in rising.items())
         notes.append(f"not ruled out: n = {shown} per doubling of compute, still rising where the pilots "
