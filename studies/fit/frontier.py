@@ -51,6 +51,22 @@ def _require(table: pd.DataFrame, cols: Sequence[str]) -> None:
         raise ValueError(f"table lacks column(s) {', '.join(missing)} (has: {have})")
 
 
+CONSTANT = "degenerate: constant target"
+"""The SigmoidFit status of a curve that never moved: a usable fit (its prediction is that constant)."""
+MIN_COMPUTES = 4
+"""Fewest distinct evaluation computes a configuration needs for its sigmoid (SigmoidFit's own minimum)."""
+
+
+def usable_fit(fit: SigmoidFit, computes: int | None = None) -> bool:
+    """Whether a per-configuration fit can carry the workflow. Converged, or a constant curve, is usable;
+    with `computes` (the distinct evaluation computes of its data), so is any configuration evaluated at
+    >= MIN_COMPUTES computes: few record points there mean a flat curve, which its records describe. A
+    configuration evaluated at fewer computes, or a failed optimiser, is not."""
+    if fit.ok_ or fit.status_ == CONSTANT:
+        return True
+    return computes is not None and computes >= MIN_COMPUTES and "optimiser" not in fit.status_
+
+
 def config_value(v):
     """A configuration value (n, bp...) for JSON: studies.store.jsonable, and 8.0 -> 8 (grids are
     integers)."""
@@ -100,7 +116,7 @@ class FrontierFit:
     level, reps : the level of the reward intervals and the resamples of the runs (studies.fit.nstar).
 
     After `fit(table)`: `records_` (points fitted, with column `_group`), `curves_` {by value: SigmoidFit},
-    `fits_usable_` (every per-configuration fit converged), `ranges_` {by value: (min, max) compute of that
+    `fits_usable_` (every per-configuration fit `usable_fit`), `ranges_` {by value: (min, max) compute of that
     configuration's data}, `grid_`, `nstar_` (studies.fit.nstar.NStar on the grid), `frontier_` (DataFrame,
     one row per grid compute with data: x, reward, reward_lo, reward_hi, by, by + "_lo", by + "_hi", set,
     tie, determined[, by + "_smooth"]), `change_` (the determined rise / fall of n*), `n_star_fit_`
@@ -194,7 +210,9 @@ class FrontierFit:
                 names = ", ".join(p for p in fit.at_bounds_ if p != "R0")
                 also = " (R0 too, which is harmless)" if "R0" in fit.at_bounds_ else ""
                 self.warnings_.append(f"{by}={config_value(v)}: parameter(s) {names} at a bound{also}")
-        self.fits_usable_ = bool(self.curves_) and all(f.ok_ for f in self.curves_.values())
+        self.n_computes_ = df.groupby(by, sort=True, observed=True)[x].nunique().to_dict()
+        self.fits_usable_ = bool(self.curves_) and all(usable_fit(f, self.n_computes_.get(k))
+                                                       for k, f in self.curves_.items())
         self.grid_ = compute_grid(df, x, int(self.grid_points))
         self.nstar_ = self._sets(self.grid_)
         self.change_ = ns_change(self.nstar_)
@@ -210,7 +228,7 @@ class FrontierFit:
 
     def _sets(self, C) -> NStar:
         return n_star_sets(self._table, self.metric, self.by, C, level=self.level, reps=self.reps, x=self.x,
-                           run_col=self.run_col, shared=self.aggregate_ == "mean")
+                           run_col=self.run_col, shared=self.aggregate_ == "mean", resolution=self.bin_width)
 
     def curve_matrix(self, C) -> tuple[list, np.ndarray]:
         """(configuration values in ascending order, fitted predictions of shape (configs, len(C))), nan where
@@ -392,7 +410,7 @@ def extrapolation_check(
         out["status"] = (f"{by}* is determined at {k} compute(s) below the cut; its fit needs "
                          f"{low.n_star_fit_.min_points}")
         return out
-    if not (low.n_star_fit_.ok_ or low.n_star_fit_.status_ == "degenerate: constant target"):
+    if not usable_fit(low.n_star_fit_):
         out["status"] = f"low-budget {by}* fit {low.n_star_fit_.status_}"
         return out
     fr = full.frontier_
@@ -471,8 +489,8 @@ def n_star_shape(fit: SigmoidFit | None, ch: dict | None) -> str:
 
 ESTIMATOR = ("n* at C: every configuration whose measured seed-mean record reward at C (best so far over "
              "evaluations at compute <= C) has a {level:.0%} interval (runs resampled, {reps} times) "
-             "reaching the best configuration's; determined where that set has one member or lies wholly "
-             "above an earlier one")
+             "reaching the best configuration's, or lies within {resolution:g} of it; determined where that "
+             "set has one member or lies wholly above an earlier one")
 """How `fit_report` states its estimator (studies.fit.nstar)."""
 
 
@@ -538,7 +556,8 @@ def fit_report(
         if by + "_smooth" in row:
             item[by + "_smooth"] = jsonable(row[by + "_smooth"])
         frontier.append(item)
-    degenerate = {str(config_value(v)): f.status_ for v, f in ff.curves_.items() if not f.ok_}
+    degenerate = {str(config_value(v)): f"{f.status_}; {ff.n_computes_.get(v, 0)} evaluated computes"
+                  for v, f in ff.curves_.items() if not usable_fit(f, ff.n_computes_.get(v))}
     if ff.n_star_fit_ is not None:
         nsf = {
             "params": _params_json(ff.n_star_fit_),
@@ -561,7 +580,8 @@ def fit_report(
         "fits": {"usable": bool(ff.fits_usable_), "degenerate": degenerate},
         "curves": curves,
         "frontier": frontier,
-        "n_star": {"estimator": ESTIMATOR.format(level=ns.level, reps=ns.reps), "level": ns.level,
+        "n_star": {"estimator": ESTIMATOR.format(level=ns.level, reps=ns.reps, resolution=bin_width),
+                   "level": ns.level,
                    "reps": ns.reps, "none_improved": ns.none_improved,
                    "determined": int(ff.frontier_["determined"].sum()) if not ff.frontier_.empty else 0,
                    "change": jsonable({k: _change_json(v) for k, v in ff.change_.items()})},

@@ -14,7 +14,8 @@ noise is a run); a configuration's interval is the (1 - level) / 2 and (1 + leve
 resampled rewards, widened to hold its measured reward.
 
 **Best and set**: the best is the configuration with the highest measured reward (the smaller one on exact
-ties); the set holds every configuration whose interval reaches the best's (the two overlap). Overlap and
+ties); the set holds every configuration whose interval reaches the best's (the two overlap), or whose
+reward is within one record bin (`RESOLUTION`) of the best's. Overlap and
 not "its point inside the best's interval": a configuration whose plateau has fewer evaluation points has a
 lower record under the same noise (a maximum over fewer draws), and the best is itself a maximum over
 configurations; testing the point alone would drop true ties often enough, with 3 or 4 seeds, to invent rises.
@@ -47,6 +48,10 @@ REPS = 200
 NO_GAIN = 0.005
 """A configuration 'improved' when its seed-mean curve rises more than this above its first evaluation: the
 record-breaking bin of the paper (Section 4, bin width 0.005), below which the workflow sees no record."""
+RESOLUTION = NO_GAIN
+"""Measured rewards closer than this to the best's are in the set whatever their intervals: the workflow's
+resolution (one record bin). With one run per configuration there is no spread to resample, and reading a
+curve between evaluation points alone moves rewards by ~1e-3."""
 _TOL = 1e-9  # relative slack when comparing a compute with an evaluation point
 
 
@@ -204,23 +209,25 @@ def intervals(point: np.ndarray, samples: np.ndarray, level: float = LEVEL) -> t
     return lo, hi
 
 
-def _members(point: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[int | None, list[int]]:
+def _members(point: np.ndarray, lo: np.ndarray, hi: np.ndarray, resolution: float = RESOLUTION
+             ) -> tuple[int | None, list[int]]:
     """(index of the best, indices in the set) of one row of measured rewards and their intervals."""
     ok = np.isfinite(point)
     if not ok.any():
         return None, []
     b = int(np.argmax(np.where(ok, point, -np.inf)))
-    return b, [k for k in range(point.size) if ok[k] and hi[k] >= lo[b]]
+    return b, [k for k in range(point.size)
+               if ok[k] and (hi[k] >= lo[b] or point[b] - point[k] <= resolution)]
 
 
-def flat_set(keys: Sequence, point: np.ndarray, samples: np.ndarray, level: float = LEVEL
-             ) -> tuple[list, Any, list[float]]:
+def flat_set(keys: Sequence, point: np.ndarray, samples: np.ndarray, level: float = LEVEL,
+             resolution: float = RESOLUTION) -> tuple[list, Any, list[float]]:
     """The set rule of the module docstring at one compute: (the configurations in the set, the best, the
     best's interval [lo, hi]); point (K,), samples (reps, K). `plan` applies it to rewards predicted beyond
     the pilots, `n_star_sets` to measured ones."""
     p = np.asarray(point, dtype=float)
     lo, hi = intervals(p, np.asarray(samples, dtype=float).reshape(-1, p.size), level)
-    b, m = _members(p, lo, hi)
+    b, m = _members(p, lo, hi, resolution)
     if b is None:
         return [], None, [math.nan, math.nan]
     return [keys[k] for k in m], keys[b], [float(lo[b]), float(hi[b])]
@@ -316,7 +323,8 @@ def _determined(sets: list[list], competitors: np.ndarray, numeric: bool, none_i
 
 def n_star_sets(table: pd.DataFrame, metric: str = "val_mean", by: str = "n", computes=None, *,
                 level: float = LEVEL, reps: int = REPS, seed: int = 0, x: str = "compute",
-                run_col: str = "run_id", shared: bool | None = None, grid_points: int = 40) -> NStar:
+                run_col: str = "run_id", shared: bool | None = None, grid_points: int = 40,
+                resolution: float = RESOLUTION) -> NStar:
     """n*(C) as sets (module docstring) at `computes` (default `compute_grid(table, x, grid_points)`).
     Raises ValueError when the table lacks a column."""
     C = compute_grid(table, x, grid_points) if computes is None else np.atleast_1d(
@@ -327,7 +335,7 @@ def n_star_sets(table: pd.DataFrame, metric: str = "val_mean", by: str = "n", co
     none = no_improvement(table, metric, by, x=x)
     best, sets = [], []
     for j in range(C.size):
-        b, m = _members(point[j], lo[j], hi[j])
+        b, m = _members(point[j], lo[j], hi[j], resolution)
         if none and b is not None:
             m = [k for k in range(len(keys)) if np.isfinite(point[j, k])]
         best.append(None if b is None else keys[b])

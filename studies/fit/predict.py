@@ -233,7 +233,7 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
                        by: str = "n", octaves: int = GRID_OCTAVES) -> dict[str, Any]:
     """The `isocompute predict --json` object from pilot runs: n*(C) on `prediction_grid(budget)` by `rule`,
     the other rule's prediction beside it, and the pilot statistics it used."""
-    from studies.fit.frontier import FrontierFit, _params_json
+    from studies.fit.frontier import FrontierFit, _params_json, usable_fit
 
     if rule not in RULES:
         raise StudiesError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
@@ -245,8 +245,7 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
     C = prediction_grid(budget, octaves)
     preds: dict[str, np.ndarray | None] = {}
     status: dict[str, str] = {}
-    if ff.n_star_fit_ is not None and (ff.n_star_fit_.ok_ or ff.n_star_fit_.status_ == "degenerate: constant "
-                                                                                      "target"):
+    if ff.n_star_fit_ is not None and usable_fit(ff.n_star_fit_):
         preds["paper"] = np.clip(ff.predict_n_star(C), min(grid_n), max(grid_n))
         status["paper"] = ("ok" if ff.n_star_fit_.ok_ else
                            f"{ff.n_star_fit_.status_}: n* constant where determined")
