@@ -585,7 +585,7 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     echo(f"compute-optimal {by}*(C) for {metric} ({len(curves)} curves, {len(keep)} of {len(frontier)} "
          f"computes): {by}* is the set of {by} whose {level} interval reaches the best's (seed-mean record, "
          f"{ns.get('reps')} resamples of the runs)")
-    echo(f"{'compute':>12}  {metric:>10}  {level + ' interval':>18}  {by + '*':<14}")
+    echo(f"{'compute':>12}  {metric:>10}  {level + ' interval':>18}  {by + '*'}")
     marks = set()
     for i in keep:
         f = frontier[i]
@@ -600,7 +600,7 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
         lo, hi = f.get("reward_interval") or (None, None)
         iv = f"[{_num4(lo)}, {_num4(hi)}]"
         echo(f"{_fmt_c(float(f['compute'])):>12}  {_num4(f.get('reward')):>10}  {iv:>18}  "
-             f"{set_text(members, grid) + mark:<14}")
+             f"{set_text(members, grid)}{mark}")
     if "(tie)" in marks:
         echo(f"(tie): every {by} listed is within the best's interval: these seeds cannot tell them apart")
     if "(alone)" in marks:
@@ -715,9 +715,6 @@ def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag:
     path = paths[0]
     if out is None:
         out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
-    for p in paths:  # bad input fails before anything is written, and before any note
-        if not p.exists():
-            raise StudiesError(f"{p} does not exist")
     check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure", create=False)
     metric, note = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)

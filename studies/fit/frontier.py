@@ -290,6 +290,19 @@ class FrontierFit:
         idx = np.argmax(filled >= top - self.tie_tol, axis=0)
         return idx, filled[idx, np.arange(P.shape[1])]
 
+    def envelope_at(self, C) -> pd.DataFrame:
+        """The paper's reading at given computes, for the seed bootstrap of the fitted envelope
+        (studies.fit.bootstrap): columns x, reward (the fitted envelope) and by (its arg-max, ties to the
+        smaller configuration; None where no fitted curve covers C). Not n*: see `n_star_at`."""
+        C = np.atleast_1d(np.asarray(C, dtype=float))
+        keys, P = self.curve_matrix(C)
+        if not keys:
+            return pd.DataFrame({self.x: C, "reward": np.nan, self.by: None})
+        idx, best = self.envelope_best(P)
+        has = np.isfinite(best)
+        return pd.DataFrame({self.x: C, "reward": np.where(has, best, np.nan),
+                             self.by: [keys[i] if h else None for i, h in zip(idx, has, strict=True)]})
+
     def n_star_at(self, C) -> pd.DataFrame:
         """n* at given computes, by the rule of `frontier_` (studies.fit.nstar.n_star_sets on the fitted
         table; beyond the data the measured records are held at their last values): the columns of
