@@ -53,10 +53,11 @@ def test_1_tabular_reads_train_mean_and_a_metric_that_never_moves_is_all_tie(tab
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["certainty"]["none_improved"] is True
-    assert all(f["tie"] for f in rep["frontier"])  # every row is a tie, not "n* = 2"
+    # every row is a tie (or the only n with data), never a determined "n* = 2"
+    assert any(f["tie"] for f in rep["frontier"]) and not any(f["determined"] for f in rep["frontier"])
     text = invoke("fit", tabular_dir, "--metric", "val_mean").stdout
-    rows = [ln for ln in text.splitlines() if re.match(r"\s+[\d.e+^]+\s+0\.\d+\s+\d+", ln)]
-    assert rows and all(ln.endswith("(tie)") for ln in rows)
+    rows = [ln for ln in text.splitlines() if re.match(r"\s+[\d.e+^]+\s+0\.\d+\s+\[", ln)]
+    assert rows and all(ln.endswith(("(tie)", "(alone)")) for ln in rows) and rows[-1].endswith("(tie)")
     assert "no n improved val_mean" in text and "--metric train_mean" in text
     assert "train_mean" in invoke("fit", "--help").stdout  # --help says it too
 
@@ -145,7 +146,7 @@ def test_3_runs_of_two_presets_in_one_folder_are_not_pooled(tmp_path):
         r = invoke(*cmd)
         assert r.exit_code == 2, (cmd, r.output)
         line = r.stderr.strip()
-        assert "\n" not in line and "differ in model ('interference', 'tabular')" in line and "--pool" in line
+        assert "\n" not in line and "differ in model: 'interference' vs 'tabular'" in line and "--pool" in line
     assert not (out / "frontier.png").exists()
     assert invoke("fit", out, "--pool").exit_code == 0
     assert invoke("fit", out, "--by", "model").exit_code == 0  # --by says what varies
