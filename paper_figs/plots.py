@@ -89,9 +89,10 @@ def nstar_panel(
         style.empty_panel(ax, "no frontier")
         return
     y = fr[by + "_smooth"] if by + "_smooth" in fr.columns else fr[by]
-    det = ~an.undetermined(fr)
     tie = fr["tie"].astype(bool) if "tie" in fr.columns else pd.Series(False, index=fr.index)
-    alone = ~det & ~tie
+    fitted = ~an.undetermined(fr)  # the points the report's n* fit used
+    det = fitted & ~tie  # a tie is never a point of the trend, even where it lies above an earlier set
+    alone = ~fitted & ~tie
     if tie.any():
         tie_blocks(ax, fr["compute"], fr[by + "_lo"], fr[by + "_hi"], tie, color=color or "0.6", alpha=0.18)
     if color_by_reward:
@@ -106,8 +107,8 @@ def nstar_panel(
         ax.scatter(fr["compute"][det], y[det], s=18, color=color, zorder=3, label=label)
         ax.scatter(fr["compute"][alone], y[alone], s=18, facecolors="none", edgecolors=color, zorder=3)
     f = an.nstar_fit(report or {}, by) if fit else None
-    if f is not None and an.nstar_trend(report or {}) and det.any():
-        d = fr[det]
+    if f is not None and an.nstar_trend(report or {}) and fitted.any():
+        d = fr[fitted]
         cs = np.geomspace(d["compute"].min(), d["compute"].max(), 200)
         ax.plot(cs, 2.0 ** f.predict(cs), color=color or style.FIT_COLOR, lw=2.0, zorder=4)
     style.compute_axis(ax, unit)

@@ -322,9 +322,9 @@ class FrontierFit:
         return numeric_keys(keys)
 
     def _fit_n_star(self) -> None:
-        """The sigmoid of log2 n* vs log C on the determined frontier points (studies.fit.nstar), bounded by
-        the grid of configurations; none when a per-configuration fit is degenerate (the workflow's curves
-        are then not usable) or the configurations are not numbers."""
+        """The sigmoid of log2 n* vs log C on the determined frontier points (studies.fit.nstar; a determined
+        set of several members at the middle of its range in log2), bounded by the grid of configurations;
+        none when a per-configuration fit is not usable or the configurations are not numbers."""
         self.n_star_fit_ = None
         self.n_star_shape_ = "flat"
         keys = list(self.curves_)
@@ -337,8 +337,11 @@ class FrontierFit:
         if not self.fits_usable_:
             return
         det = fr.loc[fr["determined"].to_numpy(dtype=bool)]
-        col = self.by + "_smooth" if self.by + "_smooth" in fr.columns else self.by
-        y = np.log2(det[col].to_numpy(dtype=float))
+        if self.by + "_smooth" in fr.columns:
+            y = np.log2(det[self.by + "_smooth"].to_numpy(dtype=float))
+        else:  # a determined set of several members (above an earlier set) enters at its middle in log2
+            y = (np.log2(det[self.by + "_lo"].to_numpy(dtype=float))
+                 + np.log2(det[self.by + "_hi"].to_numpy(dtype=float))) / 2
         l2 = np.log2(np.asarray(keys, dtype=float))
         # n* lives on the grid of configurations, so its sigmoid is bounded by the grid's ends.
         fit = SigmoidFit(y_bounds=(float(l2.min()), float(l2.max())), min_points=4).fit(

@@ -114,9 +114,10 @@ def plot_frontier(
 
     if numeric and not fr.empty:
         nstar = fr[by].to_numpy(dtype=float)
-        det = fr["determined"].to_numpy(dtype=bool)
+        fitted = fr["determined"].to_numpy(dtype=bool)  # the points of the n* sigmoid fit
         tie = fr["tie"].to_numpy(dtype=bool)
-        alone = ~det & ~tie
+        det = fitted & ~tie  # a tie is never a point of the trend, even where it lies above an earlier set
+        alone = ~fitted & ~tie
         if tie.any():
             tie_blocks(ax2, fr[x], fr[by + "_lo"], fr[by + "_hi"], tie,
                        label=f"tie: {by} within the best's {level} interval")
@@ -140,7 +141,7 @@ def plot_frontier(
         if by + "_smooth" in fr.columns:
             ax2.plot(fr[x], fr[by + "_smooth"], color="0.4", lw=1.0, label="running average")
         if ff.n_star_shape_ == "sigmoid":
-            dx = fr[x][det]
+            dx = fr[x][fitted]
             C = np.geomspace(dx.min(), dx.max(), 200)
             r2 = ff.n_star_fit_.r2_
             ax2.plot(

@@ -146,7 +146,8 @@ def test_3_runs_of_two_presets_in_one_folder_are_not_pooled(tmp_path):
         r = invoke(*cmd)
         assert r.exit_code == 2, (cmd, r.output)
         line = r.stderr.strip()
-        assert "\n" not in line and "differ in model: 'interference' vs 'tabular'" in line and "--pool" in line
+        assert "\n" not in line and "--pool" in line
+        assert "differ in model: 'interference' vs 'tabular'" in line
     assert not (out / "frontier.png").exists()
     assert invoke("fit", out, "--pool").exit_code == 0
     assert invoke("fit", out, "--by", "model").exit_code == 0  # --by says what varies
