@@ -416,7 +416,7 @@ def f10_measure(t: Tables, p: ClaimsMode) -> dict:
 
 def f10_verdict(x: dict) -> tuple[str, str]:
     rows = x["rows_tokens"]
-    g, mono = growth(rows), monotone(stars(rows)) and not any(r["undetermined"] for r in rows)
+    g, mono = growth(rows), monotone(stars(rows)) and not any(r.get("undetermined") for r in rows)
     v = "reproduced" if g >= 4 and mono else "partly" if g >= 2 else "not reproduced"
     return v, (
         f"rule: n* over token budgets determined, non-decreasing and growing >= 4x where determined. "
