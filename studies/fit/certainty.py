@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.fit.frontier import config_value
 from studies.fit.nstar import (  # noqa: F401 - the names callers of this module use
     LEVEL,
     NO_GAIN,
     REPS,
     NStar,
+    config_value,
     curve_gains,
     expected_regret,
     flat_set,

@@ -20,7 +20,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from studies.fit.nstar import LEVEL, REPS, NStar, compute_grid, n_star_sets, ns_change, numeric_keys
+from studies.fit.nstar import (
+    LEVEL,
+    REPS,
+    NStar,
+    compute_grid,
+    config_value,
+    n_star_sets,
+    ns_change,
+    numeric_keys,
+)
 from studies.fit.records import record_breaking
 from studies.fit.sigmoid import FIT_OK, PARAM_NAMES, SigmoidFit, sigmoid
 from studies.store import jsonable
@@ -65,15 +74,6 @@ def usable_fit(fit: SigmoidFit, computes: int | None = None) -> bool:
     if fit.ok_ or fit.status_ == CONSTANT:
         return True
     return computes is not None and computes >= MIN_COMPUTES and "optimiser" not in fit.status_
-
-
-def config_value(v):
-    """A configuration value (n, bp...) for JSON: studies.store.jsonable, and 8.0 -> 8 (grids are
-    integers)."""
-    v = jsonable(v)
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
 
 
 def _params_json(fit: SigmoidFit) -> dict:

@@ -246,6 +246,17 @@ def expected_regret(samples: np.ndarray, index: int) -> float:
     return float(np.mean(top[use] - mine[use])) if use.any() else math.nan
 
 
+def config_value(v):
+    """A configuration value (n, bp...) for JSON: studies.store.jsonable, and 8.0 -> 8 (grids are
+    integers)."""
+    from studies.store import jsonable
+
+    v = jsonable(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
 def numeric_keys(keys: Sequence) -> bool:
     """Whether configurations are positive numbers (an ordered grid: n, bp), so sets can lie above sets."""
     try:
