@@ -56,8 +56,8 @@ def test_quick_report_says_it_is_quick_and_reproduces_the_theory(quick_report):
 
 
 def test_reported_n_star_is_the_frontier_of_fit_report(quick_report):
-    """The n* of the report at any compute is the n, and its set the set, of `isocompute fit`'s frontier on the
-    same table."""
+    """The n* of the report at any compute is the n, and its set the set, of `isocompute fit`'s frontier on
+    the same table."""
     _, _, tables = quick_report
     table = tables[QUICK.study("inter").name]
     rep = fit_report(table, extrapolate=False)
