@@ -566,7 +566,7 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     last) with the frontier's value, the best's interval and n* as its set where the seeds cannot tell, how
     n* moves where it is determined, the certainty at the largest compute, the fits and the extrapolation."""
     from studies.fit.frontier import extrapolation_verdict
-    from studies.fit.nstar import change_text, set_text
+    from studies.fit.nstar import change_text, numeric_keys, set_text
 
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
@@ -607,7 +607,7 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
         echo(f"(alone): the only {by} with an evaluation at or below that compute")
     cert = report.get("certainty") or {}
     print_certainty(cert, by, metric, echo, grid)
-    if ns.get("change") is not None and not ns.get("none_improved"):
+    if ns.get("change") is not None and not ns.get("none_improved") and numeric_keys(grid):
         echo(change_text(ns["change"], by, grid, fmt=_fmt_c) + f" ({ns.get('determined', 0)} of "
              f"{len(frontier)} computes determine {by}*)")
     if curves:
@@ -622,6 +622,8 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
             params = ", ".join(f"{k}={_num(v)}" for k, v in (nsf.get("params") or {}).items())
             echo(f"log2 {by}* vs log C sigmoid on the {nsf.get('points')} determined computes: {params}  "
                  f"r2={_num(nsf.get('r2'))}")
+        elif nsf.get("params") is None:
+            echo(f"log2 {by}* vs log C: {nsf.get('status')}")
         elif not (ns.get("change") or {}).get("rise") and not (ns.get("change") or {}).get("fall"):
             echo(f"log2 {by}* vs log C: flat (no determined change of {by}*: no sigmoid to fit)")
         else:  # a sigmoid through a noisy n* has meaningless parameters
