@@ -25,7 +25,6 @@ from isocompute.reports.claims.common import (
     run_rewards,
     seed_rewards,
     setup_text,
-    stars,
     stars_text,
     yes,
 )
@@ -278,7 +277,8 @@ def f1_body(x: dict) -> list[str]:
         "paired; top-budget contrasts of final and record reward):",
         "",
         f"| lr treatment | n* per budget ({', '.join(budget_text(b) for b in x['budgets'])}) | growth "
-        "(last / first) | final contrast (large n − small n) | record contrast | robust (record / final) |",
+        "(where determined) | final contrast (large n − small n) | record contrast | robust (record / "
+        "final) |",
         "|---|---|---|---|---|---|",
     ]
     for name, v in tr.items():
@@ -373,7 +373,7 @@ def f6_verdict(x: dict) -> tuple[str, str]:
     return (
         "not applicable to a simulator",
         "the simulator has no pretrained base models; the analogues above show how the policy class moves "
-        "n*(C): growth (last / first budget) "
+        "n*(C): growth where n* is determined "
         + ", ".join(f"{k}: {growth_text(growth(v))}" for k, v in x["models"].items()) + ".",
     )
 
@@ -386,7 +386,7 @@ F6 = Section(
     measure=f6_measure,
     verdict=f6_verdict,
     body=lambda x: (
-        ["| model | n* per budget (record val_mean) | growth (last / first) |", "|---|---|---|"]
+        ["| model | n* per budget (record val_mean) | growth (where determined) |", "|---|---|---|"]
         + [f"| {k} | {stars_text(v)} | {growth_text(growth(v))} |" for k, v in x["models"].items()]
     ),
     setup=lambda p: (
@@ -416,10 +416,10 @@ def f10_measure(t: Tables, p: ClaimsMode) -> dict:
 
 def f10_verdict(x: dict) -> tuple[str, str]:
     rows = x["rows_tokens"]
-    g, mono = growth(rows), monotone(stars(rows)) and not any(r.get("undetermined") for r in rows)
+    g, mono = growth(rows), monotone([r["n_star"] for r in rows if not r.get("undetermined")])
     v = "reproduced" if g >= 4 and mono else "partly" if g >= 2 else "not reproduced"
     return v, (
-        f"rule: n* over token budgets determined, non-decreasing and growing >= 4x where determined. "
+        f"rule: n* over token budgets non-decreasing where determined and growing >= 4x where determined. "
         f"Growth {growth_text(g)} ({'monotone' if mono else 'not monotone'}); over rollouts "
         f"{growth_text(growth(x['n_star_rollouts']))}."
     )
@@ -471,7 +471,7 @@ def f11_verdict(x: dict) -> tuple[str, str]:
     fin = {k: _f11_ok(v["n_star"], v.get("final", {})) for k, v in x["objectives"].items()}
     v = "reproduced" if all(ok.values()) else "partly" if any(ok.values()) else "not reproduced"
     return v, (
-        "rule: n* grows >= 4x (last / first budget) and large n beats small n by >= 3 SE at the top budget "
+        "rule: n* grows >= 4x where determined and large n beats small n by >= 3 SE at the top budget "
         "(record reward; best small and large n chosen on held-out seeds); "
         + ", ".join(f"{k}: {yes(b)}" for k, b in ok.items())
         + ". On the final reward: "
@@ -488,7 +488,7 @@ F11 = Section(
     measure=f11_measure,
     verdict=f11_verdict,
     body=lambda x: (
-        ["| objective | n* per budget (record) | growth (last / first) | top-budget contrast (record) | "
+        ["| objective | n* per budget (record) | growth (where determined) | top-budget contrast (record) | "
          "top-budget contrast (final) |", "|---|---|---|---|---|"]
         + [
             f"| {k} | {stars_text(v['n_star'])} | {growth_text(growth(v['n_star']))} | "
