@@ -3,28 +3,32 @@
 This is the one estimator of n* that `fit` (its table and `--json`), `plot`, `plan`, `predict`, the figures
 and the claims report read (through `FrontierFit.frontier_` / `FrontierFit.n_star_at`, or directly).
 
-**Reward of a configuration at compute C**: the record (best so far) of its seed-mean curve over the
-evaluations at compute <= C. A checkpoint reached for less compute can be kept, so this is what running that
-configuration to C buys; averaging the seeds before taking the record keeps the record of a noisy curve
-from being one lucky draw. Runs that share no evaluation points (users' logs) are read one by one: the mean
-of each run's own record (`shared=False`).
+**Reward of a configuration at compute C**: the record (best so far) of its seed-mean curve up to C. A
+checkpoint reached for less compute can be kept, so this is what running that configuration to C buys;
+averaging the seeds before taking the record keeps the record of a noisy curve from being one lucky draw.
+Between two evaluations the curve is read linearly in log C (runs of different n are evaluated at different
+computes; holding the last value would hand C to whichever n was evaluated just below it). Runs that share
+no evaluation points (users' logs) are read one by one: the mean of each run's own record (`shared=False`).
 
 **Interval**: the runs (seeds) of each configuration are drawn with replacement `reps` times (the unit of
-noise is a run); a configuration's interval is the (1 - level) / 2 and (1 + level) / 2 quantiles of its
-resampled rewards, widened to hold its measured reward.
+noise is a run); the resampled rewards' spread around the measured one is widened for few runs
+(`small_sample_factor`: the plain bootstrap of 3 seeds is half as wide as a t-interval), and a
+configuration's interval is their (1 - level) / 2 and (1 + level) / 2 quantiles, widened to hold its
+measured reward.
 
 **Best and set**: the best is the configuration with the highest measured reward (the smaller one on exact
 ties); the set holds every configuration whose interval reaches the best's (the two overlap), or whose
-reward is within one record bin (`RESOLUTION`) of the best's. Overlap and
-not "its point inside the best's interval": a configuration whose plateau has fewer evaluation points has a
-lower record under the same noise (a maximum over fewer draws), and the best is itself a maximum over
-configurations; testing the point alone would drop true ties often enough, with 3 or 4 seeds, to invent rises.
-When no configuration improved at all (`no_improvement`), every configuration with data is in the set.
+reward is within one record bin (`RESOLUTION`) of the best's. Overlap and not "its point inside the best's
+interval": a configuration whose plateau has fewer evaluation points has a lower record under the same
+noise (a maximum over fewer draws), and the best is itself a maximum over configurations; testing the point
+alone drops true ties often enough, with 3 or 4 seeds, to invent rises. When no configuration improved at
+all (`no_improvement`), every configuration with data is in the set.
 
 **Determined**: n* is determined at C when at least two configurations have data there and either the set
 has one member, or the whole set lies above the set at some earlier compute (n* has risen, even if the data
-cannot say to which member). The sigmoid fit of log2 n* vs log C and every statement that n* grows or falls
-(`change`) use only determined points; elsewhere n* is reported as its set.
+cannot say to which member). The sigmoid fit of log2 n* vs log C uses only determined points; a rise
+(`change`) counts only when the set at every later compute stays above the earlier one, since with tens of
+computes and a few seeds some single compute will always look resolved. Elsewhere n* is its set.
 
 The frontier's value at C (the best's reward), the best's interval, the set and the range of n* are
 columns of one `NStar`, computed once, so no printed number can contradict another.
