@@ -158,9 +158,10 @@ def record_samples(table: pd.DataFrame, metric: str, by: str, computes: Sequence
                    level: float = LEVEL) -> tuple[list, np.ndarray, np.ndarray]:
     """(configurations ascending, measured rewards (J, K), resampled rewards (reps, J, K)) at the J computes.
 
-    The reward of the module docstring: the record of the seed-mean curve over evaluations at compute <= C
-    (nan where a configuration has none: one step costs more); resamples draw each configuration's runs with
-    replacement, the same draws at every compute. `shared` None: seed means where the runs of a configuration
+    The reward of the module docstring: the record of the seed-mean curve up to C (`_record_at`; nan where a
+    configuration has no evaluation at or below C: one step costs more); resamples draw each configuration's
+    runs with replacement, the same draws at every compute, and their spread around the measured reward is
+    widened by `small_sample_factor(runs, level)`. `shared` None: seed means where the runs of a configuration
     share evaluation points (median >= 2 runs per point, or a single run), else the mean of each run's own
     record; True / False force one (FrontierFit's aggregate "mean" / "pool")."""
     C = np.atleast_1d(np.asarray(computes, dtype=float))
