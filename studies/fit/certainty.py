@@ -25,19 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.fit.nstar import (  # noqa: F401 - the names callers of this module use
-    LEVEL,
-    NO_GAIN,
-    REPS,
-    NStar,
-    config_value,
-    curve_gains,
-    expected_regret,
-    flat_set,
-    no_improvement,
-    numeric_keys,
-    set_text,
-)
+from studies.fit.nstar import LEVEL, NO_GAIN, NStar, config_value, expected_regret, numeric_keys, set_text
 
 MIN_N = 2
 """The smallest GRPO group: n = 1 has zero advantage, so n* = 2 on the grid's lower edge is no edge."""
