@@ -54,31 +54,45 @@ def nstar_curve(params: dict, compute) -> np.ndarray:
 
 
 def undetermined(fr: pd.DataFrame) -> pd.Series:
-    """Frontier points where n* is not yet determined (studies.fit.frontier.undetermined on fr["reward"])."""
-    return pd.Series(_fr.undetermined(fr["reward"]), index=fr.index, dtype=bool)
+    """Frontier points where n* is not determined (the report's "determined" flags, studies.fit.nstar: a tie
+    set, or the only n with data); every point when a frame lacks the flags."""
+    if "determined" not in fr.columns:
+        return pd.Series(True, index=fr.index, dtype=bool)
+    return ~fr["determined"].astype(bool)
 
 
 def nstar_fit(report: dict, by: str = "n") -> SigmoidFit | None:
-    """Sigmoid of log2 n* against C (studies.fit.sigmoid.SigmoidFit, bounded by the grid of n, as
-    studies.fit.frontier does) fitted on the determined frontier points only; None without a frontier. A
-    constant n* gives a degenerate fit (ok_ False) whose prediction is that constant."""
-    fr = frontier_frame(report, by)
-    if fr.empty:
+    """The report's own sigmoid of log2 n* against C (studies.fit.frontier fits it on the determined frontier
+    points) as a SigmoidFit to draw; None without one."""
+    nsf = report.get("n_star_fit") or {}
+    if not has_params(nsf.get("params")):
         return None
-    fr = fr[~undetermined(fr)]
-    col = by + "_smooth" if by + "_smooth" in fr.columns else by
-    keys = [c[by] for c in report.get("curves", [])] or list(fr[by])
-    l2 = np.log2(np.asarray(keys, dtype=float))
-    return SigmoidFit(y_bounds=(float(l2.min()), float(l2.max())), min_points=4).fit(
-        fr["compute"].to_numpy(dtype=float), np.log2(fr[col].to_numpy(dtype=float))
-    )
+    f = SigmoidFit()
+    f.params_ = dict(nsf["params"])
+    f.ok_ = nsf.get("status") == "ok"
+    f.status_ = nsf.get("status")
+    f.r2_ = float("nan") if nsf.get("r2") is None else float(nsf["r2"])
+    f.at_bounds_ = []
+    f.n_points_ = int(nsf.get("points") or 0)
+    return f
+
+
+def nstar_trend(report: dict) -> bool:
+    """Whether the report's n* sigmoid describes a trend the data determine (its shape is "sigmoid")."""
+    return (report.get("n_star_fit") or {}).get("shape") == "sigmoid"
 
 
 def frontier_frame(report: dict, by: str = "n") -> pd.DataFrame:
-    """The report's frontier as a table (compute, reward, <by>), sorted by compute."""
+    """The report's frontier as a table (compute, reward, <by>, and where the report has them the n* set's
+    columns: reward_lo, reward_hi, <by>_lo, <by>_hi, tie, determined, set), sorted by compute."""
     rows = report.get("frontier") or []
-    cols = ["compute", "reward", by] + ([by + "_smooth"] if rows and by + "_smooth" in rows[0] else [])
-    return pd.DataFrame(rows, columns=cols).sort_values("compute").reset_index(drop=True)
+    extra = [c for c in (by + "_smooth", by + "_lo", by + "_hi", "tie", "determined", "set")
+             if rows and c in rows[0]]
+    fr = pd.DataFrame(rows, columns=["compute", "reward", by, *extra])
+    if rows and "reward_interval" in rows[0]:
+        fr["reward_lo"] = [r["reward_interval"][0] for r in rows]
+        fr["reward_hi"] = [r["reward_interval"][1] for r in rows]
+    return fr.sort_values("compute").reset_index(drop=True)
 
 
 def seed_mean(

@@ -133,8 +133,10 @@ def gallery(entries: list[dict], path: Path, img_dir: Path) -> str:
         "never typed. Runs: the simulator presets of `paper_figs/specs.py` at the quick sizing; the studies",
         "each figure needs are declared in its module. One figure: `isocompute figs --only ID` (ids:",
         "`isocompute figs --list`); a new figure = a module with a `SPEC`, named in paper_figs/registry.py.",
-        "Conventions: colour = n on one log2 scale in every figure; dashed black = frontier (max over n) of",
-        "the per-n sigmoid fits (studies.fit.frontier); hollow n* points = no n has improved yet (ties).",
+        "Conventions: colour = n on one log2 scale in every figure; dashed black = frontier (the best n's",
+        "measured seed-mean record); n*(C) (studies/fit/nstar.py): filled points where it is determined,",
+        "shaded areas where it is a tie (the set of n the seeds cannot tell apart), hollow where one n alone",
+        "has data.",
         "",
     ]
     for e in entries:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from paper_figs import analysis as an
 from paper_figs import plots, style
@@ -39,12 +40,12 @@ def make(tables):
         plots.nstar_panel(ax, rep, color_by_reward=False, color=PRESET_COLORS[role], label=role)
     ax.set_title("compute-optimal n*(C)")
     style.n_legend(fig, ns)
-    hollow = Line2D([], [], ls="", marker="o", mfc="none", color="0.3")
-    handles = [style.frontier_handle()[0], hollow] + [
+    shaded = Patch(color="0.6", alpha=0.3, lw=0)
+    handles = [style.frontier_handle()[0], shaded] + [
         Line2D([], [], color=c, marker="o", lw=2) for c in PRESET_COLORS.values()
     ]
-    labels = [style.frontier_handle()[1], "n* undetermined (all n tie)"] + [
-        f"n*(C) + sigmoid fit, {r}" for r in PRESET_COLORS
+    labels = [style.frontier_handle()[1], "n* a tie: the set of n the seeds cannot tell apart"] + [
+        f"n*(C) where determined (+ sigmoid fit where a trend), {r}" for r in PRESET_COLORS
     ]
     style.outside_legend(fig, handles, labels, where="bottom")
     style.title(
@@ -54,21 +55,23 @@ def make(tables):
 
 
 def nstar_tables(tables) -> str:
-    """The n*(C) table of each preset, every 4th grid point: frontier reward, n* ("tie" where no n has
-    improved yet) and the sigmoid fit of log2 n* on the determined points (what the figure draws)."""
+    """The n*(C) table of each preset, every 4th frontier compute: frontier reward, n* (its set and "(tie)"
+    where the seeds cannot tell n apart, studies.fit.nstar) and the sigmoid fit of log2 n* on the determined
+    points where it describes a trend (what the figure draws)."""
+    from studies.fit.nstar import set_text
+
     parts = []
     for role, name in ROLES:
         rep = an.fit_report(tables[name], METRICS[role])
         fr = an.frontier_frame(rep)
-        f = an.nstar_fit(rep)
+        f = an.nstar_fit(rep) if an.nstar_trend(rep) else None
+        grid = [c["n"] for c in rep.get("curves", [])]
         tab = pd.DataFrame(
             {
                 "compute": fr["compute"].map(lambda v: f"{v:.3g}"),
                 SHORT[METRICS[role]].replace(" ", "_"): fr["reward"].map(lambda v: f"{v:.4f}"),
-                "n*": [
-                    f"{int(n)}" + (" (tie)" if u else "")
-                    for n, u in zip(fr["n"], an.undetermined(fr), strict=True)
-                ],
+                "n*": [set_text(s, grid) + (" (tie)" if t else "")
+                       for s, t in zip(fr["set"], fr["tie"], strict=True)],
                 "n*_fit": [f"{v:.3g}" for v in 2.0 ** f.predict(fr["compute"])] if f is not None else "",
             }
         )

@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 
 from paper_figs import analysis as an
 from paper_figs import style
-from studies.fit.frontier import EARLY_GAIN
+from studies.fit.plots import tie_blocks
 from studies.fit.sigmoid import FIT_OK
 
 
@@ -80,63 +80,54 @@ def nstar_panel(
     label: str | None = None,
     color=None,
 ) -> None:
-    """n*(C): frontier-attaining n at each compute grid point (colour = frontier reward, paper Fig 7) and the
-    fitted sigmoid of log2 n* against C (red)."""
+    """n*(C) of a fit report (studies.fit.nstar): determined points filled (colour = frontier reward, paper
+    Fig 7, or `color`), ties shaded from the smallest to the largest n of their set with no point (a tie is
+    no point of the trend), the only n with data hollow; the report's sigmoid of log2 n* (red) only when it
+    describes a determined trend."""
     fr = an.frontier_frame(report or {}, by)
     if fr.empty:
         style.empty_panel(ax, "no frontier")
         return
     y = fr[by + "_smooth"] if by + "_smooth" in fr.columns else fr[by]
-    early = an.undetermined(fr)
+    tie = fr["tie"].astype(bool) if "tie" in fr.columns else pd.Series(False, index=fr.index)
+    fitted = ~an.undetermined(fr)  # the points the report's n* fit used
+    det = fitted & ~tie  # a tie is never a point of the trend, even where it lies above an earlier set
+    alone = ~fitted & ~tie
+    if tie.any():
+        tie_blocks(ax, fr["compute"], fr[by + "_lo"], fr[by + "_hi"], tie, color=color or "0.6", alpha=0.18)
     if color_by_reward:
         norm = style.norm_for(fr["reward"])
-        sc = ax.scatter(
-            fr["compute"][~early],
-            y[~early],
-            c=fr["reward"][~early],
-            cmap="rocket_r",
-            s=22,
-            zorder=3,
-            norm=norm,
-        )
-        ax.scatter(
-            fr["compute"][early],
-            y[early],
-            s=22,
-            zorder=3,
-            facecolors="none",
-            edgecolors=plt.get_cmap("rocket_r")(norm(fr["reward"][early])),
-        )
+        sc = ax.scatter(fr["compute"][det], y[det], c=fr["reward"][det], cmap="rocket_r", s=22, zorder=3,
+                        norm=norm)
+        ax.scatter(fr["compute"][alone], y[alone], s=22, zorder=3, facecolors="none",
+                   edgecolors=plt.get_cmap("rocket_r")(norm(fr["reward"][alone])))
         cb = ax.figure.colorbar(sc, ax=ax, pad=0.01, fraction=0.05)
         cb.set_label("frontier reward")
     else:
-        ax.scatter(fr["compute"][~early], y[~early], s=18, color=color, zorder=3, label=label)
-        ax.scatter(fr["compute"][early], y[early], s=18, facecolors="none", edgecolors=color, zorder=3)
+        ax.scatter(fr["compute"][det], y[det], s=18, color=color, zorder=3, label=label)
+        ax.scatter(fr["compute"][alone], y[alone], s=18, facecolors="none", edgecolors=color, zorder=3)
     f = an.nstar_fit(report or {}, by) if fit else None
-    drawable = f is not None and (
-        (f.ok_ and np.isfinite(f.r2_) and f.r2_ >= MIN_R2) or f.status_ == "degenerate: constant target"
-    )
-    if drawable and an.has_params(f.params_):
-        det = fr[~early]
-        cs = np.geomspace(det["compute"].min(), det["compute"].max(), 200)
+    if f is not None and an.nstar_trend(report or {}) and fitted.any():
+        d = fr[fitted]
+        cs = np.geomspace(d["compute"].min(), d["compute"].max(), 200)
         ax.plot(cs, 2.0 ** f.predict(cs), color=color or style.FIT_COLOR, lw=2.0, zorder=4)
     style.compute_axis(ax, unit)
     style.log2_axis(ax, "y", fr[by], label=f"compute-optimal {by}*")
 
 
 MIN_R2 = 0.5
-"""Sigmoid fits of n* explaining less than half the variance are not drawn (a line through nothing misleads);
-a constant n* (degenerate fit) is drawn as the constant it is."""
+"""Sigmoid fits of n* explaining less than half the variance are not drawn (a line through nothing
+misleads)."""
 
 
-def fit_handle(label: str = "sigmoid fit of log2 n* (filled points)") -> tuple[Line2D, str]:
+def fit_handle(label: str = "sigmoid fit of log2 n* (determined points)") -> tuple[Line2D, str]:
     return Line2D([], [], color=style.FIT_COLOR, lw=2.0), label
 
 
 def frontier_numbers(report: dict | None, by: str = "n") -> dict:
-    """Gallery numbers of one frontier: n* at the lowest compute where it is determined (see
-    `analysis.undetermined`) and at the highest compute of the grid, the reward there, and the r2 of the n*
-    fit."""
+    """Gallery numbers of one frontier: n* at the lowest and the highest compute where it is determined (see
+    `analysis.undetermined`; the first and last points when it is determined nowhere), the largest
+    determined n*, the reward at the highest compute and the r2 of the n* fit."""
     fr = an.frontier_frame(report or {}, by)
     nan = float("nan")
     if fr.empty:
@@ -146,9 +137,9 @@ def frontier_numbers(report: dict | None, by: str = "n") -> dict:
     det = det if not det.empty else fr
     return {
         "C_lo": float(det["compute"].iloc[0]),
-        "C_hi": float(fr["compute"].iloc[-1]),
+        "C_hi": float(det["compute"].iloc[-1]),
         "n_lo": float(det[by].iloc[0]),
-        "n_hi": float(fr[by].iloc[-1]),
+        "n_hi": float(det[by].iloc[-1]),
         "n_max": float(det[by].max()),
         "R_hi": float(fr["reward"].iloc[-1]),
         "r2": float(f.r2_) if f is not None else nan,
@@ -218,7 +209,7 @@ def nstar_legend(fig, smooth: int = 1) -> None:
     )
 
 
-HOLLOW_LABEL = f"hollow: frontier gain < {int(100 * EARLY_GAIN)}%, n* undetermined (ties)"
+HOLLOW_LABEL = "hollow: the only n with data; shaded: n* a tie (the set of n the seeds cannot tell apart)"
 
 
 def nstar_span(v: dict) -> str:

@@ -234,6 +234,27 @@ class LLMAdapter:
         return RunOutput(table=table, pass1=pass1, status=res.status, info=info)
 
 
+def engine_defaults(name: str) -> str:
+    """How the engines fill the RunConfig field `name` when it is left None, as one phrase for --help
+    ("sim 32, llm 4"), read from their config dataclasses (and the tiny LMs' TINY_DEFAULTS where they
+    differ), so the help cannot drift from the code that applies it. The llm's 0 for d / d_val is "the
+    whole split". Imports both engines' configs (about a second): call it when help is shown."""
+    from llm_backend.config import TINY_DEFAULTS, LLMConfig
+    from sandbox.config import SimConfig
+
+    def said(v: Any) -> str:
+        return "the whole split" if name in ("d", "d_val") and v == 0 else str(v)
+
+    sim = {f.name: f.default for f in fields(SimConfig)}
+    llm = {f.name: f.default for f in fields(LLMConfig)}
+    parts = [f"sim {said(sim[name])}"] if name in sim else []
+    if name in llm:
+        parts.append(f"llm {said(llm[name])}")
+        if name in TINY_DEFAULTS and TINY_DEFAULTS[name] != llm[name]:
+            parts.append(f"tiny LMs {said(TINY_DEFAULTS[name])}")
+    return ", ".join(parts)
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """{field: its attribute docstring} of a dataclass, read from its source (the string literal that
     follows each annotated field), joined to one line."""

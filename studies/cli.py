@@ -85,6 +85,40 @@ class OutPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class CodeDefaultOption(click.Option):
+    """An option whose default lives in code that this module does not load at start-up: `code_default` (a
+    callable) gives its text when the help is shown ("sim 32, llm 4", "4.0 (studies.fit.plan.WARN_FACTOR)"),
+    so no default in --help is typed by hand."""
+
+    def __init__(self, *args: Any, code_default: Callable[[], str], **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.code_default = code_default
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        rec = super().get_help_record(ctx)
+        if rec is None:
+            return rec
+        return rec[0], f"{rec[1]} [default: {self.code_default()}]"
+
+
+def engine_default(name: str) -> Callable[[], str]:
+    """`code_default` of a RunConfig field the backend fills when it is None (studies.backends)."""
+    def text() -> str:
+        from studies.backends import engine_defaults
+
+        return engine_defaults(name)
+
+    return text
+
+
+def module_default(module: str, attr: str) -> Callable[[], str]:
+    """`code_default` of a constant: its value and where it is defined."""
+    def text() -> str:
+        return f"{_import(module, attr)} ({module}.{attr})"
+
+    return text
+
+
 # ----------------------------------------------------------------------------------------- shared options
 def _apply(options: list[Callable]) -> Callable:
     def deco(f: Callable) -> Callable:
@@ -119,9 +153,12 @@ _CONFIG_OPTIONS = [
     click.option("--objective", type=click.Choice(OBJECTIVES), default="pg", show_default=True,
                  help=HELP["objective"]),
     click.option("--k", type=int, default=4, show_default=True, help=HELP["k"]),
-    click.option("--n-evals", type=int, default=None, help=HELP["n_evals"]),
-    click.option("--d", type=COUNT, default=None, help=HELP["d"]),
-    click.option("--d-val", type=COUNT, default=None, help=HELP["d_val"]),
+    click.option("--n-evals", type=int, default=None, help=HELP["n_evals"], cls=CodeDefaultOption,
+                 code_default=engine_default("n_evals")),
+    click.option("--d", type=COUNT, default=None, help=HELP["d"], cls=CodeDefaultOption,
+                 code_default=engine_default("d")),
+    click.option("--d-val", type=COUNT, default=None, help=HELP["d_val"], cls=CodeDefaultOption,
+                 code_default=engine_default("d_val")),
     click.option("--device", default="cpu", show_default=True, help=HELP["device"]),
     click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
                  help=HELP["options"] + " Repeatable, e.g. --option K=8 --option share=0.5."),
@@ -286,6 +323,34 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
 
 
 # ------------------------------------------------------------------------------------------- input checks
+def progress_lines(command: str) -> Callable[[str, int, int], None]:
+    """A progress callback `(what, done, total)` on stderr: one line when a step starts and, for steps with
+    many parts, a counter (rewritten in place on a terminal, every quarter in a log), so no command sits
+    silent for seconds. stdout stays clean for --json."""
+    state = {"what": None, "mark": -1, "t0": time.perf_counter()}
+    tty = sys.stderr.isatty()
+
+    def tell(what: str, done: int, total: int) -> None:
+        if what != state["what"]:
+            if tty and state["what"] is not None:
+                click.echo("", err=True)
+            state.update(what=what, mark=-1, t0=time.perf_counter())
+            if total <= 1:
+                click.echo(f"{command}: {what} ...", err=True)
+                return
+        if total <= 1:
+            return
+        quarter = 4 * done // total
+        if tty:
+            click.echo(f"\r{command}: {what} {done}/{total}", err=True, nl=done >= total)
+        elif quarter != state["mark"]:
+            state["mark"] = quarter
+            took = f" ({time.perf_counter() - state['t0']:.1f} s)" if done >= total else ""
+            click.echo(f"{command}: {what} {done}/{total}{took}", err=True)
+
+    return tell
+
+
 
 
 def check_configs(configs: list[RunConfig]) -> None:
@@ -397,20 +462,27 @@ def _load(path: Path, columns: list[str], fmt: str = "auto", n: int | None = Non
     return table
 
 
-def resolve_metric(paths: tuple[Path, ...] | list[Path], metric: str | None, by: str = "n") -> str:
-    """--metric, or when it is not given the default of the runs' preset (studies.io.default_metric: the
-    tabular preset reads train_mean), said on stderr when it is not val_mean. --by must be a configuration
-    column, not the compute axis or the metric."""
+def resolve_metric(paths: tuple[Path, ...] | list[Path], metric: str | None, by: str = "n"
+                   ) -> tuple[str, str | None]:
+    """(--metric, or when it is not given the default of the runs' preset (studies.io.default_metric: the
+    tabular preset reads train_mean); the note saying so, or None). The caller prints the note once its
+    input has loaded (`say_note`), so an error always comes alone. --by must be a configuration column, not
+    the compute axis or the metric."""
     from studies.io import default_metric
 
+    why = None
     if metric is None:
         metric, why = default_metric(paths)
-        if why:
-            click.echo(f"note: {why}", err=True)
     if by in ("compute", "tokens", "m", metric):
         raise StudiesError(f"--by {by} is an axis or the metric, not a configuration column; use --by n, bp, "
                            "batch or another column that labels the runs")
-    return metric
+    return metric, why
+
+
+def say_note(note: str | None) -> None:
+    """A `resolve_metric` note on stderr (nothing for None)."""
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 def _per_path(values: list[int] | None, paths: tuple[Path, ...], flag: str) -> list[int | None]:
@@ -489,85 +561,101 @@ def _fmt_c(c: float) -> str:
 
 def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo,
                      every: int = 1) -> None:
-    """Readable n*(C): one line per frontier grid point (every `every`-th and the last), then the fits."""
-    import numpy as np
-
-    from studies.fit.frontier import EARLY_GAIN, undetermined
+    """A `studies.fit.frontier.fit_report` as text, the one rendering of a fit: what cannot be used first
+    (degenerate per-configuration fits), then n*(C) one row per frontier compute (every `every`-th and the
+    last) with the frontier's value, the best's interval and n* as its set where the seeds cannot tell, how
+    n* moves where it is determined, the certainty at the largest compute, the fits and the extrapolation."""
+    from studies.fit.frontier import extrapolation_verdict
+    from studies.fit.nstar import change_text, numeric_keys, set_text
 
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
     frontier = report.get("frontier", [])
-    tie = undetermined([math.nan if f["reward"] is None else f["reward"] for f in frontier])
-    if frontier and all("tie" in f for f in frontier):  # studies.fit.certainty.annotate_report's flags
-        tie = np.asarray([bool(f["tie"]) for f in frontier], dtype=bool)
-    cert = report.get("certainty") or {}
-    keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
-    echo(f"compute-optimal {by}*(C) for {metric} ({len(report.get('curves', []))} curves, "
-         f"{len(keep)} grid points)")
-    echo(f"{'compute':>12}  {metric:>10}  {by + '*':>8}")
-    for i in keep:
-        row, v = frontier[i], frontier[i].get(by)
-        shown = "-" if v is None else v
-        mark = "  (tie)" if tie[i] else ""
-        echo(f"{_fmt_c(float(row['compute'])):>12}  {float(row['reward']):>10.4f}  {shown:>8}{mark}")
-    if cert.get("none_improved"):
-        echo(f"(tie): every row; {cert['notes'][0]}")
-    elif tie[keep].any():
-        echo(f"(tie): the frontier has gained < {EARLY_GAIN:.0%} of its total there; all {by} still tie and "
-             f"the {by}* shown is arbitrary")
-    print_certainty(cert, by, metric, echo)
     curves = report.get("curves", [])
+    fits = report.get("fits") or {}
+    ns = report.get("n_star") or {}
+    grid = [c.get(by) for c in curves]
+    bad = fits.get("degenerate") or {}
+    if bad:
+        shown = "; ".join(f"{by}={k}: {v}" for k, v in bad.items())
+        head = ("every per-" + by if len(bad) == len(curves) else f"{len(bad)} of {len(curves)} per-" + by)
+        echo(f"{head} sigmoid fit(s) degenerate ({shown}): no {by}*(C) fit and no extrapolation verdict; "
+             f"{by}* below is read from the measured records only")
+    keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
+    level = f"{ns.get('level', 0.9):.0%}"
+    echo(f"compute-optimal {by}*(C) for {metric} ({len(curves)} curves, {len(keep)} of {len(frontier)} "
+         f"computes): {by}* is the set of {by} whose {level} interval reaches the best's (seed-mean record, "
+         f"{ns.get('reps')} resamples of the runs)")
+    echo(f"{'compute':>12}  {metric:>10}  {level + ' interval':>18}  {by + '*'}")
+    marks = set()
+    for i in keep:
+        f = frontier[i]
+        members = f.get("set") or ([] if f.get(by) is None else [f.get(by)])
+        if f.get("tie"):
+            mark = " (tie)"
+        elif not f.get("determined"):
+            mark = " (alone)"
+        else:
+            mark = ""
+        marks.add(mark.strip())
+        lo, hi = f.get("reward_interval") or (None, None)
+        iv = f"[{_num4(lo)}, {_num4(hi)}]"
+        echo(f"{_fmt_c(float(f['compute'])):>12}  {_num4(f.get('reward')):>10}  {iv:>18}  "
+             f"{set_text(members, grid)}{mark}")
+    if "(tie)" in marks:
+        echo(f"(tie): every {by} listed is within the best's interval: these seeds cannot tell them apart")
+    if "(alone)" in marks:
+        echo(f"(alone): the only {by} with an evaluation at or below that compute")
+    cert = report.get("certainty") or {}
+    print_certainty(cert, by, metric, echo, grid)
+    if ns.get("change") is not None and not ns.get("none_improved") and numeric_keys(grid):
+        echo(change_text(ns["change"], by, grid, fmt=_fmt_c) + f" ({ns.get('determined', 0)} of "
+             f"{len(frontier)} computes determine {by}*)")
     if curves:
         echo("per-curve fits R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b):")
         for cur in curves:
             params = ", ".join(f"{k}={_num(v)}" for k, v in (cur.get("params") or {}).items())
-            echo(f"  {by}={cur.get(by)}: {params}  r2={_num(cur.get('r2'))}")
-    ns = report.get("n_star_fit")
-    if ns:
-        params = ", ".join(f"{k}={_num(v)}" for k, v in (ns.get("params") or {}).items())
-        if ns.get("shape") == "flat":  # issue 25: a sigmoid through a constant n* has meaningless parameters
-            echo(f"log2 {by}* vs log C: flat (no trend to fit: {by}* does not move or r2 = "
-                 f"{_num(ns.get('r2'))} < 0.5)")
-        else:
-            echo(f"log2 {by}* vs log C sigmoid: {params or ns.get('status')}  r2={_num(ns.get('r2'))}")
-    iv = [f for f in frontier if f.get(f"{by}_lo") is not None]
-    if iv:
-        last = iv[-1]
-        nsi = report.get("n_star_interval") or {}
-        echo(f"{by}* at the largest C: {last.get(by)}, {nsi.get('level', 0.95):.0%} seed-bootstrap interval "
-             f"[{last[f'{by}_lo']}, {last[f'{by}_hi']}] ({nsi.get('reps')} resamples of {nsi.get('seeds')} "
-             f"seeds){' (undetermined)' if last.get('undetermined') else ''}")
+            status = "" if cur.get("status", "ok") == "ok" else f"  ({cur['status']})"
+            echo(f"  {by}={cur.get(by)}: {params}  r2={_num(cur.get('r2'))}{status}")
+    nsf = report.get("n_star_fit")
+    if nsf and not bad:
+        if nsf.get("shape") == "sigmoid":
+            params = ", ".join(f"{k}={_num(v)}" for k, v in (nsf.get("params") or {}).items())
+            echo(f"log2 {by}* vs log C sigmoid on the {nsf.get('points')} determined computes: {params}  "
+                 f"r2={_num(nsf.get('r2'))}")
+        elif nsf.get("params") is None:
+            echo(f"log2 {by}* vs log C: {nsf.get('status')}")
+        elif not (ns.get("change") or {}).get("rise") and not (ns.get("change") or {}).get("fall"):
+            echo(f"log2 {by}* vs log C: flat (no determined change of {by}*: no sigmoid to fit)")
+        else:  # a sigmoid through a noisy n* has meaningless parameters
+            echo(f"log2 {by}* vs log C: flat (r2 = {_num(nsf.get('r2'))} < 0.5, or {nsf.get('status')})")
     ex = report.get("extrapolation")
-    if ex:
-        cut = _fmt_c(float(ex.get("fit_max_compute") or 0))
-        if ex.get("mean_abs_error_steps") is not None:
-            fin, mean = ex.get("final_error_steps"), ex["mean_abs_error_steps"]
-            if ex.get("predictable"):
-                verdict = "predictable: both within one grid step"
-            else:
-                off = [w for w, ok in (("at the largest C", ex.get("predictable_largest")),
-                                       ("on average", ex.get("predictable_mean"))) if not ok]
-                verdict = f"not predictable: more than one grid step off {' and '.join(off)}"
-            echo(f"extrapolation from C <= {cut}: error at the largest C {_num(fin)} grid steps, mean |err| "
-                 f"{_num(mean)} grid steps: {verdict} (low-budget n* fit: {ex.get('status')})")
-        else:
-            echo(f"extrapolation from C <= {cut}: {ex.get('status')}")
+    if ex and not bad:
+        echo(extrapolation_verdict(ex, fmt=_fmt_c))
 
 
-def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo
-                    ) -> None:
-    """The lines of studies.fit.certainty.assess_table: the answer at the largest compute and how sure it
-    is."""
-    if not cert or cert.get("n_star") is None or cert.get("none_improved"):
+def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo,
+                    grid: list | None = None) -> None:
+    """The lines of studies.fit.certainty.assess: the answer at the largest compute (the frontier's last row)
+    and how sure it is."""
+    from studies.fit.nstar import set_text
+
+    if not cert or cert.get("n_star") is None:
+        for note in (cert or {}).get("notes") or []:
+            echo(f"note: {note}")
         return
     lo, hi = cert.get("reward_interval") or (None, None)
     level = f"{cert.get('level', 0.9):.0%}"
-    members = ", ".join(map(str, cert.get("flat_set") or []))
     regret = cert.get("expected_regret")
     echo(f"at C = {_fmt_c(float(cert['budget']))}: best measured {by} = {cert['n_star']} ({metric} seed-mean "
-         f"record, {level} interval [{_num(lo)}, {_num(hi)}]); within it: {by} = {members}; expected regret "
-         f"of {by} = {cert['n_star']}: {_num(regret)}")
+         f"record {level} interval [{_num4(lo)}, {_num4(hi)}]); within it: {by} = "
+         f"{set_text(cert.get('flat_set') or [], grid)}; expected regret of {by} = {cert['n_star']}: "
+         f"{_num(regret)}")
     for note in cert.get("notes") or []:
         echo(f"note: {note}")
+
+
+def _num4(v: Any) -> str:
+    return "-" if v is None else f"{float(v):.4f}"
 
 
 def _num(v: Any) -> str:
@@ -595,18 +683,17 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     """
     if not bin_width > 0:
         raise StudiesError(f"--bin-width must be positive, got {bin_width}")
-    metric = resolve_metric(paths, metric, by)
+    metric, note = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
+    say_note(note)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     fit_report = _import("studies.fit.frontier", "fit_report")
     try:
-        report = fit_report(table, metric=metric, by=by, bin_width=bin_width, boot=200)
+        report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"))
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
-    from studies.fit.certainty import annotate_report
     from studies.store import jsonable
 
-    annotate_report(report, table, model=table.attrs.get("model"))
     if as_json:
         emit_json(report)
     else:
@@ -630,9 +717,10 @@ def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag:
     path = paths[0]
     if out is None:
         out = path / "frontier.png" if path.is_dir() else path.with_name(f"{path.stem}_frontier.png")
-    metric = resolve_metric(paths, metric, by)
+    check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure", create=False)
+    metric, note = resolve_metric(paths, metric, by)
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
-    check_output_file(out, suffixes=FIGURE_SUFFIXES, kind="figure")  # after reading: bad input leaves nothing
+    say_note(note)
     os.environ.setdefault("MPLBACKEND", "Agg")
     plot_frontier = _import("studies.fit.plots", "plot_frontier")
     frontier_fit = _import("studies.fit.frontier", "FrontierFit")
@@ -667,7 +755,8 @@ def plot_title(paths: tuple[Path, ...], metric: str, by: str, table: Any) -> str
               help="Bootstrap resamples of runs (1..10000).")
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
               help="Seed of the bootstrap.")
-@click.option("--warn-factor", type=float, default=None, show_default="4.0 (studies.fit.plan.WARN_FACTOR)",
+@click.option("--warn-factor", type=float, default=None, cls=CodeDefaultOption,
+              code_default=module_default("studies.fit.plan", "WARN_FACTOR"),
               help="Warn when the budget exceeds the pilots' largest compute by more than this factor.")
 @click.option("--format", "fmt", default="auto", show_default=True,
               help="As for fit: auto, csv, trl, verl, wandb, tensorboard.")
@@ -689,11 +778,13 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
     cap = None if max_compute is None else parse_count(max_compute)
     n_list = None if n_flag is None else parse_count_list(n_flag)
     bp_list = None if bp_flag is None else parse_count_list(bp_flag)
-    metric = resolve_metric(paths, metric)
+    metric, note = resolve_metric(paths, metric)
     table = load_paths(tuple(paths), ["run_id", "compute", "n", "bp", metric], fmt, n_list, bp_list, metric,
                        "n", pool)
+    say_note(note)
     out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
-                    warn_factor=WARN_FACTOR if warn_factor is None else warn_factor)
+                    warn_factor=WARN_FACTOR if warn_factor is None else warn_factor,
+                    progress=progress_lines("plan"))
     if as_json:
         emit_json(out)
         return
@@ -709,8 +800,8 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
 @click.option("--n", "n_grid", type=COUNT_LIST, default="2^1..2^8", show_default=True,
               help="Pilot grid of n (comma list or 2^a..2^b); with RESULTS_DIR the pilots' own n.")
 @click.option("--bp", type=COUNT, default=32, show_default=True, help="Problems per step of the pilots.")
-@click.option("--pilot-fraction", type=float, default=None,
-              show_default="0.05 (studies.fit.predict.PILOT_FRACTION)",
+@click.option("--pilot-fraction", type=float, default=None, cls=CodeDefaultOption,
+              code_default=module_default("studies.fit.predict", "PILOT_FRACTION"),
               help="Each pilot run spends at most this share of --budget.")
 @click.option("--seeds", type=click.IntRange(1, 1000), default=4, show_default=True,
               help="Pilot seeds 0..S-1 per n.")
@@ -740,8 +831,9 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
 
     target = budget
     if results_dir is not None:
-        metric = resolve_metric([results_dir], metric)
+        metric, note = resolve_metric([results_dir], metric)
         table = load_paths((results_dir,), ["run_id", "compute", "n", metric], metric=metric)
+        say_note(note)
         where = str(results_dir)
     else:
         if metric is None:
@@ -819,12 +911,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
             raise StudiesError(f"{len(s.failed)} {model} run(s) failed, e.g. {next(iter(s.failed.values()))}")
         table = _load(where, ["run_id", "compute", "n", metric])
         try:
-            report = fit_report(table, metric=metric, by="n")
+            report = fit_report(table, metric=metric, by="n", model=model)
         except ValueError as e:
             raise StudiesError(f"cannot fit {where}: {e}") from None
-        from studies.fit.certainty import annotate_report
-
-        annotate_report(report, table, model=model)
         click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
         print_fit_report(jsonable(report), every=4)
         try:

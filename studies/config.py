@@ -74,9 +74,9 @@ class RunConfig(RunShape):
     objective: str = _f("pg", "Surrogate objective: pg (plain policy gradient), ppo (clipped) or cispo.")
     k: int = _f(4, "k of the metrics best_k (pass@k) and worst_k (all k correct).")
     n_evals: int | None = _f(None,
-        "Number of evaluation points, log-spaced in compute up to the budget (None: sim 32, llm 8).")
-    d: int | None = _f(None, "Training set size D (None: backend default: sim 1024, llm the whole split).")
-    d_val: int | None = _f(None, "Validation set size (None: backend default: sim 1024, llm 16).")
+        "Number of evaluation points, log-spaced in compute up to the budget (None: the backend's default).")
+    d: int | None = _f(None, "Training set size D (None: the backend's default).")
+    d_val: int | None = _f(None, "Validation set size (None: the backend's default).")
     device: str = _f("cpu", "Device of the run: cpu or cuda[:i]; cuda runs ask the Ray executor for a GPU.")
     options: tuple[tuple[str, Any], ...] = _f((),
         "Backend-specific KEY=VALUE options, checked by the adapter.")

@@ -349,7 +349,10 @@ def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where
                 values[f] = set(map(repr, col.dropna().unique().tolist()))
     differ = {k: sorted(v) for k, v in values.items() if len(v) > 1}
     if differ:
-        shown = "; ".join(f"{k} ({', '.join(v[:4])}{', ...' if len(v) > 4 else ''})"
+        def said(v: str) -> str:
+            return {"None": "unset (the backend's default)", "(unset)": "unset"}.get(v, v)
+
+        shown = "; ".join(f"{k}: {' vs '.join(map(said, v[:4]))}{' vs ...' if len(v) > 4 else ''}"
                           for k, v in differ.items())
         raise StudiesError(f"{where} differ in {shown}: they are different experiments; fit them one at a "
                            f"time, or pass --by FIELD to compare them, or --pool to pool them anyway")

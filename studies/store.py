@@ -188,9 +188,12 @@ def check_output_dir(path: str | os.PathLike | None, what: str = "--out") -> Pat
 
 
 def check_output_file(path: str | os.PathLike | None, what: str = "--out",
-                      suffixes: tuple[str, ...] | None = None, kind: str = "file") -> Path:
-    """Check that the file `path` can be written (its directory is created and probed; an existing file
-    must be a writable regular file) and, with `suffixes`, that its format is known."""
+                      suffixes: tuple[str, ...] | None = None, kind: str = "file",
+                      create: bool = True) -> Path:
+    """Check that the file `path` can be written (an existing file must be a writable regular file) and,
+    with `suffixes`, that its format is known. `create`: its directory is created and probed; otherwise the
+    nearest existing ancestor is probed and nothing is created (a command that may still fail on its input
+    leaves nothing behind; the writer creates the directory)."""
     if path is None or str(path).strip() == "":
         raise StudiesError(f"{what} needs a file name, got an empty path")
     p = Path(path)
@@ -202,14 +205,19 @@ def check_output_file(path: str | os.PathLike | None, what: str = "--out",
     if p.exists() and not p.is_file():
         raise StudiesError(f"{what} {p} exists and is not a regular file")
     parent = p.parent
-    if parent.exists() and not parent.is_dir():
-        raise StudiesError(f"cannot write {what} {p}: {parent} is not a directory")
+    probe = parent
+    while not create and not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise StudiesError(f"cannot write {what} {p}: {probe} is not a directory")
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=parent):
+        if create:
+            parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as e:
-        raise StudiesError(f"cannot write {what} {p}: {_why(e)} ({parent})") from None
+        raise StudiesError(f"cannot write {what} {p}: no file can be created in {probe} "
+                           f"({_why(e)})") from None
     if p.exists() and not os.access(p, os.W_OK):
         raise StudiesError(f"cannot write {what} {p}: permission denied")
     return p

@@ -141,9 +141,15 @@ def read(path: Path, n: int | None = None, bp: int | None = None) -> pd.DataFram
 
 def _load_state(f: Path) -> dict:
     try:
-        state = json.loads(f.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise StudiesError(f"cannot read {f}: {e}") from None
+        text = f.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise StudiesError(f"cannot read {f}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise StudiesError(f"{f} is not a TRL trainer_state.json: it is not JSON ({e.msg} at line "
+                           f"{e.lineno}, column {e.colno}); give --format csv for a table, or the run's "
+                           "trainer_state.json") from None
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
         raise StudiesError(f"{f} is not a Trainer state file (no log_history list)")
     return state

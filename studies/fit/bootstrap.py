@@ -1,4 +1,8 @@
-"""Bootstrap interval of n*(C) over seeds: resample seeds, refit the frontier (issue 25).
+"""Bootstrap interval of the fitted envelope's arg-max over seeds: resample seeds, refit the curves.
+
+`fit`, `plot`, `plan` and the claims report read n* as a set of measured configurations
+(studies.fit.nstar); this module keeps the paper's reading, the arg-max of the fitted envelope, with its seed
+interval, for the group-std study that compares arms by their fitted curves.
 
 n* is an arg-max over configurations, so near saturation it jumps between n whose rewards differ by far less
 than their seed noise; a point n* then overstates what the data say. The percentile bootstrap over seeds
@@ -209,7 +213,7 @@ def bootstrap_n_star(ff, table: pd.DataFrame, C, reps: int = REPS, level: float 
     idx = np.argmax(filled >= top[:, None, :] - ff.tie_tol, axis=1)
     kv = np.asarray(keys, dtype=float)
     ns = np.where(np.isfinite(top), kv[idx], np.nan)
-    point = ff.n_star_at(C)[by].to_numpy()
+    point = ff.envelope_at(C)[by].to_numpy()
     return summarise(ns, point, kv, level) | {"reps": int(R), "seeds": len(seeds)}
 
 

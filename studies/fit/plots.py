@@ -57,11 +57,14 @@ def plot_frontier(
     `fit`: a FrontierFit already fitted on `table` (else one is fitted with `fit_kwargs`). `out`: a .png, .pdf
     or .svg path, or a path without suffix to write both .png and .pdf. Returns the Figure.
 
-    How sure (studies.fit.certainty): frontier points where n* is a tie are drawn hollow and grey (all of them
-    when no n improved at all, said in the left panel, with the preset `model`'s metric hint); the n*
-    sigmoid is drawn only when it is usable (converged, r2 >= MIN_R2), else the panel says why not.
+    How sure (studies.fit.nstar): the frontier is the best's measured seed-mean record with its interval
+    shaded; on the right, n* is a filled point only where it is determined, and where the seeds cannot tell
+    configurations apart the band from the smallest to the largest member of the set is shaded, with no
+    point in it (no tie is drawn as a point of the trend); when no n improved at all the left panel says so,
+    with the preset `model`'s metric hint. The n* sigmoid is drawn only when the determined points show a
+    trend (`FrontierFit.n_star_shape_`), else the panel says why not.
     """
-    from studies.fit.certainty import MIN_R2, n_star_fit_usable, no_improvement, no_improvement_note, tie_mask
+    from studies.fit.certainty import no_improvement_note
 
     ff = fit if fit is not None else FrontierFit(metric=metric, by=by, **fit_kwargs).fit(table)
     metric, by, x = ff.metric, ff.by, ff.x
@@ -90,12 +93,14 @@ def plot_frontier(
         label = f"{by}={k:g}" if numeric else f"{by}={k}"
         if ff.curves_[k].ok_:
             ax.plot(C, ff.curves_[k].predict(C), color=c, lw=1.6, label=label)
-        else:  # too few points for a sigmoid: the record points joined, as the frontier uses them
+        else:  # too few points for a sigmoid: the record points joined
             ax.plot(C, ff.record_curve(k, C), color=c, lw=1.2, ls=":", label=f"{label} (no fit)")
     fr = ff.frontier_
-    none_improved = no_improvement(table, metric, by, x=x)
-    ties = tie_mask(fr["reward"].to_numpy(dtype=float), none_improved)
-    ax.plot(fr[x], fr["reward"], "k--", lw=1.4, label="frontier", zorder=4)
+    none_improved = ff.nstar_.none_improved
+    level = f"{ff.nstar_.level:.0%}"
+    ax.fill_between(fr[x], fr["reward_lo"], fr["reward_hi"], color="0.5", alpha=0.25, lw=0, zorder=4,
+                    label=f"{level} interval of the best")
+    ax.plot(fr[x], fr["reward"], "k--", lw=1.4, label="frontier (best measured)", zorder=4)
     if none_improved:
         ax.text(0.5, 0.5, "\n".join(_wrap(no_improvement_note(metric, by, model), 48)), ha="center",
                 va="center", transform=ax.transAxes, fontsize=9, color="tab:red",
@@ -104,12 +109,21 @@ def plot_frontier(
     ax.xaxis.set_minor_formatter(NullFormatter())  # narrow ranges label every minor tick, overlapping
     ax.set_xlabel(f"{x} (rollouts)" if x == "compute" else x)
     ax.set_ylabel(metric)
-    ax.set_title("fitted curves and frontier")
+    ax.set_title("fitted curves and measured frontier")
     ax.grid(alpha=0.3, which="both", lw=0.4)
 
     if numeric and not fr.empty:
         nstar = fr[by].to_numpy(dtype=float)
-        det = ~ties
+        fitted = fr["determined"].to_numpy(dtype=bool)  # the points of the n* sigmoid fit
+        tie = fr["tie"].to_numpy(dtype=bool)
+        det = fitted & ~tie  # a tie is never a point of the trend, even where it lies above an earlier set
+        alone = ~fitted & ~tie
+        if tie.any():
+            tie_blocks(ax2, fr[x], fr[by + "_lo"], fr[by + "_hi"], tie,
+                       label=f"tie: {by} within the best's {level} interval")
+            cx = [c for c, s, t in zip(fr[x], fr["set"], tie, strict=True) if t for _ in s]
+            cy = [float(v) for s, t in zip(fr["set"], tie, strict=True) if t for v in s]
+            ax2.scatter(cx, cy, s=6, marker="_", color="0.35", linewidths=0.8, zorder=2)
         if det.any():
             ax2.scatter(
                 fr[x][det],
@@ -119,15 +133,16 @@ def plot_frontier(
                 edgecolors="k",
                 linewidths=0.3,
                 zorder=3,
-                label=f"{by}*(C) on the frontier",
+                label=f"{by}*(C), determined",
             )
-        if ties.any():
-            ax2.scatter(fr[x][ties], nstar[ties], s=22, facecolors="none", edgecolors="0.55", linewidths=0.8,
-                        zorder=3, label=f"tie: every {by} alike, {by}* arbitrary")
+        if alone.any():
+            ax2.scatter(fr[x][alone], nstar[alone], s=22, facecolors="none", edgecolors="0.55",
+                        linewidths=0.8, zorder=3, label=f"only {by} with data")
         if by + "_smooth" in fr.columns:
             ax2.plot(fr[x], fr[by + "_smooth"], color="0.4", lw=1.0, label="running average")
-        if n_star_fit_usable(ff.n_star_fit_) and not none_improved:
-            C = np.geomspace(fr[x].min(), fr[x].max(), 200)
+        if ff.n_star_shape_ == "sigmoid":
+            dx = fr[x][fitted]
+            C = np.geomspace(dx.min(), dx.max(), 200)
             r2 = ff.n_star_fit_.r2_
             ax2.plot(
                 C,
@@ -136,10 +151,13 @@ def plot_frontier(
                 lw=1.8,
                 label=f"sigmoid fit of log2 {by}* (r2={r2:.2f})",
             )
-        elif ff.n_star_fit_ is not None:
-            why = ("not fitted: nothing improved" if none_improved else
-                   f"no {by}* sigmoid drawn: {ff.n_star_fit_.status_}" if not ff.n_star_fit_.ok_ else
-                   f"no {by}* sigmoid drawn: r2 = {ff.n_star_fit_.r2_:.2f} < {MIN_R2} (flat or noisy {by}*)")
+        else:
+            ch = ff.change_
+            why = ("no n* sigmoid: nothing improved" if none_improved else
+                   f"no {by}* sigmoid: a per-{by} fit is degenerate" if not ff.fits_usable_ else
+                   f"no {by}* sigmoid: no determined rise or fall of {by}*" if not (ch["rise"] or ch["fall"])
+                   else f"no {by}* sigmoid drawn: {ff.n_star_fit_.status_}" if not ff.n_star_fit_.ok_ else
+                   f"no {by}* sigmoid drawn: r2 = {ff.n_star_fit_.r2_:.2f} < 0.5 (noisy {by}*)")
             ax2.text(0.98, 0.04, why, ha="right", va="bottom", transform=ax2.transAxes, fontsize=8,
                      color="0.3")
         ax2.set_xscale("log")
@@ -175,6 +193,23 @@ def plot_frontier(
     if out is not None:
         save_figure(fig, out)
     return fig
+
+
+def tie_blocks(ax, compute, lo, hi, tie, color="0.6", alpha=0.3, label: str | None = None) -> None:
+    """Shade n*'s set where it is a tie: one block per tie compute from the set's smallest to its largest
+    member (on a log2 axis, a little beyond both), reaching halfway (in log C) to the neighbouring computes,
+    so a tie is an area and never a point of the trend. compute, lo, hi, tie: sequences of one length."""
+    xs = np.asarray(compute, dtype=float)
+    lo, hi, tie = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float), np.asarray(tie, dtype=bool)
+    if not tie.any():
+        return
+    mid = np.sqrt(xs[1:] * xs[:-1]) if xs.size > 1 else np.empty(0)
+    left = np.concatenate([[xs[0] ** 2 / mid[0] if mid.size else xs[0] / 1.2], mid])
+    right = np.concatenate([mid, [xs[-1] ** 2 / mid[-1] if mid.size else xs[-1] * 1.2]])
+    first = int(np.argmax(tie))
+    for j in np.flatnonzero(tie):
+        ax.fill_between([left[j], right[j]], lo[j] / 1.15, hi[j] * 1.15, color=color, alpha=alpha, lw=0,
+                        zorder=1, label=label if j == first else None)
 
 
 def _wrap(text: str, width: int) -> list[str]:

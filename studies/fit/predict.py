@@ -168,7 +168,7 @@ class SignalRule:
     crossings_: dict = field(default_factory=dict)
 
     def fit(self, table: pd.DataFrame, frontier=None) -> SignalRule:
-        from studies.fit.frontier import FrontierFit, undetermined
+        from studies.fit.frontier import FrontierFit
 
         if ZVF not in table.columns:
             raise StudiesError(f"the signal rule needs the {ZVF} column (TRL: frac_reward_zero_std)")
@@ -176,7 +176,7 @@ class SignalRule:
         curves = seed_mean_curves(table, ZVF, self.by)
         self.grid_ = sorted(float(v) for v in curves)
         fr = self.pilot_frontier_.frontier_
-        det = fr.loc[~undetermined(fr["reward"].to_numpy())]
+        det = fr.loc[fr["determined"].to_numpy(dtype=bool)]
         zs = []
         for c, v in zip(det["compute"], det[self.by], strict=True):
             if v in curves:
@@ -233,7 +233,7 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
                        by: str = "n", octaves: int = GRID_OCTAVES) -> dict[str, Any]:
     """The `isocompute predict --json` object from pilot runs: n*(C) on `prediction_grid(budget)` by `rule`,
     the other rule's prediction beside it, and the pilot statistics it used."""
-    from studies.fit.frontier import FrontierFit, _params_json
+    from studies.fit.frontier import FrontierFit, _params_json, usable_fit
 
     if rule not in RULES:
         raise StudiesError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
@@ -245,11 +245,14 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
     C = prediction_grid(budget, octaves)
     preds: dict[str, np.ndarray | None] = {}
     status: dict[str, str] = {}
-    if ff.n_star_fit_ is not None:
+    if ff.n_star_fit_ is not None and usable_fit(ff.n_star_fit_):
         preds["paper"] = np.clip(ff.predict_n_star(C), min(grid_n), max(grid_n))
-        status["paper"] = "ok" if ff.n_star_fit_.ok_ else str(ff.n_star_fit_.status_)
+        status["paper"] = ("ok" if ff.n_star_fit_.ok_ else
+                           f"{ff.n_star_fit_.status_}: n* constant where determined")
     else:
-        preds["paper"], status["paper"] = None, "no n* fit of the pilots"
+        preds["paper"] = None
+        status["paper"] = ("no n* fit of the pilots" if ff.n_star_fit_ is None else
+                           f"n* fit of the pilots {ff.n_star_fit_.status_}")
     sig = None
     if ZVF in table.columns:
         sig = SignalRule(metric=metric, by=by).fit(table, frontier=ff)
@@ -277,8 +280,10 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
             "n": [plain_int(v) for v in grid_n],
             "max_compute": pcmax,
             "fraction": pcmax / float(budget),
-            "frontier": [{"compute": float(c), "reward": float(r), by: plain_int(v)} for c, r, v in
-                         zip(ff.frontier_["compute"], ff.frontier_["reward"], ff.frontier_[by], strict=True)],
+            "frontier": [{"compute": float(c), "reward": float(r), by: plain_int(v),
+                          "set": [plain_int(m) for m in s], "determined": bool(d)} for c, r, v, s, d in
+                         zip(ff.frontier_["compute"], ff.frontier_["reward"], ff.frontier_[by],
+                             ff.frontier_["set"], ff.frontier_["determined"], strict=True)],
         },
         "status": status,
         "alternatives": {k: ([{"compute": float(c), by: plain_int(v)} for c, v in zip(C, snap(p, grid_n),
@@ -308,13 +313,13 @@ def prediction_certainty(rep: dict[str, Any], table: pd.DataFrame, ff, by: str =
     """How sure a prediction is (studies.fit.certainty): the pilots' own frontier (ties, none improved, the
     flat set at their largest compute), the predicted n* at the budget on the grid's edge, and whether the two
     rules agree at the budget (more than HIT_STEPS grid steps apart: the prediction is uncertain)."""
-    from studies.fit.certainty import assess_table, edge_note, grid_edge
+    from studies.fit.certainty import assess, edge_note, grid_edge
+    from studies.store import jsonable
 
     metric = rep["metric"]
-    cert = assess_table(table, metric, by, rep["pilots"]["max_compute"], ff.frontier_["reward"].tolist(),
-                        model=table.attrs.get("model"))
+    cert = jsonable(assess(ff.nstar_, -1, metric=metric, by=by, model=table.attrs.get("model")))
     cert = {"pilots": {k: v for k, v in cert.items() if k != "notes"}, "notes": list(cert["notes"])}
-    cert["pilots"]["tie"] = [bool(t) for t in cert["pilots"]["tie"]]
+    cert["pilots"]["tie"] = [bool(t) for t in ff.frontier_["tie"]]
     grid = rep["pilots"]["n"]
     at_budget = rep["n_star"][-1][by]
     cert["edge"] = grid_edge(at_budget, grid)

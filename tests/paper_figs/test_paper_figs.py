@@ -224,22 +224,31 @@ def test_cli_unknown_figure_is_one_line_and_exit_2():
     assert p.stderr.strip().count("\n") == 0 and "fig99" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_nstar_fit_ignores_undetermined_ties():
-    """Before any curve improves all n tie; those frontier points are flagged and left out of the n* fit."""
-    from paper_figs import analysis as an
+def test_nstar_panel_draws_ties_as_areas_and_the_reports_own_fit():
+    """Figures read n* from the fit report (studies.fit.nstar): a tie is a shaded area with no point of the
+    trend in it (points: determined, or hollow where one n alone has data), and the n* sigmoid is the
+    report's own."""
+    import matplotlib
 
-    fr = pd.DataFrame(
-        {
-            "compute": [1e2, 1e3, 1e4, 1e5, 1e6, 1e7],
-            "reward": [0.4, 0.401, 0.5, 0.6, 0.7, 0.8],
-            "n": [256, 256, 4, 16, 64, 64],
-        }
-    )
-    und = an.undetermined(fr)
-    assert und.tolist() == [True, True, False, False, False, False]
-    rep = {"frontier": fr.to_dict("records"), "curves": [{"n": v} for v in (4, 16, 64, 256)]}
-    f = an.nstar_fit(rep)
-    assert f.n_points_ == 4 and np.all(2 ** f.predict([1e4]) < 16)  # not dragged up by the n = 256 ties
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PathCollection
+
+    from paper_figs import analysis as an
+    from paper_figs import plots
+    from studies.fit.frontier import synthetic_table
+
+    specs = {4: (0.25, 0.52, 1e4, 1.5), 8: (0.25, 0.60, 3e4, 1.3), 16: (0.25, 0.66, 1e5, 1.1)}
+    rep = an.fit_report(synthetic_table(specs, seeds=3, points=30, noise=0.01, rng=np.random.default_rng(0)))
+    fr = an.frontier_frame(rep)
+    assert (an.undetermined(fr) == ~fr["determined"]).all() and fr["tie"].any() and fr["determined"].any()
+    assert an.nstar_fit(rep).params_ == rep["n_star_fit"]["params"]
+    fig, ax = plt.subplots()
+    plots.nstar_panel(ax, rep)
+    drawn = np.concatenate([c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)])
+    assert set(drawn[:, 0]) == set(fr.loc[~fr["tie"], "compute"])  # determined, or the only n with data
+    assert not set(drawn[:, 0]) & set(fr.loc[fr["tie"], "compute"])
+    plt.close(fig)
 
 
 def test_llm_backend_builds_the_figures_that_apply_and_refuses_the_rest(tmp_path, monkeypatch):

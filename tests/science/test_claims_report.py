@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from isocompute.cli import main
 from isocompute.reports.claims import QUICK, SECTIONS, VERDICTS
-from isocompute.reports.claims.common import PRESETS, n_star_rows
+from isocompute.reports.claims.common import PRESETS, n_star_cell, n_star_rows
 from isocompute.reports.claims.nstar import f1_measure, theory_measure
 from isocompute.reports.claims.report import studies_of
 from studies.declared import Tables, study_configs
@@ -56,13 +56,15 @@ def test_quick_report_says_it_is_quick_and_reproduces_the_theory(quick_report):
 
 
 def test_reported_n_star_is_the_frontier_of_fit_report(quick_report):
-    """The n* of the report at any compute is the n of `isocompute fit`'s frontier on the same table."""
+    """The n* of the report at any compute is the n, and its set the set, of `isocompute fit`'s frontier on
+    the same table."""
     _, _, tables = quick_report
     table = tables[QUICK.study("inter").name]
     rep = fit_report(table, extrapolate=False)
     pts = rep["frontier"][::5]
     rows = n_star_rows(table, [p["compute"] for p in pts])
     assert [r["n_star"] for r in rows] == [p["n"] for p in pts]
+    assert [r["set"] for r in rows] == [p["set"] for p in pts]
 
 
 def test_reported_rewards_are_the_seed_records_of_the_runs(quick_report):
@@ -74,7 +76,7 @@ def test_reported_rewards_are_the_seed_records_of_the_runs(quick_report):
     for r in x["rows"]:
         runs = tab[(tab["n"] == r["n_star"]) & (tab["compute"] <= r["budget"])]
         assert r["mean"] == pytest.approx(runs.groupby("run_id")["train_mean"].max().mean(), abs=1e-12)
-        assert f"{r['n_star']} ({r['mean']:.3f} ± {r['ci']:.3f})" in md
+        assert f"{n_star_cell(r)} ({r['mean']:.3f} ± {r['ci']:.3f})" in md
     f1 = f1_measure(tables, QUICK)
     inter = tables[QUICK.study("inter").name]
     last = inter.sort_values("compute").groupby("run_id").tail(1)

@@ -53,10 +53,11 @@ def test_1_tabular_reads_train_mean_and_a_metric_that_never_moves_is_all_tie(tab
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)
     assert rep["certainty"]["none_improved"] is True
-    assert all(f["tie"] for f in rep["frontier"])  # every row is a tie, not "n* = 2"
+    # every row is a tie (or the only n with data), never a determined "n* = 2"
+    assert any(f["tie"] for f in rep["frontier"]) and not any(f["determined"] for f in rep["frontier"])
     text = invoke("fit", tabular_dir, "--metric", "val_mean").stdout
-    rows = [ln for ln in text.splitlines() if re.match(r"\s+[\d.e+^]+\s+0\.\d+\s+\d+", ln)]
-    assert rows and all(ln.endswith("(tie)") for ln in rows)
+    rows = [ln for ln in text.splitlines() if re.match(r"\s+[\d.e+^]+\s+0\.\d+\s+\[", ln)]
+    assert rows and all(ln.endswith(("(tie)", "(alone)")) for ln in rows) and rows[-1].endswith("(tie)")
     assert "no n improved val_mean" in text and "--metric train_mean" in text
     assert "train_mean" in invoke("fit", "--help").stdout  # --help says it too
 
@@ -145,7 +146,8 @@ def test_3_runs_of_two_presets_in_one_folder_are_not_pooled(tmp_path):
         r = invoke(*cmd)
         assert r.exit_code == 2, (cmd, r.output)
         line = r.stderr.strip()
-        assert "\n" not in line and "differ in model ('interference', 'tabular')" in line and "--pool" in line
+        assert "\n" not in line and "--pool" in line
+        assert "differ in model: 'interference' vs 'tabular'" in line
     assert not (out / "frontier.png").exists()
     assert invoke("fit", out, "--pool").exit_code == 0
     assert invoke("fit", out, "--by", "model").exit_code == 0  # --by says what varies
@@ -282,6 +284,49 @@ def test_9_minor_ones(tmp_path):
     from studies.cli import plot_title
 
     assert plot_title((path,), "val_mean", "n", table).startswith(f"{path}: val_mean by n")
+
+
+def _one_error(r, *words):
+    """exit 2 and one line on stderr, an error alone (no note before it), naming `words`."""
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert all(w in lines[0] for w in words), lines[0]
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*")}
+
+
+def test_9_errors_come_alone_and_write_nothing(tabular_dir, tmp_path):
+    """A new user's slips with the analysis commands: each is one line on stderr, exit 2, with no note
+    before it (the runs' default metric is said only once the input has loaded) and nothing written."""
+    before = _files(tabular_dir)
+    _one_error(invoke("fit", tabular_dir, "--by", "compute"), "--by compute is an axis")
+    good = tmp_path / "good.csv"
+    synthetic_table({2: (0.2, 0.6, 1e3, 1.5), 4: (0.2, 0.6, 1e3, 1.5)}, seeds=2, points=8).to_csv(good,
+                                                                                                 index=False)
+    inside = _files(tmp_path)
+    _one_error(invoke("plot", tabular_dir, "--out", good / "p.png"), "good.csv is not a directory")
+    if Path("/proc").is_dir():
+        _one_error(invoke("plot", tabular_dir, "--out", "/proc/p.png"), "no file can be created in /proc")
+    _one_error(invoke("plot", tabular_dir, "--out", tmp_path / "new" / "dir" / "p.bmp"),
+               "unknown figure format")
+    _one_error(invoke("fit", good, "--format", "trl"), "good.csv is not a TRL trainer_state.json", "not JSON")
+    assert _files(tmp_path) == inside and _files(tabular_dir) == before
+    r = invoke("plot", tabular_dir, "--out", tmp_path / "new" / "p.png")  # the same input is fine
+    assert r.exit_code == 0 and r.stderr.startswith("note: metric train_mean")
+    assert (tmp_path / "new" / "p.png").exists()
+
+
+def test_9_the_pooling_refusal_names_an_unset_field_readably(tmp_path):
+    common = ["--backend", "fake", "--model", "interference", "--bp", "4", "--budget", "2^12", "--n-evals",
+              "6", "--jobs", "1", "--no-progress"]
+    assert invoke("sweep", "n-vs-m", "--n", "2", "--d", "512", "--out", tmp_path / "a",
+                  *common).exit_code == 0
+    assert invoke("sweep", "n-vs-m", "--n", "4", "--out", tmp_path / "b", *common).exit_code == 0
+    r = invoke("fit", tmp_path / "a", tmp_path / "b")
+    _one_error(r, "differ in d: 512 vs unset (the backend's default)", "--pool")
+    assert "None" not in r.stderr
 
 
 def test_9_bounded_parameter_warnings_name_r0_too():

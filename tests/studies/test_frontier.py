@@ -136,19 +136,32 @@ def test_pooled_and_mean_aggregation_both_recover_A():
     assert FrontierFit().fit(jitter).aggregate_ == "pool"  # users' logs rarely share evaluation points
 
 
-def test_ties_go_to_the_smallest_configuration():
+def test_identical_curves_are_one_tie_set_wherever_both_have_data():
+    """Two configurations on one curve (one run each, no noise) differ only by where they were evaluated:
+    every compute where both have data holds both in n*'s set, and none determines n*."""
     spec = (0.2, 0.6, 1e5, 1.0)
     table = synthetic_table({8: spec, 4: spec}, seeds=1, points=40, bp=1, noise=0.0)
-    ff = FrontierFit().fit(table)
-    assert set(ff.frontier_["n"]) == {4}
+    fr = FrontierFit().fit(table).frontier_
+    both = fr["compute"] >= 8
+    assert all(s == [4, 8] for s in fr.loc[both, "set"]) and fr.loc[both, "tie"].all()
+    assert not fr["determined"].any() and all(s == [4] for s in fr.loc[~both, "set"])
 
 
-def test_frontier_prediction_is_the_envelope():
+def test_frontier_reward_is_the_measured_seed_mean_record_and_predict_the_fitted_envelope():
     table = synthetic_table(SPECS, seeds=2, points=40, bp=BP, rng=np.random.default_rng(1))
     ff = FrontierFit().fit(table)
     _, P = ff.curve_matrix(ff.grid_)
     np.testing.assert_allclose(ff.predict(ff.grid_), np.nanmax(P, 0))
-    np.testing.assert_allclose(ff.frontier_["reward"], np.nanmax(P, 0))
+    mean = table.groupby(["n", "compute"])["val_mean"].mean()
+    for row in ff.frontier_.itertuples():
+        # the best's record over its evaluations at or below C, read between its last two points at most
+        curve = mean.loc[row.n]
+        below, above = curve[curve.index <= row.compute], curve[curve.index > row.compute]
+        lo_ = below.max()
+        hi_ = max(lo_, above.iloc[0]) if len(above) else lo_
+        assert lo_ - 1e-12 <= row.reward <= hi_ + 1e-12
+        assert row.reward_lo <= row.reward <= row.reward_hi and row.n in row.set
+        assert row.n_lo == min(row.set) and row.n_hi == max(row.set) and row.tie == (len(row.set) > 1)
 
 
 def test_running_average_in_log2_space():
@@ -177,16 +190,22 @@ def test_fit_report_on_minimal_table_is_the_design_contract():
     assert all(
         set(c["params"]) == {"R0", "A", "C_mid", "b"} and isinstance(c["r2"], float) for c in rep["curves"]
     )
-    assert len(rep["frontier"]) == 25
+    assert 20 <= len(rep["frontier"]) <= 25
     assert all(isinstance(c["at_bounds"], list) and c["n_runs"] == 3 for c in rep["curves"])
     assert not any("at a bound" in w for w in rep["warnings"])  # plateaus reached: A, C_mid, b all inside
     f0 = rep["frontier"][0]
-    assert set(f0) == {"compute", "reward", "n"} and type(f0["n"]) is int
-    cs = [f["compute"] for f in rep["frontier"]]
-    np.testing.assert_allclose(np.diff(np.log(cs)), np.log(cs[-1] / cs[0]) / 24)  # log-spaced
+    assert set(f0) == {"compute", "reward", "reward_interval", "n", "set", "n_lo", "n_hi", "tie",
+                       "determined"}
+    assert type(f0["n"]) is int and f0["set"] == [4]
+    cs = np.array([f["compute"] for f in rep["frontier"]])
+    assert set(cs) <= set(table["compute"])  # evaluation computes, log-spaced at most 25 over the range
+    assert np.all(np.diff(np.log(cs)) > 0) and np.max(np.diff(np.log(cs))) < 2 * np.log(cs[-1] / cs[0]) / 24
     assert set(rep["n_star_fit"]) >= {"params", "r2"} and rep["n_star_fit"]["r2"] > 0.8
+    assert rep["fits"] == {"usable": True, "degenerate": {}}
+    assert rep["n_star"]["change"]["rise"]["factor"] >= 8
     tab = n_star_table(rep)
-    assert list(tab.columns) == ["compute", "reward", "n", "n_fit"] and len(tab) == 25
+    assert list(tab.columns) == ["compute", "reward", "n", "set", "determined", "n_fit"]
+    assert len(tab) == len(rep["frontier"])
 
 
 def test_fit_report_leaves_out_nonpositive_compute_and_names_diverged_runs():
@@ -367,15 +386,5 @@ def test_flat_n_star_fit_is_reported_as_flat_and_printed_so():
     assert rising["n_star_fit"]["shape"] == "sigmoid" and rising["n_star_fit"]["r2"] > 0.5
     lines = []
     print_fit_report(rising, echo=lines.append)
-    assert any(line.startswith("log2 n* vs log C sigmoid: R0=") for line in lines)
-    assert n_star_shape(None, [4, 8]) == "flat"
-
-
-def test_fit_report_with_boot_carries_the_n_star_interval():
-    table = synthetic_table(SPECS, seeds=4, points=30, bp=BP, noise=0.01, rng=np.random.default_rng(2))
-    rep = fit_report(table, extrapolate=False, boot=40)
-    assert rep["n_star_interval"]["reps"] == 40 and rep["n_star_interval"]["seeds"] == 4
-    for f in rep["frontier"]:
-        assert f["n_lo"] <= f["n"] <= f["n_hi"] or f["undetermined"]
-    json.dumps(rep)  # still one JSON object
-    assert "n_lo" not in fit_report(table.drop(columns="seed"), extrapolate=False, boot=40)["frontier"][0]
+    assert any(line.startswith("log2 n* vs log C sigmoid on the") and "R0=" in line for line in lines)
+    assert n_star_shape(None, {"rise": None, "fall": None}) == "flat"

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from isocompute.cli import main
 from studies.config import StudiesError
 from studies.fit.frontier import synthetic_table
+from studies.fit.nstar import REPS
 from studies.fit.plan import make_plan
 from studies.fit.sigmoid import sigmoid
 
@@ -38,7 +39,9 @@ def test_plan_recommends_the_true_best_n_inside_the_pilots_and_says_how_sure(tab
         exp = sigmoid(np.array([C]), *SPECS[r["n"]])[0]
         assert p["expected_reward"] == pytest.approx(exp, abs=0.02)
         assert p["reward_interval"][0] - 0.01 <= exp <= p["reward_interval"][1] + 0.01
-        assert p["bootstrap"]["ok"] == 30 and p["pilots"]["runs_per_n"] == {"2": 4, "4": 4, "8": 4, "16": 4}
+        # inside the pilots nothing is refitted: the set is measured, runs resampled as `fit` does
+        assert p["inside_pilots"] and p["bootstrap"]["ok"] == p["bootstrap"]["reps"] == REPS
+        assert p["pilots"]["runs_per_n"] == {"2": 4, "4": 4, "8": 4, "16": 4}
         assert not any("more than 4x" in w for w in p["warnings"])
 
 
@@ -57,7 +60,7 @@ def test_plan_bp_max_caps_bp_and_single_runs_give_no_interval(table):
     assert p["recommended"]["bp"] == 8 and any("--bp-max" in w for w in p["warnings"])
     one = table.loc[table["seed"] == 0]
     p = make_plan(one, 1e5, bootstrap=5)
-    assert p["n_interval"] == [None, None] and any(">= 2 runs" in w for w in p["warnings"])
+    assert p["reward_interval"] == [None, None] and any(">= 2 runs" in w for w in p["warnings"])
     with pytest.raises(StudiesError, match="one value of n"):
         make_plan(table.loc[table["n"] == 4], 1e5)
 

@@ -127,13 +127,14 @@ def test_predict_from_results_dir_equals_the_run_form(pilot_dir):
 
 
 def test_the_cli_states_the_rules_and_pilot_fraction_of_the_module():
-    """studies.cli keeps pandas out of start-up, so it names predict's rules and default fraction itself."""
+    """studies.cli keeps pandas out of start-up: it names predict's rules itself, and reads the default
+    fraction from the module only when the help is shown."""
     from studies import cli
     from studies.fit import predict
 
     assert cli.PREDICT_RULES == predict.RULES
     fraction = next(p for p in cli.predict.params if p.name == "pilot_fraction")
-    assert fraction.default is None and str(predict.PILOT_FRACTION) in str(fraction.show_default)
+    assert fraction.default is None and str(predict.PILOT_FRACTION) in fraction.code_default()
 
 
 def test_report_predict_refuses_an_unknown_case_in_one_line(tmp_path):

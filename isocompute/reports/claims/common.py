@@ -3,11 +3,11 @@
 Conventions (issue 4, kept): seeds are paired across n (seed s uses problem_seed s, so every n sees the same
 problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
 seeds. "record" reward = a run's best-so-far value up to a budget (the record-breaking envelope the paper
-fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always the frontier of
-`studies.fit.frontier.FrontierFit` (the estimator of `isocompute fit` and the gallery) at the budgets shown.
-Issue 25: every choice (an lr, a base lr, the best small and large n of a contrast) is made on seeds that are
-not reported (isocompute/reports/claims/selection.py), growth is directional (last / first), and n* tables
-carry the seed-bootstrap interval of studies/fit/bootstrap.py.
+fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always read by the estimator
+of `isocompute fit` (studies.fit.nstar through `FrontierFit.n_star_at`): the best n's measured seed-mean
+record and the set of n the seeds cannot tell from it. Every choice (an lr, a base lr, the best small and
+large n of a contrast) is made on seeds that are not reported (isocompute/reports/claims/selection.py), and
+growth of n* counts only where n* is determined (a rise that every later set stays above).
 """
 
 from __future__ import annotations
@@ -235,9 +235,18 @@ def budget_text(b: float) -> str:
     return f"2^{int(round(k))}" if math.isfinite(k) and abs(k - round(k)) < 1e-9 else f"{b:.3g}"
 
 
-def growth(n_stars: Sequence[int | None]) -> float:
-    """Directional growth of n* over the budgets: last / first (selection.directional_growth), < 1 when n*
-    falls. (Issue 25: max / min counted a falling "32, 8, 8, 2" as 16x growth.)"""
+def growth(n_stars: Sequence) -> float:
+    """Growth of n* over the budgets. Rows of `n_star_rows` (budgets ascending): the determined change of
+    studies.fit.nstar.change, its rise factor, 1 / its fall factor, or 1 when the sets show neither (a tie
+    is no growth). Plain n* values: last / first (selection.directional_growth), < 1 when n* falls."""
+    if n_stars and isinstance(n_stars[0], dict):
+        from studies.fit.nstar import change
+
+        ch = change([r["budget"] for r in n_stars], [r.get("set") or [r["n_star"]] for r in n_stars],
+                    [r.get("competitors", 2) for r in n_stars])
+        if ch["rise"]:
+            return ch["rise"]["factor"]
+        return 1.0 / ch["fall"]["factor"] if ch["fall"] else 1.0
     return directional_growth(n_stars)
 
 
@@ -273,36 +282,39 @@ def n_star_rows(
     x: str = "compute",
     boot: int = 0,
 ) -> list[dict]:
-    """Per budget: n* of the FrontierFit frontier, and the record reward of n* over seeds (mean, CI); with
-    boot > 0 also the 95% seed-bootstrap interval of n* (studies.fit.bootstrap: resample seeds, refit) as
-    "n_lo", "n_hi", "share" (replicates agreeing with n*), "undetermined" (interval over most of the grid)."""
-    ff = FrontierFit(metric=metric, by=by, x=x).fit(table)
-    at = ff.n_star_at(budgets)
-    iv = None
-    if boot and "seed" in table.columns and table["seed"].nunique() > 1 and ff.aggregate_ == "mean":
-        from studies.fit.bootstrap import bootstrap_n_star
+    """Per budget (ascending): n* by the estimator of `isocompute fit` (studies.fit.nstar, through
+    `FrontierFit.n_star_at`): "n_star" the best n (highest seed-mean record), "set" every n the seeds
+    cannot tell from it, "n_lo" / "n_hi" its smallest and largest member, "undetermined" (a tie, or the only n
+    with data), "competitors" (n with data at the budget); and the record reward of the best over seeds
+    (mean, CI). `boot`: resamples of the runs (0: studies.fit.nstar.REPS)."""
+    from studies.fit.nstar import REPS, set_text
 
-        iv = bootstrap_n_star(ff, table, list(at[x]), reps=boot)
+    ff = FrontierFit(metric=metric, by=by, x=x, reps=boot or REPS).fit(table)
+    at = ff.n_star_at(budgets)
+    comp = ff._sets(list(at[x])).competitors
     rows = []
     for j, (b, n) in enumerate(zip(at[x], at[by], strict=True)):
         if n is None:
             continue
         piv = seed_rewards(table, b, metric, "best", by, x)
         m, h = ci(piv[n]) if n in piv.columns else (float("nan"), float("nan"))
-        row = {"budget": float(b), "n_star": _num(n), "mean": m, "ci": h}
-        if iv is not None and iv["lo"][j] is not None:
-            row |= {"n_lo": _num(iv["lo"][j]), "n_hi": _num(iv["hi"][j]), "share": iv["share"][j],
-                    "undetermined": bool(iv["undetermined"][j])}
-        rows.append(row)
+        members = [_num(v) for v in at["set"].iloc[j]]
+        rows.append({"budget": float(b), "n_star": _num(n), "mean": m, "ci": h, "set": members,
+                     "set_text": set_text(members, list(ff.curves_)),
+                     "n_lo": min(members), "n_hi": max(members), "competitors": int(comp[j]),
+                     "undetermined": not bool(at["determined"].iloc[j])})
     return rows
 
 
 def n_star_cell(r: dict) -> str:
-    """'n*' or 'n* [lo-hi]' with the bootstrap interval, 'undetermined' where it spans most of the grid."""
-    if "n_lo" not in r:
-        return str(r["n_star"])
-    iv = "" if r["n_lo"] == r["n_hi"] else f" [{r['n_lo']}-{r['n_hi']}]"
-    return f"{r['n_star']}{iv}" + (" (undetermined)" if r.get("undetermined") else "")
+    """'n*' where it is determined; its set and 'tie' where the seeds cannot tell n apart (studies.fit.nstar
+    set_text: '16-256 tie'); '(alone)' where only one n has data."""
+    from studies.fit.nstar import set_text
+
+    members = r.get("set") or [r["n_star"]]
+    if len(members) > 1:
+        return f"{r.get('set_text') or set_text(members)} tie"
+    return str(r["n_star"]) + (" (alone)" if r.get("undetermined") else "")
 
 
 def _num(v):
@@ -424,9 +436,9 @@ def contrast_text(c: dict) -> str:
 
 
 def robust(n_stars: Sequence[int], c: dict, seeds_needed: int = 8) -> bool:
-    """Issue 4's robust claim-2 effect: n* grows >= 8x (last / first budget, directional), and at the top
-    budget the best large n beats the best small n (both chosen on held-out seeds) by >= 0.02 and >= 3 SE over
-    >= 8 reported seeds."""
+    """Issue 4's robust claim-2 effect: n* grows >= 8x (`growth`: where determined, for rows of
+    `n_star_rows`), and at the top budget the best large n beats the best small n (both chosen on held-out
+    seeds) by >= 0.02 and >= 3 SE over >= 8 reported seeds."""
     d, z = c.get("diff", float("nan")), c.get("z", float("nan"))
     return bool(growth(n_stars) >= 8 and d >= 0.02 and z >= 3 and c.get("seeds", 0) >= seeds_needed)
 

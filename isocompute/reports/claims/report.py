@@ -122,9 +122,10 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "Every number below is computed from runs of the declared studies of "
             "`isocompute/reports/claims/` (one",
             "results directory through `studies.declared`: RunConfig -> sweep -> executor -> ResultStore);",
-            "nothing is typed by hand. n* is always the frontier of `studies.fit.frontier.FrontierFit` (the",
-            "estimator of `isocompute fit` and the gallery: record-breaking points of the seed-mean curve,",
-            "one sigmoid per n, upper envelope, ties to the smaller n) at the budgets shown.",
+            "nothing is typed by hand. n* is always read by the estimator of `isocompute fit` and the",
+            "gallery (studies/fit/nstar.py): the n with the best seed-mean record reward at the budget, and",
+            "the set of n whose 90% interval (runs resampled) reaches the best's, printed 'a-b tie' where",
+            "the seeds cannot tell them apart.",
             f"Seeds: {plan.seeds} (0..{plan.seeds - 1}), paired across n (problem_seed = seed); ± is a 95%",
             f"t-interval over seeds. Top budget {budget_text(plan.top)} rollouts for finding 1 and theory,",
             f"{budget_text(plan.side_top)} elsewhere; {sizes}; B_p = {plan.bp} unless stated. 'record' =",
@@ -133,9 +134,8 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "(best small and large n of a contrast) is chosen on seeds that are not reported",
             "(isocompute/reports/claims/selection.py: 2-fold cross-fitting, or the tuning seeds of the "
             "mechanism",
-            "study). Growth of n* is directional",
-            "(last / first budget). n* [a-b]: 95% seed-bootstrap interval (seeds resampled, frontier",
-            "refitted; studies/fit/bootstrap.py), 'undetermined' where it spans over half of the n grid.",
+            "study). Growth of n* counts only where n* is determined: a rise from one budget's set to a",
+            "later one's that every later set stays above (its factor the least the sets show).",
         ]),
     ]
     if quick:
