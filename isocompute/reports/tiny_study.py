@@ -616,32 +616,26 @@ class NStar:
 def estimate_n_star(
     table: pd.DataFrame, budgets: Sequence[float], reps: int = 0, metric: str = "val_mean", x: str = "compute"
 ) -> list[NStar]:
-    """n*(C) at `budgets` over the n of `table` (one lr per n), with the seed-bootstrap interval when `reps`
-    > 0 and there are seeds to resample: the project's one estimator (studies.fit: FrontierFit's frontier of
-    per-n sigmoids, bootstrap_n_star), called from here only, so that a change of estimator (n* as the set of
-    n the data cannot tell apart) is made in one place."""
-    import warnings
-
-    from isocompute.reports.claims.groupstd import PointFrontier
-    from studies.fit.bootstrap import bootstrap_n_star
+    """n*(C) at `budgets` over the n of `table` (one lr per n): the project's one estimator
+    (studies.fit.nstar.n_star_sets): the n of the best seed-mean record reward, and, when `reps` > 0 and
+    there are seeds to resample, the interval [smallest, largest] of the set of n whose seed-bootstrap
+    interval reaches the best's (the n the seeds cannot tell from it)."""
+    from studies.fit.nstar import n_star_sets
 
     if table.empty:
         return [NStar(None) for _ in budgets]
     C = [float(b) for b in budgets]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ff = PointFrontier(metric=metric, by="n", x=x).fit(table)
-        pts = [
-            None if v is None or (isinstance(v, float) and not np.isfinite(v)) else int(v)
-            for v in ff.n_star_at(C)["n"]
-        ]
-        if not reps or ff.aggregate_ != "mean" or table["seed"].nunique() < 2:
-            return [NStar(p) for p in pts]
-        b = bootstrap_n_star(ff, table, C, reps=reps, rng_seed=0)
-    return [
-        NStar(p, None if lo is None else int(lo), None if hi is None else int(hi))
-        for p, lo, hi in zip(pts, b["lo"], b["hi"], strict=True)
-    ]
+    with_interval = bool(reps) and table["seed"].nunique() >= 2
+    ns = n_star_sets(table, metric=metric, by="n", computes=C, x=x, reps=reps if with_interval else 1)
+    out = []
+    for best, members in zip(ns.best, ns.sets, strict=True):
+        if best is None:
+            out.append(NStar(None))
+        elif with_interval:
+            out.append(NStar(int(best), int(min(members)), int(max(members))))
+        else:
+            out.append(NStar(int(best)))
+    return out
 
 
 def extrapolated_crossing(

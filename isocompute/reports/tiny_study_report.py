@@ -138,8 +138,10 @@ def design_lines(plan: ts.Plan) -> list[str]:
         "run list is a function of the tuning stage's store).",
         "- **Record reward**: the best val avg@k so far (the paper's record-breaking view); a run that "
         "diverged "
-        "scores 0 after its divergence. n*(C): the project's frontier of per-n sigmoids (studies.fit) with a "
-        f"{plan.boot}-resample seed bootstrap.",
+        "scores 0 after its divergence. n*(C): the project's one estimator (studies.fit.nstar): the n of the "
+        "best seed-mean record reward at C, and as its interval the set of n whose "
+        f"{plan.boot}-resample seed-bootstrap interval reaches the best's (the n the seeds cannot tell from "
+        "it).",
         "- **Size** before the edge rule adds points: "
         + "; ".join(size_text(plan, p) for p in plan.parts)
         + f". The pilot's {len(plan.pilot_ns)} runs are tuning runs (the same configs), reused.",
