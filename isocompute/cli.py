@@ -36,10 +36,6 @@ LAZY = {
     "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
 }
 
-READS_LOGS = frozenset({"fit", "plot", "plan", "predict"})
-"""Commands that read users' logs: the TRL / verl / wandb / TensorBoard readers of isocompute.integrations
-register into studies.io before they run (imported here, not at start-up: it loads pandas)."""
-
 QUIET_ENV = {
     # third-party chatter off by default (`-v` keeps it); it goes to stderr either way. vLLM logs its
     # start-up notes as WARNING (19 lines per engine start, issue 28), so only its errors pass.
@@ -102,8 +98,6 @@ class _Main(click.Group):
         return sorted(set(super().list_commands(ctx)) | set(lazy))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in READS_LOGS:
-            importlib.import_module("isocompute.integrations")
         cmd = super().get_command(ctx, name)
         if cmd is not None or name not in LAZY:
             return cmd

@@ -11,11 +11,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-import isocompute.integrations  # noqa: F401  (registers the readers)
 from isocompute.cli import main
-from isocompute.integrations import verl
 from studies.config import StudiesError
 from studies.io import load_table
+from studies.readers import verl
 
 FIX = Path(__file__).parent / "fixtures" / "verl"
 CONSOLE, JSONL = FIX / "console_n4.log", FIX / "file_n8.jsonl"
