@@ -2,9 +2,9 @@
 
 Numba's `cache=True` keys a kernel's cache on its own source file only: after an edit to sandbox/policies.py
 or sandbox/rng.py, the cached kernels of sandbox/kernels/ would keep running the old inlined code. At import
-we
-hash every sandbox source file and, when the hash changed, delete the package's cached kernels (*.nbi, *.nbc)
-so that they recompile. Only the default cache location (sandbox/__pycache__) is managed; with
+we hash every sandbox source file and the allocator rule book the kernels compile
+(isocompute/contract/allocrules.py) and, when the hash changed, delete the package's cached kernels (*.nbi,
+*.nbc) so that they recompile. Only the default cache location (sandbox/__pycache__) is managed; with
 NUMBA_CACHE_DIR set, clear that directory yourself after editing the sandbox.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+
+from isocompute.contract import allocrules
 
 _STAMP = "sandbox-sources.sha1"
 
@@ -26,6 +28,7 @@ def invalidate_stale_kernels() -> None:
     for src in sorted(pkg.rglob("*.py")):  # sandbox/kernels/ too
         digest.update(str(src.relative_to(pkg)).encode())
         digest.update(src.read_bytes())
+    digest.update(Path(allocrules.__file__).read_bytes())
     key = digest.hexdigest()
     cache = pkg / "__pycache__"
     stamp = cache / _STAMP
