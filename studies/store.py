@@ -239,8 +239,14 @@ MANIFEST_EVERY_S = 2.0
 """Least seconds between two manifest rewrites after finished runs (failures and registration: at once)."""
 
 
+LOCK = ".lock"
+"""The lock file a ResultStore holds (flock) while it is open; removed when it closes."""
+
+
 class ResultStore:
-    """A results directory. `open()` takes an exclusive lock so two sweeps never write the same directory."""
+    """A results directory. `open()` takes an exclusive lock so two sweeps never write the same directory;
+    closing removes the lock file, and closing after an interrupt (Ctrl-C, SIGTERM) before any run finished
+    removes the empty store it made, so an interrupted command leaves nothing behind."""
 
     def __init__(self, root: str | os.PathLike, study: str | None = None):
         self.root = Path(root)
@@ -260,9 +266,13 @@ class ResultStore:
         if self.root.exists() and not self.root.is_dir():
             raise StudiesError(f"{self.root} exists and is not a directory")
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fh = open(self.root / ".lock", "w")  # noqa: SIM115 - held until close()
+        lock = self.root / LOCK
+        self._lock_fh = open(lock, "w")  # noqa: SIM115 - held until close()
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # the holder before us removes the file as it closes: a lock on that removed file locks nothing
+            if not lock.exists() or os.stat(lock).st_ino != os.fstat(self._lock_fh.fileno()).st_ino:
+                raise BlockingIOError
         except BlockingIOError:
             self._lock_fh.close()
             self._lock_fh = None
@@ -273,18 +283,46 @@ class ResultStore:
         self.write_manifest()
         return self
 
-    def close(self) -> None:
-        if self._lock_fh is not None and self._manifest_dirty:
+    def close(self, interrupted: bool = False) -> None:
+        """Write the manifest if it changed and release the lock (its file removed). `interrupted`: the
+        command was stopped; a store that holds no run yet is removed instead (see `_remove_if_empty`)."""
+        if self._lock_fh is None:
+            return
+        if interrupted:
+            self._remove_if_empty()
+        elif self._manifest_dirty:
             self.write_manifest()
-        if self._lock_fh is not None:
-            self._lock_fh.close()
-            self._lock_fh = None
+        (self.root / LOCK).unlink(missing_ok=True)
+        self._lock_fh.close()
+        self._lock_fh = None
 
     def __enter__(self) -> ResultStore:
-        return self.open()
+        try:
+            return self.open()
+        except BaseException as e:  # an interrupt while opening cleans up as one inside the block does
+            self.close(interrupted=not isinstance(e, Exception))
+            raise
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # KeyboardInterrupt, SIGTERM (isocompute.cli.Terminated) and exits are BaseExceptions, not Exceptions
+        self.close(interrupted=exc_type is not None and not issubclass(exc_type, Exception))
+
+    def _remove_if_empty(self) -> None:
+        """Remove what the store wrote (manifest, runs/, extra/, and the directory itself when nothing else is
+        in it) if no run has any file yet; a store with runs is kept whole for the next sweep to resume."""
+        self._remove_temporaries()
+        extra = self.root / "extra"
+        if any(self.runs_dir.iterdir()) or (extra.is_dir() and any(extra.iterdir())):
+            if self._manifest_dirty:
+                self.write_manifest()
+            return
+        self.manifest_path.unlink(missing_ok=True)
+        for d in (self.runs_dir, extra):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        (self.root / LOCK).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.root.rmdir()  # only when empty: a folder the user keeps other files in stays
 
     def _remove_temporaries(self) -> None:
         # Left by a killed writer (we hold the lock, so no live writer owns them).

@@ -606,7 +606,8 @@ def write_report(presets, seeds: int, budget: int, out: Path, doc: Path, fig: Pa
               help="Real-LLM store with allocator runs for the LLM section (skipped if absent).")
 def allocators(seeds: int, budget: int, out: Path, doc: Path, fig: Path, presets: str | None,
                jobs: int | None, llm: Path) -> None:
-    """Run the allocators study (issue 13) per preset and write docs/ALLOCATORS.md and its figure."""
+    """Run the allocators study (adaptive rollout allocators against the envelope of fixed n at iso-compute)
+    per preset and write docs/ALLOCATORS.md and its figure."""
     rows = parse_presets(presets) if presets else PRESETS
     check_output_dir(out)
     check_output_file(doc, what="--doc")

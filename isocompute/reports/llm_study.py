@@ -277,7 +277,8 @@ def run_grid(out: Path, seeds: int, budget: int, bp: int, jobs: int) -> SweepSum
 @click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Worker processes.")
 def llm_study(out: Path | None, report_of: Path | None, docs: Path, sim_seeds: int, seeds: int, budget: int,
               bp: int, jobs: int) -> None:
-    """Run the real-model n-vs-m study of issue 11 (--out) or write its generated report (--report)."""
+    """Run the real-model n-vs-m study (SmolLM2 on the easy split; --out) or write its generated report
+    (--report)."""
     if report_of is not None:
         check_output_dir(docs, what="--docs")
         click.echo(report(str(report_of), str(docs), sim_seeds)["summary"])

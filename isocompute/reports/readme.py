@@ -107,10 +107,10 @@ def _ct(c: dict | None, unit: str = "") -> str:
 
 def claims_paragraph(summary: dict | None) -> str:
     """The science paragraph; every number comes from `summary` (docs/CLAIMS.json)."""
-    lead = ("`isocompute report claims` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and each of "
-            "the paper's findings 1-11, the preset and command used, the measured numbers with seed "
+    lead = ("`isocompute report claims --docs` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and "
+            "each of the paper's findings 1-11, the preset and command used, the measured numbers with seed "
             "confidence intervals, and a verdict.")
-    tail = ("docs/MECHANISMS.md (issue 12) asks which simulator ingredient makes n*(C) rise under a per-n "
+    tail = ("docs/MECHANISMS.md asks which simulator ingredient makes n*(C) rise under a per-n "
             "tuned lr, docs/PREDICT.md scores a predictor of n*(C) from 5% pilots, and docs/ALLOCATORS.md "
             "compares adaptive allocators with fixed n. Read the report for the rest, including what does "
             "not reproduce.")

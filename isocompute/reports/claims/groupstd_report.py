@@ -25,6 +25,7 @@ from isocompute.reports.claims.groupstd import (
     build,
 )
 from isocompute.reports.claims.wgain import saturation_n, w_gain, w_limit
+from isocompute.reports.destinations import docs_option, docs_path
 from studies.config import StudiesError
 from studies.store import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
@@ -490,7 +491,7 @@ __all__ = ["LINK_BEGIN", "LINK_END", "TINY_LINK_BEGIN", "TINY_LINK_END", "groups
     type=click.Choice(["sim", "llm"]),
     default="sim",
     show_default=True,
-    help="sim: the simulator experiment; llm: the tiny-LM version (issue 24 part 3, --lm tiny).",
+    help="sim: the simulator experiment; llm: the same experiment on the shipped tiny LM (--lm tiny).",
 )
 @click.option(
     "--results",
@@ -502,23 +503,25 @@ __all__ = ["LINK_BEGIN", "LINK_END", "TINY_LINK_BEGIN", "TINY_LINK_END", "groups
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Markdown report (default docs/GROUP_STD.md, --backend llm docs/GROUP_STD_TINY.md, with --quick "
-    "results/GROUP_STD-<mode>.md).",
+    help="Markdown report (default results/GROUP_STD-<mode>.md; with --docs docs/GROUP_STD.md, --backend "
+    "llm docs/GROUP_STD_TINY.md).",
 )
 @click.option(
     "--fig",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Figure (default docs/figs/group_std.png, --backend llm docs/figs/group_std_tiny.png; none with "
-    "--quick unless given).",
+    help="Figure (default beside the report, as .png; with --docs docs/figs/group_std.png, --backend llm "
+    "docs/figs/group_std_tiny.png; none with --quick unless given).",
 )
 @click.option(
     "--link",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Markdown file that gets a marked block with the verdict and a link to the report (default "
-    "docs/MECHANISMS.md in full mode, none otherwise).",
+    help="Markdown file that gets a marked block with the verdict and a link to the report (with --docs "
+    "docs/MECHANISMS.md; none otherwise).",
 )
+@docs_option("Write the committed copies (the report and figure in docs/, the block in docs/MECHANISMS.md, "
+             "the README's line; run from the repository root) instead of results/.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
 @click.option("--progress/--no-progress", default=False, help="Progress bars of the runs and the readout.")
 def groupstd(
@@ -528,10 +531,12 @@ def groupstd(
     out: Path | None,
     fig: Path | None,
     link: Path | None,
+    to_docs: bool,
     jobs: int,
     progress: bool,
 ) -> None:
-    """Run (or reuse) the group-std study of issue 24 and write its report and figure."""
+    """Run (or reuse) the group-std study (does dividing advantages by the group's reward std change n*(C)?)
+    and write its report and figure."""
     key = ("llm-quick" if quick else "llm") if backend == "llm" else ("quick" if quick else "full")
     size = SIZES[key]
     default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
@@ -539,12 +544,15 @@ def groupstd(
     results = results or default_results
     committed = {"full": ("docs/GROUP_STD.md", "docs/figs/group_std.png"),
                  "llm": ("docs/GROUP_STD_TINY.md", "docs/figs/group_std_tiny.png")}  # the committed two
-    if out is None:
-        out = Path(committed[key][0]) if key in committed else Path(f"results/GROUP_STD-{key}.md")
+    if to_docs and key not in committed:
+        raise click.UsageError("--docs writes the committed full-size reports: not with --quick (use --out)")
+    if to_docs:
+        out = docs_path(committed[key][0], to_docs, out)
+        fig = docs_path(committed[key][1], to_docs, fig, what="--fig")
+        link = link or docs_path("docs/MECHANISMS.md", to_docs, None)
+    out = out or Path(f"results/GROUP_STD-{key}.md")
     if fig is None and key in committed:
-        fig = Path(committed[key][1])
-    if link is None and key in committed:
-        link = Path("docs/MECHANISMS.md")
+        fig = out.with_suffix(".png")
     if link is not None and not link.is_file():
         raise click.UsageError(f"--link {link}: no such Markdown file")
     check_output_file(out)
@@ -560,13 +568,14 @@ def groupstd(
         + (["--quick"] if quick else [])
         + (["--backend llm"] if backend == "llm" else [])
         + ([f"--results {given_results}"] if given_results not in (None, default_results) else [])
+        + (["--docs"] if to_docs else [])
     )
     if fig is not None:
         write_figure(x, fig)
     atomic_write_text(out, render(x, cmd, fig, out))
     if link is not None:
         write_marked_block(link, *link_markers(size.backend), link_block(x, cmd, out, link))
-    if key in committed and Path("README.md").is_file():  # the science section's line, from the same data
+    if to_docs and Path("README.md").is_file():  # the science section's line, from the same data
         write_marked_block(Path("README.md"), *readme_markers(size.backend), readme_line(x, cmd, out))
     click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
     click.echo(f"wrote {out}")
