@@ -233,7 +233,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.readme_line:
         sys.path.insert(0, str(ROOT))
-        from studies.store import write_marked_block
+        from studies.files import write_marked_block
 
         line = readme_line(json.loads(Path(args.readme_line).read_text()))
         if args.update_readme:

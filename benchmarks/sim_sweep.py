@@ -46,7 +46,8 @@ import sandbox  # noqa: E402
 from studies.backends import SimAdapter  # noqa: E402
 from studies.config import RunConfig  # noqa: E402
 from studies.executors import run_sweep  # noqa: E402
-from studies.store import ResultStore, write_marked_block  # noqa: E402
+from studies.files import write_marked_block  # noqa: E402
+from studies.store import ResultStore  # noqa: E402
 from studies.sweeps import n_vs_m  # noqa: E402
 
 PRESETS = ("tabular", "interference")

@@ -19,7 +19,7 @@ from typing import Any
 from paper_figs.specs import LLM_GRID, LLM_PRESETS, PRESETS, TINY_GRID, TINY_PRESETS, FigureSpec, StudySpec
 from studies import declared
 from studies.config import StudiesError
-from studies.store import atomic_write_text, jsonable
+from studies.files import atomic_write_text, jsonable
 
 __all__ = ["FigureDataWarning", "Tables", "build", "run_studies"]
 
@@ -117,7 +117,7 @@ SUMMARY_DIGITS = 6
 
 
 def plain_summary(summary: Any) -> Any:
-    """A figure's summary as plain values (studies.store.jsonable), floats rounded to SUMMARY_DIGITS; NaN
+    """A figure's summary as plain values (studies.files.jsonable), floats rounded to SUMMARY_DIGITS; NaN
     is kept (not strict), since the gallery's `ours` lines format it."""
     return jsonable(summary, strict=False, digits=SUMMARY_DIGITS)
 

@@ -97,7 +97,7 @@ def figs(only, backend, lm, out, results, jobs, size, gallery_path, reuse, list_
     if gallery_path is not None and set(ids) != set(reg):
         raise click.UsageError("--gallery lists every figure: build all of them (drop --only)")
     from studies.cli import check_jobs
-    from studies.store import check_output_dir, check_output_file
+    from studies.files import check_output_dir, check_output_file
 
     jobs = check_jobs(jobs)
     for r in reuse:  # issue 16: a mistyped --reuse was silently ignored

@@ -16,13 +16,13 @@ import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
+from studies.files import atomic_write_table
 from studies.readers import READERS, Reader
 from studies.store import (
     DIVERGED,
     DONE,
     MANIFEST,
     RUNS,
-    atomic_write_table,
     finished_records,
     read_manifest,
     run_damage,
@@ -339,5 +339,5 @@ def require_columns(table: pd.DataFrame, columns: Iterable[str], where: str = "t
 
 
 def save_table(table: pd.DataFrame, path: str | Path) -> None:
-    """Write a table by extension: .csv, .parquet / .pq or .jsonl (atomically: studies.store)."""
+    """Write a table by extension: .csv, .parquet / .pq or .jsonl (atomically: studies.files)."""
     atomic_write_table(Path(path), table)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from studies.cli import COUNT, FIGURE_SUFFIXES, OutPath
 from studies.config import RunConfig, StudiesError
-from studies.store import check_output_dir, check_output_file
+from studies.files import check_output_dir, check_output_file
 from studies.sweeps import build_sweep
 
 PRESETS = (("tabular", "easy", "train_mean"), ("tabular", "hard", "train_mean"),

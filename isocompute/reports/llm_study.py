@@ -32,7 +32,8 @@ import pandas as pd
 from studies.cli import COUNT
 from studies.config import RunConfig, StudiesError
 from studies.executors import SweepSummary, run_sweep
-from studies.store import ResultStore, check_output_dir, write_marked_block
+from studies.files import check_output_dir, write_marked_block
+from studies.store import ResultStore
 
 NS = (2, 4, 8, 16)
 BASE_LR = 3e-5

@@ -18,6 +18,7 @@ import click
 import numpy as np
 
 from studies.config import RunConfig, StudiesError
+from studies.files import atomic_write_text, check_output_dir, check_output_file
 from studies.fit.predict import (
     PILOT_FRACTION,
     hit_rate,
@@ -29,7 +30,6 @@ from studies.fit.predict import (
     swept_n_star,
     upper_mask,
 )
-from studies.store import atomic_write_text, check_output_dir, check_output_file
 
 
 def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction: float = PILOT_FRACTION,

@@ -1,6 +1,6 @@
 """README paragraphs generated from data, and the rule that no other README number is typed (issue 25).
 
-Two blocks are made here (each between its markers, by studies.store.write_marked_block):
+Two blocks are made here (each between its markers, by studies.files.write_marked_block):
 - `claims-summary`: the science paragraph, from docs/CLAIMS.json, the numbers `isocompute report claims`
   writes next to docs/CLAIMS.md (`summary_of(outcomes)`); without that file the paragraph names no number.
 - `llm-rollout`: the vLLM vs transformers rollout throughput, from the benchmark JSONs of
@@ -156,7 +156,7 @@ def rollout_paragraph(fp32: dict, bf16: dict) -> str:
 
 def update(readme: Path = ROOT / "README.md", root: Path = ROOT) -> None:
     """Rewrite both generated blocks of README.md from their data files."""
-    from studies.store import write_marked_block
+    from studies.files import write_marked_block
 
     cj = root / CLAIMS_JSON
     summary = json.loads(cj.read_text()) if cj.exists() else None

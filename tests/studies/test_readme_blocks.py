@@ -1,4 +1,4 @@
-"""Generated README paragraphs: studies.store.write_marked_block, and the llm_step speed sentence generated
+"""Generated README paragraphs: studies.files.write_marked_block, and the llm_step speed sentence generated
 from a benchmark JSON (benchmarks/llm_step.py readme_line) with its targets judged from the numbers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from studies.store import write_marked_block
+from studies.files import write_marked_block
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ from isocompute.reports.claims.groupstd import (
 from isocompute.reports.claims.wgain import saturation_n, w_gain, w_limit
 from isocompute.reports.destinations import docs_option, docs_path
 from studies.config import StudiesError
-from studies.store import atomic_write_text, check_output_dir, check_output_file, write_marked_block
+from studies.files import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
 LINK_BEGIN, LINK_END = "<!-- groupstd:begin (isocompute report groupstd) -->", "<!-- groupstd:end -->"
 TINY_LINK_BEGIN, TINY_LINK_END = (
@@ -424,8 +424,8 @@ def write_figure(x: dict, path: Path) -> None:
     per arm with its 95% CI."""
     from matplotlib.figure import Figure
 
+    from studies.files import atomic_save_figure
     from studies.fit.plots import n_cmap
-    from studies.store import atomic_save_figure
 
     fig = Figure(figsize=(15, 4.4), constrained_layout=True)
     ax = fig.subplots(1, 3)

@@ -26,7 +26,8 @@ from isocompute.reports.claims.pass1 import F5, F7, F8
 from isocompute.reports.destinations import docs_option, docs_path
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
-from studies.store import ResultStore, atomic_write_text, check_output_dir, check_output_file
+from studies.files import atomic_write_text, check_output_dir, check_output_file
+from studies.store import ResultStore
 
 SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, MEASUREMENTS,
                                  MECHANISMS)
