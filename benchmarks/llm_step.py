@@ -188,7 +188,7 @@ def trl_step(args, questions, answers, n: int, bp: int, path) -> dict:
 
 MARK = "<!-- llm_step -->"
 TARGETS = {"ratio_vs_trl": 4.0, "train_vs_matmul_floor": 2.0}
-"""Issue 11's targets: >= 4x TRL's completions/s; the train phase within 2x of the matmul-peak floor."""
+"""The targets: >= 4x TRL's completions/s; the train phase within 2x of the matmul-peak floor."""
 
 
 def readme_line(out: dict) -> str:

@@ -1,4 +1,4 @@
-"""A Fig-6-sized simulator sweep end to end, and its speed against the one-run-at-a-time path (issue 15).
+"""A Fig-6-sized simulator sweep end to end, and its speed against the one-run-at-a-time path.
 
 The sweep: presets tabular and interference, n = 2..512, bp = 32, budget 2^26 rollouts, 8 seeds (144 runs,
 d = d_val = 1024, 32 evaluations each), run as `isocompute sweep n-vs-m` runs it: RunConfigs from

@@ -36,7 +36,7 @@ def derive_seed(*parts) -> int:
 
 def generate_groups(engine, prompts: list[str], ns: list[int], max_new_tokens: int, temperature: float = 1.0,
                     top_p: float = 1.0, seed: int = 0) -> Rollouts:
-    """Rollouts with n_i samples of prompt i (allocators, issue 13), prompt-major with `sizes` = ns.
+    """Rollouts with n_i samples of prompt i (allocators), prompt-major with `sizes` = ns.
 
     Equal n_i: exactly engine.generate(prompts, n, ..., seed) (the uniform path). Otherwise one generate call
     per distinct n_i (ascending), seeded from (seed, n_i), its outputs put back in prompt order; both engines

@@ -24,7 +24,7 @@ class ModelError(RuntimeError):
 
 
 def _offline() -> None:
-    # Never reach the hub at run time (issue 6); set before transformers is imported.
+    # Never reach the hub at run time (offline, reproducible); set before transformers is imported.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

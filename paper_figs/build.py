@@ -150,7 +150,7 @@ def gallery(entries: list[dict], path: Path, img_dir: Path) -> str:
         ]
     text = "\n".join(lines)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)  # a killed build never leaves half a gallery (issue 16)
+    atomic_write_text(path, text)  # a killed build never leaves half a gallery
     return text
 
 

@@ -100,7 +100,7 @@ def figs(only, backend, lm, out, results, jobs, size, gallery_path, reuse, list_
     from studies.files import check_output_dir, check_output_file
 
     jobs = check_jobs(jobs)
-    for r in reuse:  # issue 16: a mistyped --reuse was silently ignored
+    for r in reuse:  # a mistyped --reuse must not be silently ignored
         if not Path(r).is_dir():
             raise click.UsageError(f"--reuse {r} is not a directory")
     check_output_dir(out)  # before any run: an unwritable destination must not cost the studies

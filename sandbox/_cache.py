@@ -46,9 +46,9 @@ def invalidate_stale_kernels() -> None:
 COMPILE_SECONDS = (15, 45)
 """About how long the kernels of a first run take to compile with an empty cache, by CPU kind: 13.4 s of CPU
 (13.7 s wall) for the demo's two presets through run_many on the 2-core Intel Xeon (AVX-512), measured at
-load ~3.5 after issue 22's compile cuts (benchmarks/sim_profile.py --compile; 19.4 s before them on that
-machine); the 2-core AMD EPYC took 63 s of CPU before them (docs/SIM_PROFILE.md), so ~45 s assumes the same
-~30% cut there (not measured). A rough range for the notice."""
+load ~3.5 with the compile cuts of docs/SIM_PROFILE.md (benchmarks/sim_profile.py --compile; 19.4 s without
+them on that machine); the 2-core AMD EPYC took 63 s of CPU without them (docs/SIM_PROFILE.md), so ~45 s
+assumes the same ~30% cut there (not measured). A rough range for the notice."""
 NOTICE = f"compiling simulator kernels (first run only, ~{COMPILE_SECONDS[0]}-{COMPILE_SECONDS[1]} s)"
 _checked: set = set()
 

@@ -239,7 +239,7 @@ def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
     table = pd.concat(frames, ignore_index=True)
     table.attrs["configs"] = {r: records[r].get("config") or {} for r in keep}  # for check_poolable
     if kind == "table" and "n" in table.columns:
-        # runs stored before issue 13 have no allocator column; all of them were fixed-n runs
+        # runs stored before the allocator column existed have none; all of them are fixed-n runs
         fixed = "fixed-n" + table["n"].astype("int64").astype(str)
         table["allocator"] = table["allocator"].fillna(fixed) if "allocator" in table.columns else fixed
     return table
@@ -249,7 +249,7 @@ POOLABLE = ("n", "bp", "seed", "problem_seed", "allocator", "budget", "n_evals")
 """RunConfig fields in which runs pooled into one fit may differ: the fields sweeps vary (the grid, its
 seeds, the allocator column), the budget (a shorter run is the same curve stopped earlier) and the
 evaluation schedule. Runs that differ in anything else (model, dataset, lr, objective...) are other
-experiments: one frontier through them means nothing (issue 28)."""
+experiments: one frontier through them means nothing."""
 
 
 DEFAULT_METRIC = "val_mean"

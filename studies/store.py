@@ -5,7 +5,7 @@ JSON status record is written last, so its presence means the run's tables are c
 summary rebuilt from the status records on every open, so a sweep killed with SIGKILL at any moment resumes
 by skipping finished runs and loses nothing but the runs in flight. Only the parent process writes here.
 
-Integrity (issue 16): a run's record carries the row counts and the size and SHA-256 of its two Parquet files;
+Integrity: a run's record carries the row counts and the size and SHA-256 of its two Parquet files;
 a run whose files do not match (truncated, emptied, deleted, swapped, garbage) is not finished: resume reruns
 it and readers leave it out, both saying which and why. A damaged manifest is rebuilt from the records.
 Because the records are the truth, a finished run rewrites the manifest at most every MANIFEST_EVERY_S
@@ -415,7 +415,7 @@ def finished_records(root: Path) -> dict[str, dict[str, Any]]:
 def run_damage(runs_dir: Path, rec: dict[str, Any]) -> str | None:
     """Why a finished run's Parquet files do not match its record, or None if they do.
 
-    Records written since issue 16 carry each file's size and SHA-256 (a truncated, emptied, swapped or
+    Records with a `files` entry carry each file's size and SHA-256 (a truncated, emptied, swapped or
     rewritten file is caught); older records carry only the table's row count, checked from the Parquet
     footer (which a truncated file lacks)."""
     import pyarrow.parquet as pq

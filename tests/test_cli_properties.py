@@ -1,4 +1,4 @@
-"""Property-based test of the whole CLI (issue 16): argument lists for every command, generated from its click
+"""Property-based test of the whole CLI: argument lists for every command, generated from its click
 definition (valid and invalid values, extreme numbers, odd paths), must end in exit 0 or exit 2, never a
 traceback, never a hang; on exit 2 the error is one line (only `warning:` lines may precede it).
 

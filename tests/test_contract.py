@@ -1,4 +1,4 @@
-"""isocompute.contract, the vocabulary both engines share (issue 26): the allocator spec grammar accepts and
+"""isocompute.contract, the vocabulary both engines share: the allocator spec grammar accepts and
 refuses what the two engines' copies did, with the same messages (checked against the pre-refactor code),
 the eval schedule is numpy's log-spaced one bit for bit, and budget, lr and status rules say what the code
 does."""
@@ -135,7 +135,7 @@ def test_label_names_fixed_runs_by_their_group_size():
 
 
 def numpy_eval_steps(m: int, n_evals: int) -> list[int]:
-    """The simulator's pre-refactor spelling (sandbox/runner.py before issue 26)."""
+    """The simulator's pre-refactor spelling (sandbox/runner.py before the contract existed)."""
     pts = np.unique(np.round(np.geomspace(1, m, num=n_evals)).astype(np.int64))
     return np.concatenate([[0], pts[(pts >= 1) & (pts <= m)]]).astype(np.int64).tolist()
 

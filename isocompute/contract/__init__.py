@@ -1,4 +1,4 @@
-"""The vocabulary both engines share (issue 26): names and option values, the learning-curve columns and eval
+"""The vocabulary both engines share: names and option values, the learning-curve columns and eval
 schedule, the allocator spec grammar, budget -> steps, lr rules, run statuses, labels.
 
 Pure Python (no numpy, no torch) and a leaf of the arrows: it imports nothing of ours, and everything may

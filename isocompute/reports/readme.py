@@ -1,4 +1,4 @@
-"""README paragraphs generated from data, and the rule that no other README number is typed (issue 25).
+"""README paragraphs generated from data, and the rule that no other README number is typed.
 
 Two blocks are made here (each between its markers, by studies.files.write_marked_block):
 - `claims-summary`: the science paragraph, from docs/CLAIMS.json, the numbers `isocompute report claims`

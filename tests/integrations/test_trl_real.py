@@ -1,6 +1,6 @@
 """A real TRL GRPOTrainer (tiny random Llama built in the test) at two num_generations with the callback on:
 the callback's live table and the trainer_state.json reader agree, compute follows TRL's batch geometry,
-and `isocompute fit` reads the file as it is (issue 14 acceptance)."""
+and `isocompute fit` reads the file as it is."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""Readers of verl logs (console, file logger) and of wandb / TensorBoard CSV exports (issue 14).
+"""Readers of verl logs (console, file logger) and of wandb / TensorBoard CSV exports.
 
 The verl fixtures are written in the formats of verl's own logging code (fixtures/verl/README.md names the
 verl commits); the readers must recover bp and n, compute, the val-core metrics and numpy-2 reprs."""

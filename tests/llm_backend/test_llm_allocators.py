@@ -1,4 +1,4 @@
-"""Rollout allocators of the llm backend (llm_backend/allocators.py, issue 13): each rule on hand-computed
+"""Rollout allocators of the llm backend (llm_backend/allocators.py): each rule on hand-computed
 cases, unequal groups through advantages / packing / the loss, and tiny real runs (the prepared SmolLM2,
 hf engine) whose recorded compute and tokens equal what the engine actually generated."""
 

@@ -1,4 +1,4 @@
-"""Rollout allocators (sandbox/allocators.py, issue 13): `fixed` is the original step bit for bit, each rule
+"""Rollout allocators (sandbox/allocators.py): `fixed` is the original step bit for bit, each rule
 on hand-computed cases, and compute = rollouts actually drawn for every allocator."""
 
 from __future__ import annotations

@@ -240,7 +240,7 @@ def f1_verdict(x: dict) -> tuple[str, str]:
     last = tr[PRESET]["rows"][-1]["n_star"] if tr[PRESET]["rows"] else None
     fin = {k: yes(tr.get(k, {}).get("robust_final")) for k in (PRESET, SQRT_TUNED, ENVELOPE)}
     why = (
-        f"rule: robust (issue 4 criteria: n* rises >= 8x from the first to the last budget, top contrast "
+        f"rule: robust (criteria: n* rises >= 8x from the first to the last budget, top contrast "
         f">= 0.02 and >= 3 SE over >= 8 seeds, arms and lrs chosen on held-out seeds; record metric) under "
         f"the preset lr, the sqrt rule with its base lr tuned and the lr envelope, with the tabular control "
         f"at small n. Preset lr: {yes(pre)}; sqrt rule (tuned base lr): {yes(sq)}; lr envelope: {yes(env)}; "

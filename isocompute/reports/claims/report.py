@@ -241,7 +241,7 @@ def mechanisms_report(quick: bool, results: Path, jobs: int, out: Path, echo=Non
     md, _ = build_report(plan, results, jobs, echo=echo, sections=(MECHANISMS,))
     lines = md.splitlines()
     # the report's general paragraph describes the claims plan's sizes; this section states its own
-    lines[0] = f"# Mechanism study (issue 12, {plan.name} mode)"
+    lines[0] = f"# Mechanism study ({plan.name} mode)"
     cmd = " ".join(["isocompute report mechanisms"] + (["--quick"] if quick else [])
                    + ([f"--results {results}"] if results != MECHANISMS_RESULTS else [])
                    + (["--docs"] if docs else []))
