@@ -1,8 +1,11 @@
-"""End-to-end speed of GRPO on the tiny LM (issue 23), with its baselines measured in the same process.
+"""End-to-end speed of GRPO on the tiny LM, with its baselines measured in the same run.
 
-1. rollouts/s of whole runs (`llm_backend.runner.run`: rollout + rewards + packed update + evaluations at
-   the study schedule, model loading included) at bp 16 with n = 2, 8, 64 (targets: >= 5,000 at n 8,
-   >= 1,000 at n 2): one run on one core, and two runs at once on the two cores (how sweeps use them);
+1. whole runs (`llm_backend.loop.run`: rollout + rewards + packed update + evaluations, model loading
+   included) at bp 16 with n = 4, 16, 64, budget 2^16 and the tiny-LM study's evaluation (16 log-spaced
+   evaluations of avg@16 on the 317 Easy validation problems and 317 training problems), by this tree and by
+   the reference commit (`--ref`, extracted from this repository's history into .cache/), each run in a fresh
+   process: one run on one core, and two runs at once on the two cores (how a study's `--jobs 2` runs them);
+   ratios new / reference of rollouts per second (wall) and per CPU second;
 2. rollout only: the kv engine vs transformers `generate` (HFEngine on LlamaForCausalLM loaded from the same
    folder, same prompts and sampling; target >= 10x) and vLLM where it loads on this model;
 3. the update phase (packed forward + backward + AdamW on one step's batch) with our module and with
@@ -10,8 +13,10 @@
    (model FLOPs = 6 * parameters * trained tokens; attention excluded, so this is a lower bound); with AMX
    also the bf16 update (bf16 compute copy, float32 master weights and AdamW state).
 
-Usage: .venv/bin/python benchmarks/tiny_lm.py [--lm tiny] [--budget 2^14] [--threads 1] [--json]
-       [--out docs/tiny_lm/benchmark.json]
+   The update's and the sampler's model FLOP rates are reported as shares of that peak too.
+
+Usage: .venv/bin/python benchmarks/tiny_lm.py [--lm tiny] [--budget 2^16] [--ref fd3ed65] [--threads 1]
+       [--json] [--out docs/tiny_lm/benchmark.json]
 The machine may be shared: the JSON records the load average before and after, and every ratio compares
 numbers taken in this one process.
 """
@@ -56,47 +61,85 @@ def matmul_peak(threads: int, size: int = 512, reps: int = 20) -> float:
     return 2 * size**3 / best / 1e9
 
 
-def end_to_end(lm: str, n: int, bp: int, budget: int, seed: int = 0) -> dict:
-    from llm_backend.config import config_for
-    from llm_backend.runner import run
+STUDY_EVAL = {"n_evals": 16, "k": 16, "d_val": 317}
+"""The tiny-LM study's evaluation: 16 log-spaced points, avg@16 on the 317 Easy validation problems (and the
+317 problems of the fixed training sample). d_val is explicit: both trees then evaluate the same problems."""
 
-    cfg = config_for(lm, dataset="easy", n=n, bp=bp, budget=budget, n_evals=8, seed=seed)
-    t, c = time.perf_counter(), time.process_time()
-    res = run(cfg)
-    wall, cpu = time.perf_counter() - t, time.process_time() - c
-    steps = res.steps
-    return {
-        "n": n, "bp": bp, "budget": budget, "steps": len(steps), "wall_s": wall, "cpu_s": cpu,
-        "rollouts_per_s": budget / wall,
-        # on a shared machine the process gets a fraction of a core: rollouts per CPU second is what an
-        # idle core would give (one thread: wall = CPU when nothing else runs)
-        "rollouts_per_cpu_s": budget / cpu,
-        "t_rollout_s": sum(s["t_rollout"] for s in steps), "t_train_s": sum(s["t_train"] for s in steps),
-        "tokens": int(steps[-1]["tokens"]), "evals": len(res.table["m"]),
-        "val_mean_first_last": [float(res.table["val_mean"][0]), float(res.table["val_mean"][-1])],
-    }
-
-
-def _e2e_child(args) -> dict:
-    import torch
-
-    torch.set_num_threads(1)
-    return end_to_end(*args)
+_E2E = """
+import json, sys, time, torch
+torch.set_num_threads(1)
+from llm_backend.config import config_for
+from llm_backend.loop import run
+lm, n, bp, budget, seed, ev = json.loads(sys.argv[1])
+cfg = config_for(lm, dataset="easy", n=n, bp=bp, budget=budget, seed=seed, **ev)
+t, c = time.perf_counter(), time.process_time()
+res = run(cfg)
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+steps = res.steps
+print(json.dumps({"n": n, "bp": bp, "budget": budget, "seed": seed, "steps": len(steps), "wall_s": wall,
+                  "cpu_s": cpu, "rollouts_per_s": budget / wall, "rollouts_per_cpu_s": budget / cpu,
+                  "t_rollout_s": sum(s["t_rollout"] for s in steps),
+                  "t_train_s": sum(s["t_train"] for s in steps),
+                  "evals": len(res.table["m"]), "val_mean_last": float(res.table["val_mean"][-1])}))
+"""
 
 
-def two_runs_at_once(lm: str, n: int, bp: int, budget: int) -> dict:
-    """Two runs (seeds 0 and 1) in two processes at once, one core each, as `--jobs 2` sweeps run them:
+def tree(ref: str | None) -> Path:
+    """The import root of the code to time: this repository, or commit `ref` extracted once into .cache/."""
+    import subprocess
+    import tarfile
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    if ref is None:
+        return root
+    sha = subprocess.run(["git", "-C", str(root), "rev-parse", ref], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    dest = root / ".cache" / f"tree-{sha[:12]}"
+    if not (dest / ".complete").is_file():
+        blob = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", sha, "isocompute",
+                               "sandbox", "llm_backend", "studies"], check=True, capture_output=True).stdout
+        tmp = Path(tempfile.mkdtemp(dir=root / ".cache", prefix=".extract-"))
+        with tempfile.TemporaryFile() as f:
+            f.write(blob)
+            f.seek(0)
+            with tarfile.open(fileobj=f) as tar:
+                tar.extractall(tmp, filter="data")
+        (tmp / ".complete").write_text(sha + "\n")
+        tmp.rename(dest)
+    return dest
+
+
+def end_to_end(root: Path, lm: str, n: int, bp: int, budget: int, seed: int = 0) -> dict:
+    """One run of the code under `root` in a fresh process on one torch thread."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    arg = json.dumps([lm, n, bp, budget, seed, STUDY_EVAL])
+    proc = subprocess.run([sys.executable, "-c", _E2E, arg], cwd=root, env=env, capture_output=True,
+                          text=True)
+    if proc.returncode:
+        raise RuntimeError(f"run under {root} failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def two_runs_at_once(root: Path, lm: str, n: int, bp: int, budget: int) -> dict:
+    """Two runs (seeds 0 and 1) in two processes at once, one core each, as a `--jobs 2` study runs them:
     rollouts/s of the machine = both runs' rollouts over the wall time until the later one ends."""
-    import multiprocessing as mp
+    from concurrent.futures import ThreadPoolExecutor
 
     t = time.perf_counter()
-    with mp.get_context("spawn").Pool(2) as pool:
-        parts = pool.map(_e2e_child, [(lm, n, bp, budget, s) for s in (0, 1)])
+    with ThreadPoolExecutor(2) as pool:
+        parts = list(pool.map(lambda s: end_to_end(root, lm, n, bp, budget, s), (0, 1)))
     wall = time.perf_counter() - t  # includes both processes' start-up and imports
     return {"n": n, "bp": bp, "budget": budget, "runs": 2, "wall_s": wall,
             "rollouts_per_s": 2 * budget / wall, "run_wall_s": [p["wall_s"] for p in parts],
-            "run_cpu_s": [p["cpu_s"] for p in parts],
-            "two_cores_rollouts_per_cpu_s": sum(budget / p["cpu_s"] for p in parts)}
+            "run_cpu_s": [p["cpu_s"] for p in parts]}
+
+
+def compare(new: dict, ref: dict, key: str) -> float:
+    return new[key] / ref[key]
 
 
 def timed(fn, reps: int) -> float:
@@ -110,14 +153,14 @@ def timed(fn, reps: int) -> float:
     return statistics.median(ts)
 
 
-def rollout_compare(lm: str, bp: int, n: int, reps: int, try_vllm: bool = True) -> dict:
+def rollout_compare(lm: str, bp: int, n: int, reps: int, peak: float, try_vllm: bool = True) -> dict:
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from llm_backend.config import config_for
     from llm_backend.engines import HFEngine
     from llm_backend.model import load_model, load_tokenizer, resolve_model
-    from llm_backend.runner import load_problems
+    from llm_backend.problems import load_problems
     from llm_backend.tiny_sampler import KVEngine
 
     path = resolve_model(lm)
@@ -132,8 +175,15 @@ def rollout_compare(lm: str, bp: int, n: int, reps: int, try_vllm: bool = True) 
     gen = dict(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=1.0)
     t_kv = timed(lambda: kv.generate(prompts, n, seed=1, **gen), reps)
     t_hf = timed(lambda: hf.generate(prompts, n, seed=1, **gen), max(2, reps // 4))
+    # the sampler's model FLOPs: 2 * parameters per token it runs (the bp prompts once, then every row at
+    # each decoding step until the last row ends; attention excluded): a lower bound of its work
+    ro = kv.generate(prompts, n, seed=1, **gen)
+    P = max(len(tok.encode(p)) for p in prompts)
+    processed = bp * P + bp * n * (max(len(t) for t in ro.token_ids) - 1)
+    gflop = 2 * own.num_parameters() * processed / 1e9
     out = {"bp": bp, "n": n, "kv_s": t_kv, "hf_generate_s": t_hf, "kv_rollouts_per_s": bp * n / t_kv,
-           "hf_rollouts_per_s": bp * n / t_hf, "kv_over_hf": t_hf / t_kv}
+           "hf_rollouts_per_s": bp * n / t_hf, "kv_over_hf": t_hf / t_kv, "kv_model_gflop": gflop,
+           "kv_share_of_peak": gflop / t_kv / peak}
     try:
         from llm_backend.engines import VLLMEngine, vllm_available
 
@@ -160,16 +210,17 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     from llm_backend.config import config_for
     from llm_backend.model import load_model, load_tokenizer, resolve_model
     from llm_backend.packed import make_packed_batch
-    from llm_backend.runner import load_problems
+    from llm_backend.problems import load_problems
     from llm_backend.tiny_sampler import KVEngine
 
     path = resolve_model(lm)
-    cfg = config_for(lm, dataset="easy", n=n, bp=bp)
+    cfg = config_for(lm, dataset="easy", n=n, bp=bp, budget=bp * n)
     train, _ = load_problems(cfg)
     own, tok = load_model(path), load_tokenizer(path)
     ro = KVEngine(own, tok).generate([p.question for p in train[:bp]], n, cfg.max_new_tokens, 1.0, seed=2)
     adv = np.random.default_rng(0).standard_normal(bp * n)
-    pb = make_packed_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, n, tok.pad_token_id)
+    pb = make_packed_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, adv, n, tok.pad_token_id,
+                           row_tokens=cfg.row_tokens, micro_tokens=cfg.micro_tokens)
     trained = sum(x.real_tokens for x in pb.chunks())
     out = {"bp": bp, "n": n, "packed_tokens": trained, "completion_tokens": ro.num_tokens}
     hf = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -189,6 +240,8 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     gflop = 6 * params * trained / 1e9
     out.update(parameters=params, model_gflop=gflop, own_gflops=gflop / out["own_update_s"],
                matmul_peak_gflops=peak, own_share_of_peak=gflop / out["own_update_s"] / peak,
+               # the float32 matmul floor of the update (its model FLOPs at the peak) and how far above it
+               floor_s=gflop / peak, own_over_floor=out["own_update_s"] / (gflop / peak),
                own_over_hf=out["hf_update_s"] / out["own_update_s"])
     return out
 
@@ -196,11 +249,14 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lm", default="tiny")
-    ap.add_argument("--budget", default="2^14", help="rollouts per end-to-end run")
-    ap.add_argument("--ns", default="2,8,64")
+    ap.add_argument("--budget", default="2^16", help="rollouts per end-to-end run")
+    ap.add_argument("--ns", default="4,16,64", help="n of the single end-to-end runs")
+    ap.add_argument("--pair-ns", default="4,64", help="n of the two-runs-at-once measurements")
     ap.add_argument("--bp", type=int, default=16)
+    ap.add_argument("--ref", default="fd3ed65", help="reference commit timed in the same run ('' for none)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--update-n", type=int, default=64, help="n of the update-vs-peak measurement")
     ap.add_argument("--out", default=None, help="write the JSON here too")
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM attempt (its start-up is slow)")
     ap.add_argument("--json", action="store_true")
@@ -214,15 +270,27 @@ def main() -> None:
     budget = parse_count(a.budget)
     load0 = os.getloadavg()
     peak = matmul_peak(a.threads)
+    roots = {"new": tree(None), **({"ref": tree(a.ref)} if a.ref else {})}
+    single, pairs = [], []
+    for n in (int(x) for x in a.ns.split(",")):
+        runs = {k: end_to_end(r, a.lm, n, a.bp, budget) for k, r in roots.items()}
+        if "ref" in runs:
+            runs["speedup_wall"] = compare(runs["new"], runs["ref"], "rollouts_per_s")
+            runs["speedup_cpu"] = compare(runs["new"], runs["ref"], "rollouts_per_cpu_s")
+        single.append({"n": n, **runs})
+    for n in (int(x) for x in a.pair_ns.split(",") if x):
+        runs = {k: two_runs_at_once(r, a.lm, n, a.bp, budget) for k, r in roots.items()}
+        if "ref" in runs:
+            runs["speedup_aggregate"] = compare(runs["new"], runs["ref"], "rollouts_per_s")
+        pairs.append({"n": n, **runs})
     result = {
         "command": "benchmarks/tiny_lm.py " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if k not in ("json", "out")),
-        **cpu_facts(), "torch_threads": torch.get_num_threads(), "dtype": "float32",
-        "loadavg_before": load0, "matmul_peak_gflops": peak,
-        "end_to_end": [end_to_end(a.lm, int(n), a.bp, budget) for n in a.ns.split(",")],
-        "two_runs_at_once": [two_runs_at_once(a.lm, int(n), a.bp, budget) for n in a.ns.split(",")],
-        "rollout": rollout_compare(a.lm, a.bp, 8, a.reps, not a.no_vllm),
-        "update": update_compare(a.lm, a.bp, 8, a.reps, peak),
+        **cpu_facts(), "torch_threads": torch.get_num_threads(), "dtype": "float32", "ref": a.ref,
+        "study_eval": STUDY_EVAL, "loadavg_before": load0, "matmul_peak_gflops": peak,
+        "end_to_end": single, "two_runs_at_once": pairs,
+        "rollout": rollout_compare(a.lm, a.bp, 8, a.reps, peak, not a.no_vllm),
+        "update": update_compare(a.lm, a.bp, a.update_n, a.reps, peak),
         "loadavg_after": os.getloadavg(),
     }
     text = json.dumps(result, indent=1)

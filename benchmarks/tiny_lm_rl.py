@@ -1,7 +1,8 @@
 """RL check of the tiny LM (issue 23): val avg@4 gain over the base model per seed, from a sweep's results.
 
 Reads the learning-curve tables of a results directory (e.g. made by
-`isocompute sweep n-vs-m --backend llm --lm tiny --n 8 --bp 16 --budget 2^16 --seeds 3 --out results/tiny-rl`)
+`isocompute sweep n-vs-m --backend llm --lm tiny --n 8 --bp 16 --budget 2^16 --seeds 3 --lr 3e-4 --out
+results/tiny-rl`; 3e-4 was the tiny LM's default base lr when docs/tiny_lm/rl_easy.json was made)
 and writes a Markdown table (val_mean at compute 0 and at the budget, the gain, the run's wall seconds) plus
 a JSON of the same numbers.
 

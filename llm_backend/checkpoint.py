@@ -65,6 +65,8 @@ def config_key(cfg: LLMConfig) -> dict:
     d = cfg.to_dict()
     if d.get("allocator") == "fixed":  # checkpoints of runs from before the field still resume
         del d["allocator"]
+    if d.get("warmup_steps") == 0:  # likewise for the warm-up
+        del d["warmup_steps"]
     for k in (
         "checkpoint_dir",
         "checkpoint_every",

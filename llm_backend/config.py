@@ -123,6 +123,10 @@ class LLMConfig(EngineConfig):
     """constant, linear (lr * B / B_ref) or sqrt (lr * sqrt(B / B_ref)) in batch B = bp * n."""
     lr_ref_batch: int = 64
     """Reference batch B_ref of `lr_rule`."""
+    warmup_steps: int = 0
+    """Linear lr warm-up over the first K optimizer steps: step s in 1..K uses lr * s / K (lr after
+    `lr_rule`), then lr; 0 = none. The paper's recipe warms up over 10 steps (docs/PAPER.md "Healthy
+    recipe"). Computed from the step number (`step_lr`), so a resumed run gets the same lr."""
     weight_decay: float = 0.0
     """torch AdamW's decoupled weight decay (toward zero); 0 disables it."""
     beta1: float = 0.9
@@ -175,23 +179,36 @@ class LLMConfig(EngineConfig):
     def __post_init__(self) -> None:
         validate(self)
 
+    def step_lr(self, step: int) -> float:
+        """The lr of GRPO step `step` (1-based; every optimizer update of that step under ppo / cispo):
+        effective_lr() times min(1, step / warmup_steps)."""
+        lr = self.effective_lr()
+        if self.warmup_steps and step < self.warmup_steps:
+            return lr * step / self.warmup_steps
+        return lr
+
 
 TINY_DEFAULTS = {
     "engine": "kv",
     "temperature": 1.0,
     "max_new_tokens": 10,
-    "lr": 3e-4,
+    "lr": 1e-4,
     "d_val": 256,
     "engine_dtype": "float32",
     "train_dtype": "float32",
     "max_model_len": 64,
+    "row_tokens": 64,
 }
-"""Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling
-at temperature 1 (the distribution the model learned, which the calibration measured), answers of at most
-9 characters + EOS (llm_backend/tiny_tasks.py), a learning rate for a 0.2M-parameter model trained from
-scratch, 256 validation problems (an evaluation costs milliseconds), float32 on every CPU (the
-matmuls are too small for bf16 to pay even with AMX) and, for `--option engine=vllm`, vLLM's context at the
-model's 64 positions (tiny_model.TinyConfig.max_position_embeddings; tested equal)."""
+"""Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling at
+temperature 1 (the distribution the model learned, which the calibration measured), answers of at most 9
+characters + EOS (llm_backend/tiny_tasks.py), the base lr 1e-4 at B_ref = 64 under the sqrt rule that tuning
+on held-out seeds chose for every n at 2^14 and 2^16 rollouts (docs/GROUP_STD_TINY.md; the earlier default
+3e-4 collapsed n = 64, docs/tiny_lm/README.md), 256 validation problems (an evaluation costs milliseconds),
+float32 on every CPU (the matmuls are too small for bf16 to pay even with AMX), for `--option
+engine=vllm`, vLLM's context at the model's 64 positions (tiny_model.TinyConfig.max_position_embeddings;
+tested equal), and packed rows of 64 tokens: a group is a prompt of ~7 tokens and completions of ~3, so long
+rows are mostly masked-out attention (at n = 16, bp = 16 the update took 2.3x longer with rows of 512;
+benchmarks/tiny_lm.py)."""
 
 
 def config_for(model: str | None = None, **kw) -> LLMConfig:
@@ -244,7 +261,7 @@ def validate(c: LLMConfig) -> None:
         parse_allocator(c.allocator, c.n)
     except AllocatorError as e:
         raise ConfigError(str(e)) from None
-    if c.d < 0 or c.d_val < 0 or c.checkpoint_every < 0:
-        raise ConfigError("d, d_val and checkpoint_every must be >= 0")
+    if c.d < 0 or c.d_val < 0 or c.checkpoint_every < 0 or c.warmup_steps < 0:
+        raise ConfigError("d, d_val, checkpoint_every and warmup_steps must be >= 0")
     if c.checkpoint_every and not c.checkpoint_dir:
         raise ConfigError("checkpoint_every > 0 needs checkpoint_dir")

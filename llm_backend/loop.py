@@ -70,7 +70,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                     break
                 batch = build_batch(cfg, drawn.kept, tok.pad_token_id)
                 t1 = time.perf_counter()
-                stats = trainer.step(batch)
+                stats = trainer.step(batch, step)
                 if not stats["finite"]:
                     reason = f"non-finite loss {stats['loss']} or grad norm {stats['grad_norm']}"
                     outcome = (status.DIVERGED, step, reason)
@@ -287,7 +287,7 @@ class Evaluator:
     def __init__(self, cfg: LLMConfig, engine, tok, train, val, log: _Log):
         self.cfg, self.engine, self.tok, self.val, self.log = cfg, engine, tok, val, log
         self.d = len(train)
-        self.train_sample = train_eval_sample(train, cfg)
+        self.train_sample = train_eval_sample(train, cfg, len(val))
         model = Path(cfg.model).name if cfg.model else default_model_dir(cfg.cache_dir).name  # tiny: "tiny"
         self.base = {"backend": "llm", "model": model, "dataset": cfg.dataset, "seed": cfg.seed, "n": cfg.n,
                      "bp": cfg.bp, "batch": cfg.batch, "lr": cfg.effective_lr(), "k": cfg.k}

@@ -95,11 +95,15 @@ def problem_order(cfg: LLMConfig, step: int, d: int) -> list[int]:
     return out
 
 
-def train_eval_sample(train: list, cfg: LLMConfig) -> list:
-    """The fixed training problems whose pass@1 estimates train_* (min(d, d_val) of them; same for all
-    seeds and runs of a split, so paired); empty when cfg.train_eval is off."""
+def train_eval_sample(train: list, cfg: LLMConfig, n_val: int | None = None) -> list:
+    """The fixed training problems whose pass@1 estimates train_* (as many as the validation problems: d_val,
+    or n_val, the split's whole validation set, when d_val is 0 = all; at most the training set; the same for
+    all seeds and runs of a split, so paired); empty when cfg.train_eval is off.
+
+    Sized by the validation set, not the training set: with d_val 0 on the tiny LM's Easy split the training
+    sample would otherwise be all 2,219 training problems, 7x the work of grading the 317 validation ones."""
     if not cfg.train_eval:
         return []
-    size = min(len(train), cfg.d_val or len(train))
+    size = min(len(train), cfg.d_val or n_val or len(train))
     idx = np.sort(np.random.default_rng(0).permutation(len(train))[:size])
     return [train[i] for i in idx]

@@ -7,6 +7,7 @@ quantifiers, so a hostile completion costs O(len) at most.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -203,5 +204,8 @@ def is_correct(completion: str, answer: str) -> bool:
     return ref is not None and got is not None and got == ref
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def reward(completion: str, answer: str) -> float:
+    """1.0 if is_correct else 0.0. Memoised: a pure function of two strings, and a tiny LM's completions
+    repeat (an evaluation grades ~10^4 completions drawn from a few hundred distinct texts)."""
     return 1.0 if is_correct(completion, answer) else 0.0

@@ -28,8 +28,11 @@ def _norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
-def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator):
-    """(token ids (B,), their log-probs (B,)) drawn from softmax(logits / temperature) (top-p nucleus)."""
+def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator | None,
+                  u: torch.Tensor | None = None):
+    """(token ids (B,), their log-probs (B,)) drawn from softmax(logits / temperature) (top-p nucleus).
+
+    u: the (B, V) uniforms of the Gumbel draw when the caller drew them (else drawn here from `gen`)."""
     if temperature <= 0:  # greedy: the log-prob of the argmax under the untempered distribution
         logp = torch.log_softmax(logits.float(), -1)
         tok = logp.argmax(-1)
@@ -41,7 +44,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: t
         drop = (mass - torch.softmax(srt, -1)) >= top_p  # tokens after the nucleus reached top_p
         z = z.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     logp = torch.log_softmax(z, -1)
-    u = torch.rand(z.shape, generator=gen).clamp_(min=1e-20)
+    u = (torch.rand(z.shape, generator=gen) if u is None else u.clone()).clamp_(min=1e-20)
     tok = (logp - torch.log(-torch.log(u))).argmax(-1)  # Gumbel-max: an exact draw from softmax(z)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
@@ -55,12 +58,13 @@ class KVEngine:
 
     name = "kv"
 
-    def __init__(self, model, tokenizer, device: str = "cpu", dtype: str = "float32"):
+    def __init__(self, model, tokenizer, device: str = "cpu", dtype: str = "float32", chunk_rows: int = 1024):
         if not isinstance(model, TinyLM):
             raise ValueError("engine 'kv' samples the tiny LMs (--lm tiny or small); use vllm or hf here")
         if dtype != "float32":
             raise ValueError("engine 'kv' runs in float32 (bf16 is slower than float32 without AMX)")
         self.model, self.tok, self.device = model, tokenizer, device
+        self.chunk_rows = chunk_rows
 
     def sync_weights(self, model) -> float:
         self.model = model
@@ -94,7 +98,6 @@ class KVEngine:
     def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed) -> Rollouts:
         t0 = time.perf_counter()
         cfg = self.model.config
-        dev = self.device
         enc = [self.tok.encode(p) for p in prompts]
         bp, B = len(enc), len(enc) * n
         out = Rollouts([], [], [], [], n)
@@ -108,14 +111,52 @@ class KVEngine:
         pad = torch.tensor([P - len(e) for e in enc])
         for i, e in enumerate(enc):
             ids[i, P - len(e):] = torch.tensor(e, dtype=torch.long)
-        ids = ids.to(dev)
-        pad = pad.to(dev)
+        weights = self._weights()
+        # the uniforms of every step for the whole batch, drawn up front in the order one (B, V) draw per step
+        # gives: chunk c reads its rows of each step's draw
+        V = weights[3].shape[0]
+        gen = torch.Generator(device="cpu").manual_seed(int(seed))
+        U = torch.rand((T, B, V), generator=gen) if temperature > 0 else None
+        toks = torch.zeros(B, T, dtype=torch.long)
+        lps = torch.zeros(B, T)
+        lengths = torch.full((B,), T, dtype=torch.long)
+        # chunks of <= chunk_rows rows (whole prompts, sizes balanced: no small tail): every tensor of a
+        # step stays cache-sized; a row's values do not depend on the chunking up to matmul round-off
+        chunks = -(-bp // max(1, self.chunk_rows // n))
+        bounds = [i * bp // chunks for i in range(chunks + 1)]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            rows = slice(a * n, b * n)
+            toks[rows], lps[rows], lengths[rows] = self._decode(
+                weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if U is None else U[:, rows])
+        tl, ll, lens = toks.tolist(), lps.tolist(), lengths.tolist()
+        texts: dict[tuple, str] = {}  # completions repeat: decode each distinct one once
+        for r in range(B):
+            k = lens[r]
+            ids = tl[r][:k]
+            key = tuple(ids)
+            if key not in texts:
+                texts[key] = self.tok.decode(ids)
+            out.prompt_ids.append(enc[r // n])
+            out.token_ids.append(ids)
+            out.logprobs.append(ll[r][:k])
+            out.texts.append(texts[key])
+        out.seconds = time.perf_counter() - t0
+        return out
+
+    def _decode(self, weights, ids, pad, n, T, temperature, top_p, U):
+        """Prefill the c prompts `ids` (c, P) (left padding `pad` (c,)) once, then sample n completions of
+        each, T steps at most, all c * n rows in one batch; U: (T, c * n, V) uniforms of the Gumbel draws
+        (None: greedy). Returns token ids (c * n, T), their log-probs (c * n, T) and the lengths (c * n,)."""
+        cfg, dev = self.model.config, self.device
+        c, P = ids.shape
+        B = c * n
+        ids, pad = ids.to(dev), pad.to(dev)
         ar = torch.arange(P, device=dev)
         pos = (ar[None] - pad[:, None]).clamp(min=0)
-        valid = ar[None] >= pad[:, None]  # (bp, P)
+        valid = ar[None] >= pad[:, None]  # (c, P)
         H, KVH, hd, eps = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.rms_norm_eps
         rep = H // KVH
-        emb, layers, norm_w, head_w = self._weights()
+        emb, layers, norm_w, head_w = weights
         S = P + T
         # uninitialised: a decoding step reads positions < P + t + 1 only, all written by then
         caches = [(torch.empty(B, KVH, S, hd, device=dev), torch.empty(B, KVH, S, hd, device=dev))
@@ -125,7 +166,7 @@ class KVEngine:
         key_add = additive_mask(key_ok[:, None, None, :])  # (B, 1, 1, S)
         cos_all, sin_all = rope_tables(cfg, torch.arange(S, device=dev))  # (S, hd), indexed per step
 
-        # prefill: the bp prompts once
+        # prefill: the c prompts once; each prompt's keys/values copied into its n rows of the cache
         tri = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
         mask = additive_mask(((tri[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev))
                              .unsqueeze(1))
@@ -135,20 +176,19 @@ class KVEngine:
         qd, kd = H * hd, KVH * hd
         for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
             qkv = F.linear(_norm(x, ln1, eps), wqkv)
-            q = rotate(qkv[..., :qd].view(bp, P, H, hd).transpose(1, 2), cos, sin)
-            k = rotate(qkv[..., qd:qd + kd].view(bp, P, KVH, hd).transpose(1, 2), cos, sin)
-            v = qkv[..., qd + kd:].view(bp, P, KVH, hd).transpose(1, 2)
-            kc[:, :, :P] = k.repeat_interleave(n, 0)
-            vc[:, :, :P] = v.repeat_interleave(n, 0)
+            q = rotate(qkv[..., :qd].view(c, P, H, hd).transpose(1, 2), cos, sin)
+            k = rotate(qkv[..., qd:qd + kd].view(c, P, KVH, hd).transpose(1, 2), cos, sin)
+            v = qkv[..., qd + kd:].view(c, P, KVH, hd).transpose(1, 2)
+            kc[:, :, :P].view(c, n, KVH, P, hd).copy_(k[:, None].expand(c, n, KVH, P, hd))
+            vc[:, :, :P].view(c, n, KVH, P, hd).copy_(v[:, None].expand(c, n, KVH, P, hd))
             if rep > 1:
                 k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            x = x + F.linear(o.transpose(1, 2).reshape(bp, P, qd), wo)
+            x = x + F.linear(o.transpose(1, 2).reshape(c, P, qd), wo)
             g, u = F.linear(_norm(x, ln2, eps), wgu).chunk(2, -1)
             x = x + F.linear(F.silu(g) * u, wd)
         logits = F.linear(_norm(x[:, -1], norm_w, eps), head_w).repeat_interleave(n, 0)  # (B, V)
 
-        gen = torch.Generator(device="cpu").manual_seed(int(seed))
         toks = torch.zeros(B, T, dtype=torch.long)
         lps = torch.zeros(B, T)
         done = torch.zeros(B, dtype=torch.bool)
@@ -156,7 +196,7 @@ class KVEngine:
         eos = self.tok.eos_token_id
         start = (P - pad).repeat_interleave(n, 0)  # position id of the first new token
         for t in range(T):
-            tok, lp = sample_tokens(logits.cpu(), temperature, top_p, gen)
+            tok, lp = sample_tokens(logits.cpu(), temperature, top_p, None, None if U is None else U[t])
             toks[:, t], lps[:, t] = tok, lp
             hit = (tok == eos) & ~done
             lengths[hit] = t + 1
@@ -164,13 +204,13 @@ class KVEngine:
             if bool(done.all()) or t == T - 1:
                 break
             x = F.embedding(tok.to(dev), emb)[:, None]  # (B, 1, d)
-            c, s = cos_all[start + t][:, None, None], sin_all[start + t][:, None, None]  # (B, 1, 1, hd)
+            cs, sn = cos_all[start + t][:, None, None], sin_all[start + t][:, None, None]  # (B, 1, 1, hd)
             am = key_add[..., : P + t + 1]
             for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
                 qkv = F.linear(_norm(x, ln1, eps), wqkv)
-                q = rotate(qkv[..., :qd].view(B, 1, H, hd).transpose(1, 2), c, s)
+                q = rotate(qkv[..., :qd].view(B, 1, H, hd).transpose(1, 2), cs, sn)
                 k_new = qkv[..., qd:qd + kd].view(B, 1, KVH, hd).transpose(1, 2)
-                kc[:, :, P + t] = rotate(k_new, c, s)[:, :, 0]
+                kc[:, :, P + t] = rotate(k_new, cs, sn)[:, :, 0]
                 vc[:, :, P + t] = qkv[..., qd + kd:].view(B, KVH, hd)
                 k, v = kc[:, :, : P + t + 1], vc[:, :, : P + t + 1]
                 if rep > 1:
@@ -180,13 +220,5 @@ class KVEngine:
                 g, u = F.linear(_norm(x, ln2, eps), wgu).chunk(2, -1)
                 x = x + F.linear(F.silu(g) * u, wd)
             logits = F.linear(_norm(x[:, 0], norm_w, eps), head_w)
-        tl, ll, lens = toks.tolist(), lps.tolist(), lengths.tolist()
-        decode = self.tok.decode
-        for r in range(B):
-            k = lens[r]
-            out.prompt_ids.append(enc[r // n])
-            out.token_ids.append(tl[r][:k])
-            out.logprobs.append(ll[r][:k])
-            out.texts.append(decode(tl[r][:k]))
-        out.seconds = time.perf_counter() - t0
-        return out
+        return toks, lps, lengths
+

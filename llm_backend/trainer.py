@@ -121,7 +121,7 @@ def train_step(model, opt, batch: TrainBatch, cfg, ref_model=None, mixed: Master
     norms = []
     for _ in range(epochs):
         for rows in slices:
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad(set_to_none=False)  # in place: a flat optimiser's gradient views stay its buffer
             agg = backward(fwd, batch, cfg, ref_model, rows=rows, old_logp=old)
             if mixed is not None:
                 mixed.grads_to_master()
@@ -142,6 +142,31 @@ NO_UPDATE = {"loss": math.nan, "tokens": 0.0, "grad_norm": math.nan, "updates": 
 """The stats of a step without an update (every group discarded by dynamic sampling; its rollouts count)."""
 
 
+def flat_adamw(model, cfg) -> torch.optim.AdamW:
+    """AdamW over one flat float32 tensor that holds all of `model`'s trainable parameters (each becomes a
+    view into it, and its .grad a view into one flat gradient).
+
+    Why: a small model's optimiser step is ~8 elementwise ops per parameter tensor (~40 tensors in a tiny LM):
+    one tensor instead cut the step from 1.6 to 0.35 ms, with the same bits (every op is elementwise, so the
+    grouping does not change a value; tests/llm_backend/test_tiny_speed.py). clip_grad_norm_ over the model's
+    parameters reads the same per-tensor gradients as before, and zero_grad(set_to_none=False) zeroes the flat
+    gradient in place.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    grad = torch.zeros_like(flat)
+    off = 0
+    for p in params:
+        k = p.numel()
+        p.data = flat[off:off + k].view_as(p)
+        p.grad = grad[off:off + k].view_as(p)
+        off += k
+    whole = torch.nn.Parameter(flat)
+    whole.grad = grad
+    return torch.optim.AdamW([whole], lr=cfg.effective_lr(), betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+                             weight_decay=cfg.weight_decay)
+
+
 class Trainer:
     """The policy of one run (float32 master weights), its AdamW optimiser, the frozen reference policy of
     the KL term (kl_coef > 0) and, for bf16 packed training, the bf16 compute copy (MasterWeights); padded
@@ -151,11 +176,14 @@ class Trainer:
         self.cfg = cfg
         self.model = load_model(path, cfg.device)
         self.model.train()
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.effective_lr(),
-                                     betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
-                                     weight_decay=cfg.weight_decay)
         bf16 = cfg.train_layout == "packed" and cfg.train_dtype == "bfloat16"
         self.mixed = MasterWeights(self.model) if bf16 else None
+        if self.mixed is None:  # the bf16 path assigns the master's gradients: no flat buffer there
+            self.opt = flat_adamw(self.model, cfg)
+        else:
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.effective_lr(),
+                                         betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+                                         weight_decay=cfg.weight_decay)
         self.ref = None
         if cfg.kl_coef > 0:
             self.ref = load_model(path, cfg.device).eval().requires_grad_(False)
@@ -168,10 +196,13 @@ class Trainer:
         if self.mixed is not None:
             self.mixed.refresh()
 
-    def step(self, batch: TrainBatch | None) -> dict:
-        """train_step on the batch, or NO_UPDATE without one."""
+    def step(self, batch: TrainBatch | None, step: int) -> dict:
+        """train_step on the batch at GRPO step `step`'s lr (cfg.step_lr: the warm-up), or NO_UPDATE
+        without a batch."""
         if batch is None:
             return dict(NO_UPDATE)
+        for group in self.opt.param_groups:
+            group["lr"] = self.cfg.step_lr(step)
         return train_step(self.model, self.opt, batch, self.cfg, self.ref, self.mixed)
 
     def sync(self, engine) -> float:

@@ -12,8 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CITATION = re.compile(r"\bissue \d+", re.IGNORECASE)
 
 REMAINING = {
-    "benchmarks/tiny_lm.py", "benchmarks/tiny_lm_hist.py", "benchmarks/tiny_lm_rl.py",
-    "benchmarks/tiny_overlap.py",
+    "benchmarks/tiny_lm_hist.py", "benchmarks/tiny_lm_rl.py", "benchmarks/tiny_overlap.py",
     "llm_backend/loop.py", "llm_backend/packed.py", "llm_backend/trainer.py",
     "studies/cli.py", "studies/fit/__init__.py", "studies/fit/bootstrap.py", "studies/fit/certainty.py",
     "studies/fit/frontier.py", "studies/fit/plan.py", "studies/fit/plots.py", "studies/fit/predict.py",

@@ -22,6 +22,7 @@ COMMANDS = {
     "llm-study": ("isocompute.reports.llm_study", "llm_study"),
     "readme": ("isocompute.reports.readme", "readme"),
     "predict": ("isocompute.reports.predict_eval", "predict_eval"),
+    "tiny-study": ("isocompute.reports.tiny_study_report", "tiny_study"),
 }
 """Sub-command -> (module, attribute). A module not in this checkout (yet) leaves its command out."""
 
@@ -49,5 +50,5 @@ class _Reports(click.Group):
 @click.group("report", cls=_Reports)
 def report() -> None:
     """Regenerate the project's reports from runs: the claims report (docs/CLAIMS.md), the group-std and
-    mechanism studies, the allocators report, the real-LLM study, the README's generated paragraphs and
-    the predict evaluation."""
+    mechanism studies, the allocators report, the real-LLM study, the README's generated paragraphs, the
+    predict evaluation and the preregistered tiny-LM study (tiny-study: also runs its stages)."""

@@ -18,8 +18,10 @@ torch = pytest.importorskip("torch")
 
 from tests.pre_refactor import run_old  # noqa: E402
 
-TINY = dict(dataset="easy", n=4, bp=4, budget=48, d=16, d_val=8, n_evals=2, k=2, seed=3)
-"""3 steps of bp 4 x n 4 on the shipped tiny LM (kv engine), 8 validation and 8 train-sample problems."""
+TINY = dict(dataset="easy", n=4, bp=4, budget=48, d=16, d_val=8, n_evals=2, k=2, seed=3, row_tokens=512,
+            lr=3e-4)
+"""3 steps of bp 4 x n 4 on the shipped tiny LM (kv engine), 8 validation and 8 train-sample problems;
+packed rows of 512 tokens and base lr 3e-4, the old trees' defaults (a tiny LM's are now 64 and 1e-4)."""
 
 CASES = {
     "fixed-packed": TINY,

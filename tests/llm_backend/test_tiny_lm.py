@@ -265,3 +265,16 @@ def test_calibrate_command_writes_tiny_splits(tmp_path):
     assert {tiny_tasks.cell_of(r["pid"]) for r in rows} == cells
     for split in ("easy", "hard", "veasy", "xhard"):
         assert (tmp_path / f"{split}.train.jsonl").exists()
+
+
+def test_train_sample_is_as_large_as_the_validation_set():
+    from llm_backend.problems import load_problems, train_eval_sample
+
+    every = config_for("tiny", dataset="easy", d_val=0)
+    train, val = load_problems(every)
+    assert len(val) == 317 and len(train) == 2219
+    sample = train_eval_sample(train, every, len(val))
+    assert len(sample) == len(val) and len({p.question for p in sample}) == len(val)
+    assert train_eval_sample(train, every, len(val)) == sample  # fixed: the same for every run of the split
+    assert len(train_eval_sample(train, config_for("tiny", dataset="easy", d_val=16), 16)) == 16
+    assert train_eval_sample(train, config_for("tiny", dataset="easy", train_eval=False), len(val)) == []

@@ -55,4 +55,44 @@ def test_the_tiny_lm_quick_experiment_end_to_end(tmp_path):
     assert res.exit_code == 0, res.output
     md = out.read_text()
     assert "Tiny LM (llm backend): n vs m" in md and "Verdict (n vs m, the issue's rule)" in md
-    assert "lm = tiny" in md and "AdamW lr grid" in md
+    assert "lm = tiny" in md and "AdamW base-lr grid 0.0003, 0.001 at B_ref = 64 under the sqrt rule" in md
+    reading = md.split("## Reading")[1].split("\n## ")[0]
+    assert "- group + KL 0.1: top-budget record reward n=2:" in reading and "- none + KL 0.1:" in reading
+    assert "shown if `group-kl0.1`" in md and "`group-kl1`" not in md and "Not run" not in md
+    assert "What this study was: GRPO on the tiny LM with n <= 4 at bp 4" in md
+
+
+def _arm(diff: float) -> dict:
+    c = {"n_small": 2, "n_large": 32, "diff": diff, "lo": diff - 0.01, "hi": diff + 0.01}
+    return {"top": c, "stars": [2, 2], "to_plateau": {"need": {2: 2.0**14, 32: None}},
+            "rows": [{"per_n": {2: (0.7, 0.01), 32: (0.6, 0.01)}}]}
+
+
+def test_reading_names_the_arms_the_study_ran():
+    """The tiny-LM size ran `group-kl0.1` and `none-kl0.1`; its Reading section describes those (it was empty
+    when the code looked up the simulator's arm names)."""
+    from isocompute.reports.claims.groupstd_report import reading
+
+    x = {"size": SIZES["llm"], "arms": {"group-kl0.1": _arm(-0.1), "none-kl0.1": _arm(-0.09)}}
+    lines = reading(x)
+    assert lines[:2] == ["## Reading", ""] and len(lines) == 4
+    assert lines[2].startswith("- group + KL 0.1: top-budget record reward n=2: 0.700, n=32: 0.600; "
+                               "largest n loses (n=32 − n=2 = -0.1000")
+    sim = {"size": SIZES["full"], "arms": {"group-kl0": _arm(0.0), "group-kl1": _arm(0.05)}}
+    text = "\n".join(reading(sim))
+    assert "- group, no KL: at the top budget the largest n does not differ" in text
+    assert "- group + KL 1: top-budget record reward" in text and "largest n wins" in text
+
+
+def test_the_tiny_lm_report_reads_its_store_and_never_recomputes_without_run(tmp_path):
+    from click.testing import CliRunner
+
+    from isocompute.cli import main
+
+    (tmp_path / "M.md").write_text("# M\n")
+    res = CliRunner().invoke(main, ["report", "groupstd", "--backend", "llm", "--results",
+                                    str(tmp_path / "store"), "--out", str(tmp_path / "GS.md"), "--fig",
+                                    str(tmp_path / "f.png"), "--link", str(tmp_path / "M.md")])
+    assert res.exit_code == 2 and "--run computes them" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not (tmp_path / "store").exists() and not (tmp_path / "GS.md").exists()

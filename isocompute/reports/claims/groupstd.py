@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from isocompute.reports.claims.common import ci, paired_contrast, tq
-from isocompute.reports.claims.selection import directional_growth, select_on_heldout
+from isocompute.reports.claims.selection import directional_growth, saturated_edge, select_on_heldout
 from isocompute.reports.claims.wgain import w_gain
 from studies.declared import StudySpec, Tables, run_studies
 from studies.fit.frontier import FrontierFit
@@ -315,16 +315,16 @@ def extreme_contrast(piv: pd.DataFrame) -> dict:
     }
 
 
-class _Frontier(FrontierFit):
-    """FrontierFit without its sigmoid of log2 n* over C (n_star_at reads the per-arm fits only; the extra
-    fit was 60% of a bootstrap's time)."""
+class PointFrontier(FrontierFit):
+    """FrontierFit without its sigmoid of log2 n* over C: n_star_at reads the per-arm fits only, and the extra
+    fit was 60% of a bootstrap's time (and a third of the tiny-LM study's report)."""
 
     def _fit_n_star(self) -> None:
         self.n_star_fit_ = None
 
 
 def _frontier_stars(keep: pd.DataFrame, budgets, metric: str) -> list:
-    at = _Frontier(metric=metric, by="arm").fit(keep).n_star_at(list(map(float, budgets)))
+    at = PointFrontier(metric=metric, by="arm").fit(keep).n_star_at(list(map(float, budgets)))
     return [None if a is None else int(a) for a in at["arm"]]
 
 
@@ -337,7 +337,7 @@ def boot_stars(
     from studies.fit.bootstrap import bootstrap_n_star
 
     rows = keep.loc[keep["seed"].isin(list(seeds))]
-    ff = _Frontier(metric=metric, by="arm").fit(rows)
+    ff = PointFrontier(metric=metric, by="arm").fit(rows)
     b = bootstrap_n_star(ff, rows, list(map(float, budgets)), reps=reps, rng_seed=rng_seed)
     return [
         (None, None) if lo is None else (int(lo), int(hi)) for lo, hi in zip(b["lo"], b["hi"], strict=True)
@@ -413,7 +413,7 @@ def edge_detail(rec: pd.DataFrame, budget: float, size: Size, n: int, lr: float,
         "reward": r,
         "inner_lr": inner,
         "inner": ri,
-        "saturated": bool(abs(r - ri) < 0.5 / d_val),
+        "saturated": saturated_edge(r, ri, d_val),
     }
 
 
@@ -537,21 +537,37 @@ def chosen_lrs(table: pd.DataFrame, size: Size, metric: str = "val_mean") -> set
     return out
 
 
-def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs: int, progress: bool):
+def _stored_or_run(configs, results: Path, jobs: int, progress: bool, desc: str, run: bool) -> None:
+    """Run the missing `configs` into `results`, or (run False: regenerate from a committed store) refuse in
+    one line when any is missing."""
+    from studies.config import StudiesError
+    from studies.executors import run_sweep
+    from studies.store import ResultStore
+
+    if not run:
+        store = ResultStore(results)
+        missing = [c for c in configs if not store.is_finished(c.run_id)]
+        if missing:
+            raise StudiesError(f"{results} lacks {len(missing)} of the {len(configs)} {desc} (e.g. "
+                               f"{missing[0].run_id}); --run computes them")
+        return
+    with ResultStore(results, study="groupstd") as store:
+        run_sweep(configs, store, jobs=jobs, progress=progress, desc=desc)
+
+
+def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs: int, progress: bool,
+                 run: bool = True):
     """Stage 1: every study's runs on the tuning seeds (the whole lr grid). Stage 2: the reported seeds at the
     (n, lr) pairs stage 1 chose for a readout budget. The selection is the unstaged one (the tuning seeds
     alone choose); readouts at other budgets (compute to plateau) see a reported-seed value only where their
-    choice was run, and leave the others out."""
+    choice was run, and leave the others out. `run` False reads the store only (`_stored_or_run`)."""
     from studies.declared import study_configs
-    from studies.executors import run_sweep
-    from studies.store import ResultStore
 
     full = {name: study_configs(st, PRESETS[size.backend], size.backend) for name, st in studies.items()}
     tune = set(size.tune_seeds)
     stage1 = {name: [(lab, c) for lab, c in runs if c.seed in tune] for name, runs in full.items()}
-    with ResultStore(results, study="groupstd") as store:
-        run_sweep([c for runs in stage1.values() for _, c in runs], store, jobs=jobs, progress=progress,
-                  desc="groupstd tuning runs")
+    _stored_or_run([c for runs in stage1.values() for _, c in runs], results, jobs, progress,
+                   "groupstd tuning runs", run)
     t1 = Tables(results, stage1)
     plan = {}
     for name, runs in full.items():
@@ -559,17 +575,18 @@ def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs:
         keep = chosen_lrs(tab, size) if len(tab) else set()
         plan[name] = stage1[name] + [(lab, c) for lab, c in runs
                                      if c.seed not in tune and (int(c.n), lab) in keep]
-    with ResultStore(results, study="groupstd") as store:
-        run_sweep([c for runs in plan.values() for _, c in runs if c.seed not in tune], store, jobs=jobs,
-                  progress=progress, desc="groupstd reported runs")
+    _stored_or_run([c for runs in plan.values() for _, c in runs if c.seed not in tune], results, jobs,
+                   progress, "groupstd reported runs", run)
     return plan
 
 
-def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> tuple[dict, Tables, float]:
+def build(size: Size, results: Path, jobs: int = 2, progress: bool = False, run: bool = True
+          ) -> tuple[dict, Tables, float]:
+    """Run (or, `run` False, only read: staged sizes) the declared studies of `size` and measure them."""
     t0 = time.perf_counter()
     studies = studies_of(size)
     if size.staged:
-        plan = build_staged(studies, size, results, jobs, progress)
+        plan = build_staged(studies, size, results, jobs, progress, run)
     else:
         plan = run_studies(
             studies,
@@ -594,6 +611,7 @@ def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> t
 
 __all__ = [
     "ARMS",
+    "PointFrontier",
     "DIAG_ARMS",
     "KL_EXT",
     "KL_MID",

@@ -16,12 +16,11 @@ import numpy as np
 
 from isocompute.reports.claims.common import budget_text
 from isocompute.reports.claims.groupstd import (
-    GROUP_KL,
-    NONE_KL,
     PLATEAU_FRAC,
     RISE,
     RULED_OUT_BELOW,
     SIZES,
+    Size,
     build,
 )
 from isocompute.reports.claims.wgain import saturation_n, w_gain, w_limit
@@ -210,6 +209,9 @@ def arm_tables(res: dict, arms: list[str], unit: str, scale: float = 1.0) -> lis
     return out
 
 
+LLM_STORE = "docs/group_std_tiny/store"
+"""Where the tiny-LM experiment's runs belong, committed, so that its report is regenerated from them (the
+runs behind the report committed on 2026-12-02 were not: `--run` recomputes them)."""
 EVALS = {"sim": 32, "llm": 8}
 """Evaluation points per run: the backends' defaults (RunConfig.n_evals None)."""
 
@@ -233,6 +235,8 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
     if "verdict" in x:
         v, why = x["verdict"]
         lines += ["", f"**Verdict (n vs m, the issue's rule): {v}.** {why}"]
+    if size.backend == "llm":
+        lines += ["", scope_text(size)]
     if "fb_verdict" in x:
         v, why = x["fb_verdict"]
         lines += ["", f"Fixed total batch, the same rule read on its arms: **{v}.** {why}"]
@@ -241,6 +245,7 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
     lines += [""] + reading(x)
     lines += ["", "## The gain w_n(p)", ""] + DERIVATION + [""] + w_lines()
     ov = {k: v for k, v in size.over if k != "snapshots"}
+    g_arm, z_arm = size.verdict_arms
     lines += [
         "",
         "## Simulator: n vs m" if size.backend == "sim" else "## Tiny LM (llm backend): n vs m",
@@ -250,16 +255,16 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
         f"bp = {size.bp}, n in {list(size.ns)}, budgets {budget_text(size.budgets[0])}..."
         f"{budget_text(size.top)} (each run to the top, {EVALS[size.backend]} log-spaced evaluations), arms "
         + ", ".join(f"`{a.key}` ({a.label})" for a in size.arms)
-        + f"; {'Adam' if size.backend == 'sim' else 'AdamW'} lr grid {', '.join(f'{v:g}' for v in size.lrs)}"
-        f"; lr tuned per (arm, n, budget) on seeds {size.tune_seeds}, everything reported on seeds "
+        + f"; {lr_grid_text(size)}; lr tuned per (arm, n, budget) on seeds {size.tune_seeds}, everything "
+        f"reported on seeds "
         f"{size.report_seeds} ({len(size.report_seeds)}); bootstrap {size.boot} resamples."
         + (" Staged: the reported seeds ran only at the lrs the tuning seeds chose for one of the readout "
            "budgets (the compute-to-plateau readout uses a reported value only where its budget's choice "
            "ran)." if size.staged else ""),
         "",
-        f"Rule (fixed before the runs): shown if `{GROUP_KL}` has a top-budget contrast (largest − smallest "
-        f"n) with CI above 0 and n*(C) rising >= {RISE:g}x (last / first), while `{NONE_KL}` is flat (CI "
-        f"containing 0 or below); ruled out if the `{GROUP_KL}` contrast's upper bound is below "
+        f"Rule (fixed before the runs): shown if `{g_arm}` has a top-budget contrast (largest − smallest "
+        f"n) with CI above 0 and n*(C) rising >= {RISE:g}x (last / first), while `{z_arm}` is flat (CI "
+        f"containing 0 or below); ruled out if the `{g_arm}` contrast's upper bound is below "
         f"+{RULED_OUT_BELOW:g}; otherwise inconclusive.",
         "",
     ]
@@ -277,22 +282,42 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
         lines += arm_tables(x["fixed_batch"], list(x["fixed_batch"]), "steps M", scale=float(B))
     if x.get("diag"):
         lines += [""] + diag_lines(x)
-    lines += [
-        "",
-        "## Tiny LM",
-        "",
-        x.get(
-            "llm_note",
-            "Not run. `isocompute report groupstd --backend llm` declares it through the same code path "
-            "(SIZES['llm']: easy split, bp 16, n 2..64, budgets to 2^18, group and none at kl_coef 0.1, "
-            "5 lrs, 4 reported seeds: 360 runs). The tiny LM runs (`isocompute run --backend llm --lm tiny "
-            "--n 4 --bp 16 --budget 512`: 38.6 s of CPU, 5 min 15 s wall on the shared 2-core machine at "
-            "load ~15, 2026-12-02), so one 2^18-rollout run is ~5.5 CPU-hours and the declared grid far "
-            "beyond a session; `isocompute report groupstd --backend llm --quick` runs its machinery "
-            "(n 2, 4, bp 4, budget 64).",
-        ),
-    ]
+    if size.backend == "sim":
+        lines += [
+            "",
+            "## Tiny LM",
+            "",
+            "Run on the tiny LM: docs/GROUP_STD_TINY.md (`isocompute report groupstd --backend llm --docs`); "
+            "the paper's allocation question on the tiny LM at the paper's scale: docs/TINY_STUDY.md "
+            "(`isocompute report tiny-study`).",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def lr_grid_text(size: Size) -> str:
+    """The lr grid as what it is: constant lrs on the simulator (its default lr_rule), base lrs at B_ref under
+    the sqrt rule on the llm backend (with the multiple the largest n ran at)."""
+    grid = ", ".join(f"{v:g}" for v in size.lrs)
+    if size.backend == "sim":
+        return f"Adam lr grid {grid} (constant lrs: the simulator's default lr_rule)"
+    from studies.backends import backend_options
+
+    ref = int(next(o["default"] for o in backend_options("llm") if o["key"] == "lr_ref_batch"))
+    top = max(size.ns)
+    return (f"AdamW base-lr grid {grid} at B_ref = {ref} under the sqrt rule (the llm backend's default "
+            f"lr_rule: a run at batch bp n uses lr x sqrt(bp n / {ref}), so n = {top} at bp {size.bp} ran at "
+            f"{(size.bp * top / ref) ** 0.5:.3g}x the listed value)")
+
+
+def scope_text(size: Size) -> str:
+    """What a tiny-LM run of this study was, in the paper's terms: steps per n at the top budget."""
+    steps = ", ".join(f"n = {n}: {size.top // (size.bp * n):,}" for n in size.ns)
+    return (f"What this study was: GRPO on the tiny LM with n <= {max(size.ns)} at bp {size.bp} to "
+            f"{budget_text(size.top)} rollouts, so at most {steps} optimizer steps; the base lrs are at "
+            "B_ref "
+            "under the sqrt rule (Setup below). The paper's n*(C) grows where large n gets hundreds to "
+            "thousands of steps; this is its low-compute regime, where the paper too has small n winning. "
+            "The paper's own question at its scale on this model: docs/TINY_STUDY.md.")
 
 
 def _ctext(c: dict) -> str:
@@ -307,12 +332,14 @@ def _side(c: dict) -> str:
 
 
 def reading(x: dict) -> list[str]:
-    """What the numbers say, in sentences drawn from them (each clause follows from the values shown)."""
+    """What the numbers say, in sentences drawn from them (each clause follows from the values shown), for
+    every arm the study ran: the arms without KL by their contrast, n* and compute to plateau, the KL arms by
+    their top-budget rewards and contrast."""
     arms = x["arms"]
+    ran = [a for a in x["size"].arms if a.key in arms]
     out = []
-    for key, what in (("group-kl0", "group, no KL"), ("none-kl0", "none, no KL")):
-        if key not in arms:
-            continue
+    for arm in (a for a in ran if not a.kl_coef):
+        key, what = arm.key, f"{arm.scale_rewards}, no KL"
         a = arms[key]
         c = a["top"]
         need = a["to_plateau"]["need"]
@@ -322,9 +349,8 @@ def reading(x: dict) -> list[str]:
             + ", ".join(f"n={n}: {budget_text(v) if v else '-'}" for n, v in need.items())
             + "."
         )
-    for key, what in (("group-kl1", "group + KL 1"), ("none-kl1", "none + KL 1")):
-        if key not in arms:
-            continue
+    for arm in (a for a in ran if a.kl_coef):
+        key, what = arm.key, arm.label
         top = arms[key]["rows"][-1]["per_n"]
         out.append(
             f"{what}: top-budget record reward "
@@ -497,8 +523,13 @@ __all__ = ["LINK_BEGIN", "LINK_END", "TINY_LINK_BEGIN", "TINY_LINK_END", "groups
     "--results",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Results directory (finished runs are reused; default results/groupstd[-quick|-llm]).",
+    help="Results directory (finished runs are reused; default results/groupstd[-quick|-llm-quick], "
+    "--backend llm: docs/group_std_tiny/store, the committed store of docs/GROUP_STD_TINY.md).",
 )
+@click.option("--run", "run_missing", is_flag=True,
+              help="--backend llm: compute the runs the store lacks (without it the report is regenerated "
+              "from the store alone, and a store that lacks runs is refused). Always on for --quick and the "
+              "simulator.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -534,12 +565,15 @@ def groupstd(
     to_docs: bool,
     jobs: int,
     progress: bool,
+    run_missing: bool,
 ) -> None:
     """Run (or reuse) the group-std study (does dividing advantages by the group's reward std change n*(C)?)
     and write its report and figure."""
     key = ("llm-quick" if quick else "llm") if backend == "llm" else ("quick" if quick else "full")
     size = SIZES[key]
-    default_results = Path("results/groupstd" + ("" if key == "full" else f"-{key}"))
+    default_results = (Path(LLM_STORE) if key == "llm" else
+                       Path("results/groupstd" + ("" if key == "full" else f"-{key}")))
+    run_missing = run_missing or key != "llm"
     given_results = results
     results = results or default_results
     committed = {"full": ("docs/GROUP_STD.md", "docs/figs/group_std.png"),
@@ -556,11 +590,12 @@ def groupstd(
     if link is not None and not link.is_file():
         raise click.UsageError(f"--link {link}: no such Markdown file")
     check_output_file(out)
-    check_output_dir(results, what="--results")
+    if run_missing:  # a read-only regeneration creates nothing
+        check_output_dir(results, what="--results")
     if fig is not None:
         check_output_file(fig)
     try:
-        x, _, _ = build(size, results, jobs, progress)
+        x, _, _ = build(size, results, jobs, progress, run=run_missing)
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
     cmd = " ".join(

@@ -42,7 +42,7 @@ from isocompute.reports.claims.common import (
     growth_text,
     heldout_contrast,
 )
-from isocompute.reports.claims.selection import holm, t_pvalue
+from isocompute.reports.claims.selection import holm, saturated_edge, t_pvalue
 from studies.declared import StudySpec, Tables
 from studies.fit.frontier import FrontierFit, run_rewards
 
@@ -259,7 +259,7 @@ def edge_cell(table: pd.DataFrame, metric: str, budget: float, tune: int, n: int
     inner_r = float(means.loc[(n, f"lr={inner:g}")])
     return {"n": n, "budget": budget_text(budget), "lr": lr, "reward": arms[n], "inner_lr": inner,
             "inner": inner_r, "best_n": best, "best": arms[best], "best_lr": _lr_value(chosen[best]),
-            "saturated": bool(abs(arms[n] - inner_r) < 0.5 / d_val)}
+            "saturated": saturated_edge(arms[n], inner_r, d_val)}
 
 
 def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
@@ -528,8 +528,9 @@ def setup(p: ClaimsMode) -> str:
     cov = ing_size(INGREDIENTS[-1], s)
     return (f"`StudySpec` per ingredient (isocompute/reports/claims/mechanisms.py): n-vs-m, bp = {p.bp}, "
             "budget "
-            f"{budget_text(s.budget)}, {s.seeds} seeds, Adam lrs {list(_lrs(INGREDIENTS[0], s))} (hard: "
-            f"{list(_lrs(INGREDIENTS[1], s))}), SGD lrs {list(_lrs(INGREDIENTS[3], s))}; coverage pair "
+            f"{budget_text(s.budget)}, {s.seeds} seeds, constant Adam lrs {list(_lrs(INGREDIENTS[0], s))} "
+            f"(hard: {list(_lrs(INGREDIENTS[1], s))}), constant SGD lrs {list(_lrs(INGREDIENTS[3], s))}; "
+            "coverage pair "
             f"(cov-off, cov-on): n {list(cov.ns)}, budget "
             f"{budget_text(cov.budget)}, lrs {list(_lrs(INGREDIENTS[-1], cov))}")
 

@@ -317,8 +317,8 @@ def f1_body(x: dict) -> list[str]:
             + ", ".join(f"n={n}: {lr}" for n, lr in sorted(x["best_lr"].items()))
             + (" (some at the edge of the lr grid)" if edge else ""),
             "",
-            f"lr grid {', '.join(f'{v:g}' for v in x['lr_grid'])}; best constant lr on a grid edge at any "
-            "budget (n@budget: lr): "
+            "constant-lr grid " + ", ".join(f"{v:g}" for v in x["lr_grid"])
+            + "; best constant lr on a grid edge at any budget (n@budget: lr): "
             + (", ".join(f"n={n}@{budget_text(b)}: {lr:g}" for n, b, lr in x.get("lr_edges", [])) or "none"),
         ]
     if x["tabular_per_lr"]:

@@ -27,6 +27,9 @@ API
     controls the family-wise error rate under any dependence.
 `t_pvalue(mean, se, k) -> float`
     two-sided p-value of a t statistic mean / se with k - 1 degrees of freedom.
+`saturated_edge(edge_reward, inner_reward, d_val) -> bool`
+    an lr optimum on a grid edge whose reward is within half a validation problem (0.5 / d_val) of the next
+    lr inward: a plateau along lr, not an optimum beyond the grid.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "directional_growth",
     "holm",
     "log_slope",
+    "saturated_edge",
     "seed_folds",
     "select_on_heldout",
     "t_pvalue",
@@ -173,3 +177,10 @@ def t_pvalue(mean: float, se: float, k: int) -> float:
     if not (np.isfinite(mean) and np.isfinite(se) and se > 0 and k >= 2):
         return float("nan")
     return float(2 * t.sf(abs(mean / se), k - 1))
+
+
+def saturated_edge(edge_reward: float, inner_reward: float, d_val: int) -> bool:
+    """Whether an lr optimum on a grid edge is a plateau along lr (module text): its reward and the next lr
+    inward's differ by less than half of one validation problem, 0.5 / d_val, below what the validation set
+    resolves."""
+    return bool(abs(edge_reward - inner_reward) < 0.5 / d_val)

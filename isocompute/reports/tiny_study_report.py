@@ -1,0 +1,655 @@
+"""docs/TINY_STUDY.md, its figure and README block from the tiny-LM study's store: `isocompute report
+tiny-study` (with `--stage`, it runs that stage into the store first).
+
+Everything shown comes from `isocompute.reports.tiny_study`: the design section from the declaration (the same
+text before any run, so the committed document is the preregistration), the status from the stage plans, the
+numbers from `measure`. A partial store gives "not yet run" and "stage k of n" where the data stop.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from isocompute.reports import tiny_study as ts
+from isocompute.reports.claims.common import budget_text as bt
+from studies.config import StudiesError
+from studies.files import atomic_write_text, check_output_dir, check_output_file, write_marked_block
+
+README_BEGIN, README_END = "<!-- tiny-study:begin -->", "<!-- tiny-study:end -->"
+COMMITTED = {
+    "store": Path("docs/tiny_study/store"),
+    "out": Path("docs/TINY_STUDY.md"),
+    "fig": Path("docs/figs/tiny_study.png"),
+}
+"""Where the study of record lives (full mode)."""
+QUICK_PATHS = {"store": Path("results/tiny-study-quick"), "out": Path("results/TINY_STUDY-quick.md")}
+ARM_NAMES = {
+    "R": "arm R (the paper's recipe: one base lr for every n and C)",
+    "E": "arm E (the lr envelope: a base lr per (n, C))",
+}
+STAGE_CMD = "isocompute report tiny-study --stage {stage} --jobs 2"
+
+
+def _f(v, digits: int = 3, sign: bool = False) -> str:
+    if v is None or not np.isfinite(v):
+        return "n/a"
+    return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
+
+
+def _mci(m, h, digits: int = 3) -> str:
+    if m is None or not np.isfinite(m):
+        return "n/a"
+    return f"{m:.{digits}f} ± {h:.{digits}f}" if np.isfinite(h) else f"{m:.{digits}f}"
+
+
+def _star(s: ts.NStar) -> str:
+    if s.point is None:
+        return "n/a"
+    return f"{s.point} [{s.lo}, {s.hi}]" if s.lo is not None else str(s.point)
+
+
+def lr_grid_text() -> str:
+    """The lr grid, said as what it is: base lrs at B_ref under the sqrt rule."""
+    grid = ", ".join(f"{ts.lr_point(k):g}" for k in ts.GRID_K)
+    return (
+        f"base lrs {grid} at B_ref = {ts.LR_REF_BATCH} under the sqrt rule (a run at batch bp n uses "
+        f"lr x sqrt(bp n / {ts.LR_REF_BATCH}): at bp 16, n = 4 runs at the listed value, n = 64 at 4x it)"
+    )
+
+
+# ------------------------------------------------------------------------------------------------- design
+def size_text(plan: ts.Plan, part: ts.Part) -> str:
+    """Runs and rollouts of a part's tuning and reported stages on the declared grid: the reported stage holds
+    arm R's lr for every n and, in arm E, up to every other grid lr for each of its n."""
+    grid = len(ts.GRID_K)
+    tune = len(set(part.ns) | set(part.ns_e)) * grid * len(part.tune_seeds)
+    rep_min = len(part.ns) * len(part.report_seeds)
+    rep_max = rep_min + len(part.ns_e) * (grid - 1) * len(part.report_seeds)
+    m = part.budget / 1e6
+    return (
+        f"{part.key}: tuning {tune} runs ({tune * m:.1f} M rollouts), reported {rep_min}"
+        + (f"-{rep_max}" if rep_max > rep_min else "")
+        + f" runs ({rep_min * m:.1f}"
+        + (f"-{rep_max * m:.1f}" if rep_max > rep_min else "")
+        + " M)"
+    )
+
+
+def design_lines(plan: ts.Plan) -> list[str]:
+    """The preregistered design, from the declaration."""
+    e = plan.parts[0]
+    steps = {n: e.budget // (plan.bp * n) for n in e.ns}
+    lines = [
+        "## Design (declared and committed before any run)",
+        "",
+        "Declared in `isocompute/reports/tiny_study.py` (`" + plan.name.upper() + "`), run through the one "
+        "study pipeline (studies.declared: StudySpec -> RunConfig -> executor -> ResultStore); this section "
+        "is "
+        "generated from the declaration, so it reads the same before and after the runs.",
+        "",
+    ]
+    for part in plan.parts:
+        arms = " and ".join(part.arms)
+        lines.append(
+            f"- **{part.key.capitalize()}** (`--lm tiny`, dataset `{part.dataset}`): arm(s) {arms}; n in "
+            f"{list(part.ns)} in arm R"
+            + (f", {list(part.ns_e)} in arm E" if part.ns_e else "")
+            + f"; bp {plan.bp}; every run to {bt(part.budget)} rollouts"
+            + (
+                f" (n = {max(e.ns)}: {steps[max(e.ns)]:,} steps, n = {min(e.ns)}: {steps[min(e.ns)]:,})"
+                if part is e
+                else ""
+            )
+            + f"; validation on {part.d_val} problems, avg@{plan.k} (best@{plan.k}, worst@{plan.k}) at "
+            f"{plan.n_evals} log-spaced evaluations; tuning seeds {list(part.tune_seeds)}, reported seeds "
+            f"{list(part.report_seeds)}; KL {part.kl_coef:g}, entropy {part.entropy_coef:g}; readout budgets "
+            f"{', '.join(bt(b) for b in part.readout)}."
+        )
+    lines += [
+        f'- **Recipe** (the paper\'s, docs/PAPER.md "Healthy recipe"): AdamW, sqrt rule with B_ref '
+        f"{ts.LR_REF_BATCH}, {ts.WARMUP_STEPS}-step linear warm-up (`--option "
+        f"warmup_steps={ts.WARMUP_STEPS}`), "
+        "group-std advantages with the sample std, temperature 1, Easy with KL + entropy, Hard with neither.",
+        f"- **KL {ts.KL_COEF:g}** (Easy): a tenth of the earlier tiny-LM study's 0.1 (the upper end of the "
+        "usual GRPO range). The anchor should act where the policy gradient is silent (zero-variance groups, "
+        "most groups once train reward nears 0.9) without setting the ceiling: at a per-token drift of 0.1-1 "
+        f"nat its pull is {ts.KL_COEF * 0.1:g}-{ts.KL_COEF:g} per token against a policy-gradient term of "
+        "order "
+        "|A| ~ 0.8 per token of an informative group.",
+        f"- **Entropy {ts.ENTROPY_COEF:g}** (Easy): verl's long-standing default; at the tiny LM's largest "
+        "per-token entropy (ln 18 = 2.9 nats) the bonus is under 0.3% of an informative group's policy "
+        "gradient, so it acts against collapse only; paired with KL as the paper requires.",
+        f"- **lr grid**: {lr_grid_text()}, 1.78x (10^(1/4)) apart, centred on the base lr the earlier "
+        "tiny-LM "
+        "study chose for every n (docs/GROUP_STD_TINY.md). An optimum on a grid edge adds the next point "
+        "outward on the tuning seeds before anything is reported (`extra_grid_point`), at most "
+        f"{plan.max_extra} point(s) each way (then the arm is inconclusive: open edge).",
+        "- **Arm R**: one base lr for every n and budget, the argmax over lrs of the mean over n of the "
+        "tuning "
+        "seeds' top-budget record reward. **Arm E**: a base lr per (n, C), the argmax of the tuning seeds' "
+        "mean record reward at C. The reported seeds run only at the chosen lrs (staged: the reported "
+        "stage's "
+        "run list is a function of the tuning stage's store).",
+        "- **Record reward**: the best val avg@k so far (the paper's record-breaking view); a run that "
+        "diverged "
+        "scores 0 after its divergence. n*(C): the project's frontier of per-n sigmoids (studies.fit) with a "
+        f"{plan.boot}-resample seed bootstrap.",
+        "- **Size** before the edge rule adds points: "
+        + "; ".join(size_text(plan, p) for p in plan.parts)
+        + f". The pilot's {len(plan.pilot_ns)} runs are tuning runs (the same configs), reused.",
+        "",
+    ]
+    for part in plan.parts:
+        lines += [f"**Rule, {part.key.capitalize()}** (fixed before the runs): {ts.rule_text(part)}", ""]
+    lines += [
+        "Readouts beside the verdicts (not part of them): n*(C) with intervals; the reward at stake (best n "
+        f"minus the best n <= {ts.SMALL_MAX}, both picked on the tuning seeds) at each C; per-n sigmoid "
+        "asymptote with an interval; best@k and worst@k optimal n (finding 2); the pass@1 distribution at "
+        "matched compute with its shares at 0 and 1 (finding 5); the zero-variance group share per n; the "
+        "train - val gap per n; the frontier against wall time; the chosen lrs per arm.",
+        "",
+        "Details the issue left open or that differ from its text, each with its reason, fixed before the "
+        "first run:",
+        "",
+        "- An edge optimum within half a validation problem (0.5 / d_val) of the next lr inward adds no "
+        "point "
+        "(a plateau along lr; the criterion of the project's other lr grids, selection.saturated_edge): at "
+        "the "
+        "smallest budgets, where the largest n has taken a few of its warm-up steps, every lr is within "
+        "noise "
+        "of the base model and a strict rule would walk the grid to its cap on noise.",
+        f"- The edge rule adds at most {plan.max_extra} point(s) each way (a bound on the cost; an optimum "
+        "still on "
+        "the edge then makes the arm inconclusive).",
+    ]
+    for part in plan.parts[1:]:
+        lines.append(
+            f"- {part.key.capitalize()}'s verdict reads the same rule at its own top budget: plateau checks "
+            "from "
+            f"{bt(part.prev)} to {bt(part.budget)}, S at {bt(part.budget)}, n*({bt(part.budget)}) against "
+            f"n*({bt(part.low)}). It validates on the first {part.d_val} problems of its split, as many as "
+            f"{e.key.capitalize()} has, so that an evaluation costs the same."
+        )
+    lines += [
+        "- A run that diverged scores 0 after its divergence (its policy is NaN), so a too-large lr loses "
+        "its "
+        "tuning comparison instead of dropping out of it.",
+        "",
+        "Changes to this design after the first run: none.",
+    ]
+    return lines
+
+
+# ------------------------------------------------------------------------------------------------- status
+def status_lines(x: dict) -> list[str]:
+    rows = x["stages"]
+    finished = [r for r in rows if r["declared"] and r["done"] == r["declared"] and not r["blocked"]]
+    k = 0
+    for r in rows:  # stages finish in order; count the leading finished ones
+        if r in finished:
+            k += 1
+        else:
+            break
+    out = [
+        "## Status",
+        "",
+        f"Stage {k} of {len(rows)} finished. Each stage runs with `{STAGE_CMD.format(stage='STAGE')}` "
+        "(resumable; alone on the machine: a test suite beside it halves it), then this document is "
+        "regenerated from the store.",
+        "",
+        "| stage | runs finished / declared | rollouts declared | state |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        state = (
+            (r["blocked"] or "")
+            if r["blocked"]
+            else (
+                "finished"
+                if r["declared"] and r["done"] == r["declared"]
+                else "not yet run"
+                if r["done"] == 0
+                else f"running or interrupted ({r['rollouts_left'] / 1e6:.2f} M rollouts left)"
+            )
+        )
+        out.append(
+            f"| {r['stage']} | {r['done']} / {r['declared']} | {r['rollouts'] / 1e6:.2f} M | {state} |"
+        )
+    out += [
+        "",
+        "(A tuning stage's declared runs grow when the edge rule adds a grid point; the reported "
+        "stages are declared once their tuning stage is complete.)",
+    ]
+    return out
+
+
+def verdict_lines(x: dict) -> list[str]:
+    out = ["## Verdicts", ""]
+    for key, res in x["parts"].items():
+        part = res["part"]
+        for arm in part.arms:
+            name = f"{key.capitalize()}, {ARM_NAMES[arm]}"
+            a = res["arms"].get(arm)
+            v = a and a.get("verdict")
+            if v is None:
+                why = (
+                    "its tuning stage is not finished"
+                    if res["choices"] is None
+                    else f"{a['done']} of {a['declared']} reported runs finished"
+                    if a
+                    else "not yet run"
+                )
+                out.append(f"- {name}: **not yet decided** ({why}).")
+                continue
+            line = f"- {name}: **{v.outcome}**. {v.why}."
+            if v.decide:
+                line += f" What would decide it: {v.decide}."
+            out.append(line)
+        if "survives" in res:
+            arms = res["arms"]
+            both = all(arms[a].get("verdict") is not None for a in ("R", "E"))
+            out.append(
+                f"- {key.capitalize()}: survives lr tuning (REPRODUCED in R and E): "
+                + (("**yes**" if res["survives"] else "**no**") if both else "not yet decided")
+                + "."
+            )
+    return out
+
+
+def pilot_lines(x: dict) -> list[str]:
+    plan = x["plan"]
+    out = [
+        "## Pilot",
+        "",
+        f"The final recipe on n in {list(plan.pilot_ns)}, seed {plan.parts[0].tune_seeds[0]}, base lr "
+        f"{ts.LR_CENTRE:g}, to {bt(plan.parts[0].budget)} (runs the tuning stage reuses: same configs): "
+        "speed "
+        "and stability with warm-up and KL + entropy.",
+        "",
+        "| n | status | val at 0 | best val (at C) | last val | last train | last entropy | last KL | wall "
+        "s | "
+        "rollouts/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in x["pilot"]:
+        if "val_last" not in r:
+            out.append(f"| {r['n']} | {r['status']} | | | | | | | | |")
+            continue
+        out.append(
+            f"| {r['n']} | {r['status']} | {r['val_base']:.3f} | {r['val_best']:.3f} ({bt(r['at'])}) | "
+            f"{r['val_last']:.3f} | {r['train_last']:.3f} | {r['entropy']:.3f} | {_f(r['kl'], 4)} | "
+            f"{r['wall']:.0f} | {r['rate']:.0f} |"
+        )
+    return out
+
+
+def choice_lines(res: dict) -> list[str]:
+    part, ch = res["part"], res["choices"]
+    out = [f"### Chosen base lrs ({part.key}, tuning seeds {list(part.tune_seeds)})", ""]
+    if ch is None:
+        return out + [f"Not yet: {res['tuning_missing']} tuning run(s) missing."]
+    scores = ", ".join(f"{lr:g}: {s:.4f}" for lr, s in sorted(ch.r_scores.items()))
+    out.append(f"Arm R: **{ch.r_lr:g}** (mean over n of the top-budget record reward per base lr: {scores}).")
+    if ch.e_lr:
+        budgets = sorted({c for _, c in ch.e_lr})
+        out += [
+            "",
+            "Arm E, base lr per (n, C):",
+            "",
+            "| n | " + " | ".join(bt(c) for c in budgets) + " |",
+            "|---|" + "---|" * len(budgets),
+        ]
+        for n in part.ns_e:
+            out.append(
+                f"| {n} | "
+                + " | ".join(f"{ch.e_lr[(n, c)]:g}" if (n, c) in ch.e_lr else "-" for c in budgets)
+                + " |"
+            )
+    grid = sorted({lr for _, lr in res["needed"]})
+    out += [
+        "",
+        f"Grid run on the tuning seeds (declared + edge rule): {', '.join(f'{v:g}' for v in grid)}. "
+        f"Open edges: {'; '.join(ch.open_edges) or 'none'}.",
+    ]
+    return out
+
+
+def arm_lines(key: str, arm: str, a: dict, plan: ts.Plan) -> list[str]:
+    title = f"### {key.capitalize()}, {ARM_NAMES[arm]}"
+    if "rec" not in a:
+        return [title, "", f"Not yet: {a['done']} of {a['declared']} reported runs finished."]
+    ns = sorted(a["top_mean"])
+    out = [title, ""]
+    if a["done"] < a["declared"]:
+        out += [f"Provisional: {a['done']} of {a['declared']} reported runs finished.", ""]
+    out += [
+        "Top-budget record reward per n (reported seeds, mean ± 95% CI): "
+        + ", ".join(f"n={n}: {_mci(*a['top_mean'][n])}" for n in ns)
+        + ".",
+        "",
+    ]
+    out += [
+        "| C | n* [95% bootstrap] | n* best@k | n* worst@k | reward at stake (best n − best small n) |",
+        "|---|---|---|---|---|",
+    ]
+    for b, s, bk, wk, st in zip(a["budgets"], a["stars"], a["best_k"], a["worst_k"], a["stake"], strict=True):
+        stake = (
+            "n/a"
+            if st["best"] is None
+            else f"0 (the best n, {st['best']}, is small)"
+            if st["best"] == st["best_small"]
+            else f"n={st['best']} − n={st['best_small']}: {_f(st['mean'], 4, True)} ± {_f(st['ci'], 4)}"
+        )
+        out.append(f"| {bt(b)} | {_star(s)} | {bk.point} | {wk.point} | {stake} |")
+    out += [
+        "",
+        "Per-n sigmoid asymptote A (fit of the seed-mean curve; mean ± 95% CI of per-seed fits), the "
+        "train − val gap at the end, and the fall of val from its record to the end (overfitting):",
+        "",
+        "| n | A (pooled) | A (per seed) | train − val at the end | val record − val at the end |",
+        "|---|---|---|---|---|",
+    ]
+    for n in ns:
+        A = a["asymptote"].get(n, {})
+        out.append(
+            f"| {n} | {_f(A.get('A'))} | {_mci(A.get('seed_mean'), A.get('ci', float('nan')))} | "
+            f"{_mci(*a['gap'].get(n, (float('nan'), float('nan'))))} | "
+            f"{_mci(*a['overfit'].get(n, (float('nan'), float('nan'))))} |"
+        )
+    out += [
+        "",
+        "Pass@1 distribution at matched compute (finding 5; stored snapshots, reported seeds, mean over "
+        f"seeds; share at 0: no correct answer in k = {plan.k} samples, at 1: all correct) and the "
+        "zero-variance group share of the step before:",
+        "",
+        "| C | split | " + " | ".join(f"n={n}: mean / at 0 / at 1" for n in ns) + " |",
+        "|---|---|" + "---|" * len(ns),
+    ]
+    for c, splits in a["pass1"].items():
+        for split, per in sorted(splits.items()):
+            cells = [
+                f"{per[n]['mean']:.3f} / {per[n]['zero']:.3f} / {per[n]['one']:.3f}" if n in per else "n/a"
+                for n in ns
+            ]
+            out.append(f"| {bt(c)} | {split} | " + " | ".join(cells) + " |")
+        zv = a["zero_var"].get(c, {})
+        out.append(
+            f"| {bt(c)} | zero-var groups | "
+            + " | ".join(_f(zv[n][0]) if n in zv else "n/a" for n in ns)
+            + " |"
+        )
+    w = a["wall"]
+    out += [
+        "",
+        "Speed and the frontier against wall time (a run's rollouts/s over its whole wall time, "
+        "evaluations included; machine-dependent): "
+        + ", ".join(f"n={n}: {_mci(*w['rate'][n], digits=0)} rollouts/s" for n in ns if n in w["rate"])
+        + ".",
+    ]
+    if w["times"]:
+        out.append(
+            "n* by wall time: "
+            + ", ".join(f"{t:.3g} s: {s}" for t, s in zip(w["times"], w["n_star"], strict=True))
+            + "."
+        )
+    return out
+
+
+def render(x: dict, cmd: str, fig: Path | None, out: Path, elapsed: float) -> str:
+    plan = x["plan"]
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    done = sum(r["done"] for r in x["stages"])
+    lines = [
+        "# The tiny-LM allocation study: does n*(C) rise once large n gets a thousand steps?",
+        "",
+        f"Generated by `{cmd}` on {now} from the results directory `{x['root']}` in {elapsed:.0f} s. Nothing "
+        "here is typed by hand: the design is the declaration (isocompute/reports/tiny_study.py), every "
+        "number "
+        f"comes from the store ({done} finished run(s) counted over the stages). The question: "
+        'docs/PAPER.md "The question"; why this study: the earlier tiny-LM study (docs/GROUP_STD_TINY.md) '
+        'gave '
+        "n = 32 at most 128 steps, the paper's low-compute regime.",
+    ]
+    if plan.name == "quick":
+        lines += [
+            "",
+            "**Quick mode**: a plan of seconds for CI; the verdicts test the machinery, not the science.",
+        ]
+    lines += [""] + status_lines(x) + [""] + verdict_lines(x)
+    if fig is not None:
+        lines += ["", f"![record reward, n*(C) and the stake per arm]({os.path.relpath(fig, out.parent)})"]
+    lines += [""] + design_lines(plan) + [""] + pilot_lines(x)
+    lines += ["", "## Results"]
+    for key, res in x["parts"].items():
+        lines += [""] + choice_lines(res)
+        for arm, a in res["arms"].items():
+            lines += [""] + arm_lines(key, arm, a, plan)
+    return "\n".join(lines) + "\n"
+
+
+def readme_paragraph(x: dict, out: Path) -> str:
+    """README.md's science line: what the study is and where it stands, from the same data."""
+    k = next(
+        (i for i, r in enumerate(x["stages"]) if not (r["declared"] and r["done"] == r["declared"])),
+        len(x["stages"]),
+    )
+    parts = []
+    for key, res in x["parts"].items():
+        for arm in res["part"].arms:
+            v = res["arms"].get(arm, {}).get("verdict")
+            parts.append(f"{key} arm {arm}: {v.outcome if v else 'not yet decided'}")
+    return (
+        f"The paper's question on a real transformer: the preregistered tiny-LM study "
+        f"(`isocompute report tiny-study`, [{out}]({out})) gives n = 64 about a thousand steps at 2^20 "
+        f"rollouts and judges n*(C) by a rule committed before the runs. Stage {k} of {len(x['stages'])} "
+        f"finished; {'; '.join(parts)}."
+    )
+
+
+def write_figure(x: dict, path: Path) -> None:
+    """Three panels: Easy arm R's reported-seed mean record reward per n against compute; n*(C) per arm with
+    its bootstrap interval; the reward at stake per arm with its 95% CI."""
+    from matplotlib.figure import Figure
+
+    from studies.files import atomic_save_figure
+    from studies.fit.plots import n_cmap
+
+    fig = Figure(figsize=(15, 4.4), constrained_layout=True)
+    ax = fig.subplots(1, 3)
+    arms = [(key, arm, a) for key, res in x["parts"].items() for arm, a in res["arms"].items() if "rec" in a]
+    if not arms:
+        for a in ax:
+            a.text(0.5, 0.5, "not yet run", ha="center", va="center", transform=a.transAxes)
+            a.set_axis_off()
+    else:
+        key, arm, a = arms[0]
+        rec = a["rec"]
+        ns = sorted(rec["n"].unique())
+        cm = n_cmap()
+        for i, n in enumerate(ns):
+            g = rec.loc[rec["n"] == n].groupby("budget")["reward"].mean()
+            ax[0].plot(g.index, g.to_numpy(), marker="o", color=cm(i / max(len(ns) - 1, 1)), label=f"n={n}")
+        ax[0].set(
+            xscale="log",
+            xlabel="compute C (rollouts)",
+            ylabel="record val avg@k",
+            title=f"{key}, arm {arm}: reported-seed mean",
+        )
+        ax[0].legend(fontsize=7)
+        for j, (key, arm, a) in enumerate(arms):
+            b = np.array(a["budgets"]) * (1 + 0.04 * (j - 1))
+            s = np.array([np.nan if v.point is None else v.point for v in a["stars"]], dtype=float)
+            lo = np.array([np.nan if v.lo is None else v.lo for v in a["stars"]], dtype=float)
+            hi = np.array([np.nan if v.hi is None else v.hi for v in a["stars"]], dtype=float)
+            ax[1].errorbar(
+                b,
+                s,
+                yerr=[np.nan_to_num(s - lo), np.nan_to_num(hi - s)],
+                marker="o",
+                capsize=3,
+                label=f"{key} {arm}",
+            )
+            m = np.array([v["mean"] for v in a["stake"]], dtype=float)
+            h = np.array([v["ci"] for v in a["stake"]], dtype=float)
+            ax[2].errorbar(b, m, yerr=np.nan_to_num(h), marker="o", capsize=3, label=f"{key} {arm}")
+        ax[1].set(
+            xscale="log",
+            yscale="log",
+            xlabel="compute C (rollouts)",
+            ylabel="n*(C)",
+            title="n*(C), 95% seed bootstrap",
+        )
+        grid_ns = sorted({n for _, _, a in arms for n in a["top_mean"]})
+        ax[1].set_yticks(grid_ns, [str(n) for n in grid_ns])
+        ax[1].minorticks_off()
+        ax[1].legend(fontsize=7)
+        ax[2].axhline(0, color="k", lw=0.8)
+        ax[2].set(
+            xscale="log",
+            xlabel="compute C (rollouts)",
+            ylabel="best n − best small n",
+            title="reward at stake (95% CI)",
+        )
+        ax[2].legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save_figure(fig, path, dpi=110)
+
+
+def summary(x: dict) -> dict:
+    """The `--json` object: stages and verdicts."""
+    out = {"plan": x["plan"].name, "store": x["root"], "stages": x["stages"], "parts": {}}
+    for key, res in x["parts"].items():
+        ch = res["choices"]
+        p = {
+            "tuning_missing": res["tuning_missing"],
+            "arms": {},
+            "lr_r": ch.r_lr if ch else None,
+            "open_edges": ch.open_edges if ch else [],
+        }
+        for arm, a in res["arms"].items():
+            v = a.get("verdict")
+            p["arms"][arm] = {
+                "done": a["done"],
+                "declared": a["declared"],
+                "verdict": v.outcome if v else None,
+                "why": v.why if v else None,
+                "decide": v.decide if v else None,
+            }
+        if "survives" in res:
+            p["survives"] = res["survives"]
+        out["parts"][key] = p
+    return out
+
+
+@click.command("tiny-study")
+@click.option(
+    "--stage",
+    type=click.Choice(ts.STAGES),
+    default=None,
+    help="Run this stage's missing runs into the store first (resumable), then regenerate the "
+    "report. Without it the report is regenerated from the store alone (seconds). Order: "
+    + ", ".join(ts.STAGES)
+    + ".",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="The quick plan (seconds, for CI): runs every stage of it into results/tiny-study-quick and "
+    "writes results/TINY_STUDY-quick.md; the machinery, not the science.",
+)
+@click.option(
+    "--store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Results directory (default docs/tiny_study/store, the committed one; --quick: "
+    "results/tiny-study-quick).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Markdown report (default docs/TINY_STUDY.md; --quick: results/TINY_STUDY-quick.md).",
+)
+@click.option(
+    "--fig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Figure (default docs/figs/tiny_study.png; none with --quick unless given).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Worker processes of a stage (one run each; a tiny-LM run uses one core).",
+)
+@click.option("--progress/--no-progress", default=True, help="A progress bar of a stage's runs (stderr).")
+@click.option("--json", "as_json", is_flag=True, help="Print the stages and verdicts as one JSON object.")
+def tiny_study(
+    stage: str | None,
+    quick: bool,
+    store: Path | None,
+    out: Path | None,
+    fig: Path | None,
+    jobs: int,
+    progress: bool,
+    as_json: bool,
+) -> None:
+    """The preregistered tiny-LM allocation study (docs/TINY_STUDY.md): run a stage, regenerate the report,
+    its figure and README block from the store."""
+    t0 = time.perf_counter()
+    plan = ts.QUICK if quick else ts.FULL
+    paths = QUICK_PATHS if quick else COMMITTED
+    given_store = store
+    store = store or paths["store"]
+    out = out or paths["out"]
+    if fig is None and not quick:
+        fig = COMMITTED["fig"]
+    check_output_file(out)
+    if fig is not None:
+        check_output_file(fig)
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+    try:
+        if stage is not None or quick:
+            check_output_dir(store, what="--store")
+            for st in [stage] if stage else ts.STAGES:
+                ts.run_stage(plan, st, store, jobs=jobs, progress=progress, say=say)
+        x = ts.measure(plan, store)
+    except StudiesError as e:
+        raise click.UsageError(str(e)) from None
+    cmd = " ".join(
+        ["isocompute report tiny-study"]
+        + (["--quick"] if quick else [])
+        + ([f"--store {given_store}"] if given_store not in (None, paths["store"]) else [])
+    )
+    if fig is not None:
+        write_figure(x, fig)
+    atomic_write_text(out, render(x, cmd, fig, out, time.perf_counter() - t0))
+    if not quick and out == COMMITTED["out"] and Path("README.md").is_file():
+        write_marked_block(Path("README.md"), README_BEGIN, README_END, readme_paragraph(x, out))
+    if as_json:
+        from studies.cli import emit_json
+
+        emit_json(summary(x))
+    else:
+        click.echo(f"wrote {out}")
+
+
+__all__ = [
+    "README_BEGIN",
+    "README_END",
+    "design_lines",
+    "readme_paragraph",
+    "render",
+    "summary",
+    "tiny_study",
+    "write_figure",
+]
