@@ -812,7 +812,8 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
               help="signal: zero-variance rule (closed form, module docstring); paper: the extrapolated "
                    "log2 n* sigmoid of the pilots' frontier.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the pilots run (resumable); default results/predict/<hash of the request>.")
+              help="Where the pilots run (resumable); default $ISOCOMPUTE_CACHE (or ~/.cache/isocompute)"
+                   "/predict/<hash of the request>.")
 @click.option("--jobs", type=int, default=None, help="Local worker processes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
@@ -824,6 +825,7 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
     (--backend and the run options) or read them from RESULTS_DIR (a results directory or a log)."""
     import hashlib
 
+    from isocompute.contract.cache import cache_root
     from studies.fit.predict import PILOT_FRACTION, pilot_configs, predict_from_table, run_configs
     from studies.io import preset_metric
 
@@ -847,7 +849,7 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
                        "budget)", err=True)
         if out_dir is None:
             key = hashlib.sha1("|".join(sorted(c.run_id for c in cfgs)).encode()).hexdigest()[:10]
-            out_dir = Path("results") / "predict" / key
+            out_dir = cache_root() / "predict" / key
         table = run_configs(cfgs, out_dir, jobs, progress)
         where = str(out_dir)
     rep = predict_from_table(table, target, metric=metric, rule=rule)
@@ -907,6 +909,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         where = out_dir / model
         with echo_warnings(), ResultStore(where, study="n-vs-m") as store:
             s = run_sweep(configs, store, jobs=jobs, progress=progress, desc=model)
+        if s.skipped:
+            click.echo(f"note: {model}: reused {s.skipped} of {s.total} runs finished earlier in {where} "
+                       "(another --out, or that folder deleted, recomputes them)", err=True)
         if s.failed:
             raise StudiesError(f"{len(s.failed)} {model} run(s) failed, e.g. {next(iter(s.failed.values()))}")
         table = _load(where, ["run_id", "compute", "n", metric])

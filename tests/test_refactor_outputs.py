@@ -1,5 +1,5 @@
-"""Issue 26 moved code, not results: `isocompute demo` and the claims report run what the pre-refactor commit
-runs on this machine (tests/pre_refactor.py runs it), table for table, bit for bit.
+"""The house refactor moved code, not results: `isocompute demo` and the claims report run what the
+pre-refactor commit runs on this machine (tests/pre_refactor.py runs it), table for table, bit for bit.
 
 The analysis printed from those runs is compared no more: n*(C) is read as the set of n the seeds cannot
 tell apart (studies/fit/nstar.py), so the demo's n* tables and the report's n* cells and growth differ from

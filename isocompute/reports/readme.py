@@ -1,6 +1,6 @@
-"""README paragraphs generated from data, and the rule that no other README number is typed (issue 25).
+"""README paragraphs generated from data, and the rule that no other README number is typed.
 
-Two blocks are made here (each between its markers, by studies.store.write_marked_block):
+Two blocks are made here (each between its markers, by studies.files.write_marked_block):
 - `claims-summary`: the science paragraph, from docs/CLAIMS.json, the numbers `isocompute report claims`
   writes next to docs/CLAIMS.md (`summary_of(outcomes)`); without that file the paragraph names no number.
 - `llm-rollout`: the vLLM vs transformers rollout throughput, from the benchmark JSONs of
@@ -107,10 +107,10 @@ def _ct(c: dict | None, unit: str = "") -> str:
 
 def claims_paragraph(summary: dict | None) -> str:
     """The science paragraph; every number comes from `summary` (docs/CLAIMS.json)."""
-    lead = ("`isocompute report claims` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and each of "
-            "the paper's findings 1-11, the preset and command used, the measured numbers with seed "
+    lead = ("`isocompute report claims --docs` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and "
+            "each of the paper's findings 1-11, the preset and command used, the measured numbers with seed "
             "confidence intervals, and a verdict.")
-    tail = ("docs/MECHANISMS.md (issue 12) asks which simulator ingredient makes n*(C) rise under a per-n "
+    tail = ("docs/MECHANISMS.md asks which simulator ingredient makes n*(C) rise under a per-n "
             "tuned lr, docs/PREDICT.md scores a predictor of n*(C) from 5% pilots, and docs/ALLOCATORS.md "
             "compares adaptive allocators with fixed n. Read the report for the rest, including what does "
             "not reproduce.")
@@ -156,7 +156,7 @@ def rollout_paragraph(fp32: dict, bf16: dict) -> str:
 
 def update(readme: Path = ROOT / "README.md", root: Path = ROOT) -> None:
     """Rewrite both generated blocks of README.md from their data files."""
-    from studies.store import write_marked_block
+    from studies.files import write_marked_block
 
     cj = root / CLAIMS_JSON
     summary = json.loads(cj.read_text()) if cj.exists() else None

@@ -47,7 +47,7 @@ def test_robust_needs_growth_size_significance_and_eight_seeds():
     assert not robust([8, 32, 128], c(0.01, 4))  # too small
     assert not robust([8, 32, 128], c(0.03, 2))  # not significant
     assert not robust([8, 32, 128], c(0.03, 4, seeds=3))
-    assert not robust([128, 32, 8], c(0.03, 4))  # a falling n* is not growth (issue 25)
+    assert not robust([128, 32, 8], c(0.03, 4))  # a falling n* is not growth
     assert not robust([32, 8, 8, 2], c(0.03, 4))
 
 

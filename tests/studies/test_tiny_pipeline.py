@@ -1,4 +1,4 @@
-"""Everything accepts the tiny LM (issue 23 item 7): each sweep kind, `sweep allocators`, fit / plot / plan /
+"""Everything accepts the tiny LM: each sweep kind, `sweep allocators`, fit / plot / plan /
 predict, `figs --lm tiny` and the Ray executor run `--backend llm --lm tiny` through the one pipeline. Budgets
 are tiny (a few GRPO steps of bp 4), so this checks the plumbing; the science runs are in docs/tiny_lm/."""
 

@@ -1,6 +1,6 @@
 """What every claims section shares: sizes (ClaimsMode), presets, the Section declaration, and the statistics.
 
-Conventions (issue 4, kept): seeds are paired across n (seed s uses problem_seed s, so every n sees the same
+Conventions: seeds are paired across n (seed s uses problem_seed s, so every n sees the same
 problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
 seeds. "record" reward = a run's best-so-far value up to a budget (the record-breaking envelope the paper
 fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always read by the estimator
@@ -62,7 +62,7 @@ class ClaimsMode:
     """Constant learning rates of finding 1's lr study (empty: the preset's lr only)."""
     sqrt_lrs: tuple[float, ...]
     """Base lrs (at batch bp n = 256) of the sqrt rule: the constant-lr grid, so the base lr is tuned on the
-    same grid and held-out seeds as the envelope (issue 25)."""
+    same grid and held-out seeds as the envelope."""
     untuned_sqrt: tuple[float, ...] = ()
     """Base lrs also shown one by one, untuned (the earlier fixed choices): a sensitivity check only."""
     bp: int = 32
@@ -406,7 +406,7 @@ def heldout_contrast(
 
 def paired_contrast(piv: pd.DataFrame, small: Sequence, large: Sequence, k: int = 2) -> dict:
     """heldout_contrast of a seed x n matrix (one arm per n): the best small and large n are chosen by
-    k-fold cross-fitting, so the seeds that pick an n never report its difference (issue 25)."""
+    k-fold cross-fitting, so the seeds that pick an n never report its difference."""
     rr = piv.rename_axis(index="seed", columns="n").stack().rename("reward").reset_index()
     return heldout_contrast(rr, small, large, k=k)
 
@@ -436,7 +436,7 @@ def contrast_text(c: dict) -> str:
 
 
 def robust(n_stars: Sequence[int], c: dict, seeds_needed: int = 8) -> bool:
-    """Issue 4's robust claim-2 effect: n* grows >= 8x (`growth`: where determined, for rows of
+    """The robust claim-2 effect: n* grows >= 8x (`growth`: where determined, for rows of
     `n_star_rows`), and at the top budget the best large n beats the best small n (both chosen on held-out
     seeds) by >= 0.02 and >= 3 SE over >= 8 reported seeds."""
     d, z = c.get("diff", float("nan")), c.get("z", float("nan"))

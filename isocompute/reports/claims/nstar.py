@@ -249,7 +249,7 @@ def f1_verdict(x: dict) -> tuple[str, str]:
     top = None if last_row is None else max(last_row.get("set") or [last_row["n_star"]])
     fin = {k: yes(tr.get(k, {}).get("robust_final")) for k in (PRESET, SQRT_TUNED, ENVELOPE)}
     why = (
-        f"rule: robust (issue 4 criteria: n* rises >= 8x where determined (every later set of n* above the "
+        f"rule: robust (criteria: n* rises >= 8x where determined (every later set of n* above the "
         f"earlier one), top contrast "
         f">= 0.02 and >= 3 SE over >= 8 seeds, arms and lrs chosen on held-out seeds; record metric) under "
         f"the preset lr, the sqrt rule with its base lr tuned and the lr envelope, with the tabular control "

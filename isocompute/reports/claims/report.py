@@ -23,9 +23,11 @@ from isocompute.reports.claims.measurements import MEASUREMENTS
 from isocompute.reports.claims.mechanisms import MECHANISMS
 from isocompute.reports.claims.nstar import F1, F6, F10, F11, THEORY
 from isocompute.reports.claims.pass1 import F5, F7, F8
+from isocompute.reports.destinations import docs_option, docs_path
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
-from studies.store import ResultStore, atomic_write_text, check_output_dir, check_output_file
+from studies.files import atomic_write_text, check_output_dir, check_output_file
+from studies.store import ResultStore
 
 SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, MEASUREMENTS,
                                  MECHANISMS)
@@ -60,8 +62,10 @@ def build_report(
     echo=None,
     progress: bool = False,
     sections: tuple[Section, ...] = SECTIONS,
+    docs: bool = False,
 ) -> tuple[str, list[Outcome]]:
-    """Run or reuse every study of the sections that apply to the plan's backend, measure, judge, render."""
+    """Run or reuse every study of the sections that apply to the plan's backend, measure, judge, render
+    (`docs`: the report is the committed copy, and its quoted command says `--docs`)."""
     echo = echo or (lambda s: None)
     t0 = time.perf_counter()
     live = [s for s in sections if plan.backend in s.backends]
@@ -94,7 +98,7 @@ def build_report(
             raise RuntimeError(f"section {s.key} gave verdict {verdict!r}, not one of {VERDICTS}")
         outcomes.append(Outcome(s, s.setup(plan), nums, verdict, reason))
         echo(f"{s.key}: {verdict}")
-    return render(plan, outcomes, time.perf_counter() - t0, results), outcomes
+    return render(plan, outcomes, time.perf_counter() - t0, results, docs=docs), outcomes
 
 
 def default_results(plan: ClaimsMode) -> Path:
@@ -102,17 +106,23 @@ def default_results(plan: ClaimsMode) -> Path:
     return Path("results/claims") / (plan.lm or plan.backend)
 
 
-def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: Path | None = None) -> str:
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    quick = plan.name != "full"
-    cmd = (
+def command_line(plan: ClaimsMode, results: Path | None = None, docs: bool = False) -> str:
+    """The `isocompute report claims ...` line that regenerates a report of this plan and results."""
+    return (
         "isocompute report claims"
         + (f" --backend {plan.backend}" if plan.backend != "sim" else "")
         + (f" --lm {plan.lm}" if plan.lm else "")
-        + (" --quick" if quick else "")
+        + (" --quick" if plan.name != "full" else "")
         + (f" --results {results}" if results is not None
            and Path(results) != default_results(plan) else "")
+        + (" --docs" if docs else "")
     )
+
+
+def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: Path | None = None,
+           docs: bool = False) -> str:
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    cmd = command_line(plan, results, docs)
     sizes = f"d = d_val = {plan.d}" if plan.d else "the backend's d and d_val"
     lines = [
         f"# Claims report ({plan.name} mode, {plan.backend} backend{f', lm {plan.lm}' if plan.lm else ''})",
@@ -138,7 +148,7 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "later one's that every later set stays above (its factor the least the sets show).",
         ]),
     ]
-    if quick:
+    if plan.name != "full":
         lines += [
             "",
             "**Quick mode**: small budgets, few seeds and small problem sets, for CI. Verdicts here "
@@ -171,9 +181,10 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Markdown file to write (default: docs/CLAIMS.md, or results/CLAIMS-quick.md with --quick); the "
-    "numbers the README quotes go beside it as .json.",
+    help="Markdown file to write (default: results/CLAIMS-<mode>.md, e.g. results/CLAIMS-quick.md with "
+    "--quick); the numbers the README quotes go beside it as .json.",
 )
+@docs_option()
 @click.option(
     "--results",
     "results",
@@ -187,22 +198,24 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
 @click.option("--progress/--no-progress", default=False, help="Progress bar of the runs on stderr.")
 def claims(
-    quick: bool, backend: str, lm: str | None, out: Path | None, results: Path | None, jobs: int,
-    progress: bool,
+    quick: bool, backend: str, lm: str | None, out: Path | None, to_docs: bool, results: Path | None,
+    jobs: int, progress: bool,
 ) -> None:
     """Run (or reuse) the studies behind each paper claim and write a Markdown report with verdicts."""
     if lm is not None and backend != "llm":
         raise click.UsageError("--lm takes --backend llm")
     plan = MODES[("tiny" if lm == "tiny" else backend, quick)]
-    if out is None:
-        out = Path(f"results/CLAIMS-{plan.name}.md") if quick or backend != "sim" else Path("docs/CLAIMS.md")
+    if to_docs and (quick or backend != "sim"):
+        raise click.UsageError("--docs writes docs/CLAIMS.md, the full simulator report: not with --quick or "
+                               "--backend llm (use --out)")
+    out = docs_path("docs/CLAIMS.md", to_docs, out) or out or Path(f"results/CLAIMS-{plan.name}.md")
     results = results or default_results(plan)
-    # issue 16: both destinations are checked before the studies run, so a bad path never costs them
+    # both destinations are checked before the studies run, so a bad path never costs them
     check_output_file(out)
     check_output_dir(results, what="--results")
     try:
         md, outcomes = build_report(
-            plan, results, jobs, echo=lambda s: click.echo(s, err=True), progress=progress
+            plan, results, jobs, echo=lambda s: click.echo(s, err=True), progress=progress, docs=to_docs
         )
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
@@ -219,17 +232,19 @@ def claims(
 MECHANISMS_RESULTS = Path("results/claims/sim")
 
 
-def mechanisms_report(quick: bool, results: Path, jobs: int, out: Path, echo=None) -> str:
-    """The mechanisms section (issue 12) alone, rendered as its own report (docs/MECHANISMS.md); the full
-    claims report includes it through SECTIONS. Marked blocks that other generators keep in `out` are
-    carried over (kept_blocks)."""
+def mechanisms_report(quick: bool, results: Path, jobs: int, out: Path, echo=None,
+                      docs: bool = False) -> str:
+    """The mechanisms section alone, rendered as its own report (the committed copy: docs/MECHANISMS.md,
+    `docs`); the full claims report includes it through SECTIONS. Marked blocks that other generators keep
+    in `out` are carried over (kept_blocks)."""
     plan = MODES[("sim", quick)]
     md, _ = build_report(plan, results, jobs, echo=echo, sections=(MECHANISMS,))
     lines = md.splitlines()
     # the report's general paragraph describes the claims plan's sizes; this section states its own
-    lines[0] = f"# Mechanism study (issue 12, {plan.name} mode)"
+    lines[0] = f"# Mechanism study ({plan.name} mode)"
     cmd = " ".join(["isocompute report mechanisms"] + (["--quick"] if quick else [])
-                   + ([f"--results {results}"] if results != MECHANISMS_RESULTS else []))
+                   + ([f"--results {results}"] if results != MECHANISMS_RESULTS else [])
+                   + (["--docs"] if docs else []))
     lines[2] = (f"Generated by `{cmd}` (the mechanisms section of `isocompute report claims`, alone); every "
                 "number is computed from the runs of its declared studies; sizes in the Setup line.")
     return "\n".join(lines) + "\n" + kept_blocks(out)
@@ -246,16 +261,22 @@ def kept_blocks(out: Path) -> str:
 @click.command("mechanisms")
 @click.option("--quick", is_flag=True, help="The quick sizes (machinery only, for CI).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Markdown file to write (default: docs/MECHANISMS.md, or results/MECHANISMS-quick.md with "
-              "--quick).")
+              help="Markdown file to write (default: results/MECHANISMS-full.md, or "
+              "results/MECHANISMS-quick.md with --quick).")
+@docs_option()
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=MECHANISMS_RESULTS,
               show_default=True, help="Results directory of the studies (finished runs are reused).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
-def mechanisms(quick: bool, out: Path | None, results: Path, jobs: int) -> None:
-    """Run (or reuse) the mechanism study of issue 12 and write its section alone as a report."""
-    out = out or Path("results/MECHANISMS-quick.md" if quick else "docs/MECHANISMS.md")
+def mechanisms(quick: bool, out: Path | None, to_docs: bool, results: Path, jobs: int) -> None:
+    """Run (or reuse) the mechanism study (which simulator ingredient makes n*(C) rise under a tuned lr) and
+    write its section alone as a report."""
+    if to_docs and quick:
+        raise click.UsageError("--docs writes docs/MECHANISMS.md, the full study: not with --quick "
+                               "(use --out)")
+    out = docs_path("docs/MECHANISMS.md", to_docs, out) or out or Path(
+        f"results/MECHANISMS-{'quick' if quick else 'full'}.md")
     check_output_file(out)
     check_output_dir(results, what="--results")
-    md = mechanisms_report(quick, results, jobs, out, echo=lambda s: click.echo(s, err=True))
+    md = mechanisms_report(quick, results, jobs, out, echo=lambda s: click.echo(s, err=True), docs=to_docs)
     atomic_write_text(out, md)
     click.echo(f"wrote {out}")
