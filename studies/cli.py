@@ -354,7 +354,7 @@ def progress_lines(command: str) -> Callable[[str, int, int], None]:
 
 
 def check_configs(configs: list[RunConfig]) -> None:
-    """Every config validated by its backend before anything is created on disk (issue 28: a bad --model,
+    """Every config validated by its backend before anything is created on disk (a bad --model,
     --dataset or --option used to leave an empty results directory behind). run_sweep validates again once
     the store is open; a simulator config validates in microseconds."""
     from studies.backends import get_backend

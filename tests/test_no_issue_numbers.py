@@ -11,15 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CITATION = re.compile(r"\bissue \d+", re.IGNORECASE)
 
-REMAINING = {
-    "benchmarks/tiny_lm_hist.py", "benchmarks/tiny_lm_rl.py", "benchmarks/tiny_overlap.py",
-    "llm_backend/loop.py", "llm_backend/packed.py", "llm_backend/trainer.py",
-    "studies/cli.py", "studies/fit/__init__.py", "studies/fit/bootstrap.py", "studies/fit/certainty.py",
-    "studies/fit/frontier.py", "studies/fit/plan.py", "studies/fit/plots.py", "studies/fit/predict.py",
-    "tests/llm_backend/test_tiny_lm.py", "tests/studies/test_frontier.py",
-    "tests/studies/test_frontier_analyses.py",
-    "tests/studies/test_nstar_bootstrap.py", "tests/studies/test_predict.py",
-}
+REMAINING: set[str] = set()
 """Files that still cite issues, left while they are being changed on other branches; emptied as they are
 rewritten (a file that no longer cites one must leave this set too)."""
 

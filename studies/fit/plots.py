@@ -231,5 +231,5 @@ def save_figure(fig: Figure, out: str | Path) -> list[Path]:
 
     for p in paths:
         p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_save_figure(fig, p, dpi=150)  # a killed plot leaves no truncated image (issue 16)
+        atomic_save_figure(fig, p, dpi=150)  # a killed plot leaves no truncated image
     return paths

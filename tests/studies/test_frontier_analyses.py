@@ -1,4 +1,4 @@
-"""The other analyses of issue 3 item 5 on hand-made tables with known answers: best@k vs worst@k optimal n
+"""The paper's other analyses on hand-made tables with known answers: best@k vs worst@k optimal n
 (Fig 8), sensitivity to n vs B_p (Fig 10), n*(M) and B_p*(M) at fixed batch (Fig 9), pass@1 distribution
 statistics (Fig 11/27)."""
 
