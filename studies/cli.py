@@ -177,8 +177,8 @@ log lines, C-level prints) is sent to stderr, so `--json` prints exactly one JSO
 
 
 def emit_json(obj: Any) -> None:
-    """Print `obj` as the command's one JSON object (studies.store.jsonable, strict: NaN/inf become null)."""
-    from studies.store import jsonable
+    """Print `obj` as the command's one JSON object (studies.files.jsonable, strict: NaN/inf become null)."""
+    from studies.files import jsonable
 
     stream = JSON_STREAM[-1] if JSON_STREAM else sys.stdout
     stream.write(json.dumps(jsonable(obj), allow_nan=False) + "\n")
@@ -220,8 +220,8 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> None:
     """Train one configuration to its budget and summarise it."""
     from studies.backends import get_backend
+    from studies.files import check_output_file
     from studies.io import save_table
-    from studies.store import check_output_file
 
     cfg = _config(**kw)
     adapter = get_backend(cfg.backend)
@@ -287,7 +287,8 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
           **kw: Any) -> None:
     """Run a STUDY (n-vs-m, fixed-batch, joint or allocators) over seeds into a results directory."""
     from studies.executors import run_sweep
-    from studies.store import ResultStore, check_output_dir
+    from studies.files import check_output_dir
+    from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
     check_sweep_size(seeds, n, bp, batch)
@@ -692,7 +693,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"))
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
-    from studies.store import jsonable
+    from studies.files import jsonable
 
     if as_json:
         emit_json(report)
@@ -712,7 +713,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
 def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag: list[int] | None,
          bp_flag: list[int] | None, pool: bool, out: Path | None) -> None:
     """Quick figure of a sweep or of logs (as for fit): fitted curves with the frontier, and n*(C)."""
-    from studies.store import check_output_file
+    from studies.files import check_output_file
 
     path = paths[0]
     if out is None:
@@ -895,7 +896,8 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     """Main job: an n-vs-m study (bp = 32, n = 2..256) with the tabular and interference presets,
     printing each n*(C) table and writing each frontier figure."""
     from studies.executors import run_sweep
-    from studies.store import ResultStore, check_output_dir, jsonable
+    from studies.files import check_output_dir, jsonable
+    from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
     check_sweep_size(seeds, [0] * 8)  # n = 2^1..2^8

@@ -32,25 +32,17 @@ import pandas as pd
 
 from isocompute.contract.status import DIVERGED, DONE, FAILED, FINISHED, PENDING
 from studies.config import RunConfig, StudiesError
-from studies.files import (  # noqa: F401
+from studies.files import (
     TMP_SUFFIX,
-    atomic_save_figure,
     atomic_write_json,
     atomic_write_parquet,
-    check_output_dir,
-    check_output_file,
     file_digest,
     fsync_dir,
-    jsonable,
     os_reason,
 )
 
 if TYPE_CHECKING:
     from studies.backends import RunOutput
-
-STILL_FROM_STORE = ("atomic_save_figure", "check_output_dir", "check_output_file", "jsonable")
-"""File utilities still importable from here for the modules tests/test_house.py lists (STORE_IMPORTERS);
-their home is studies.files."""
 
 DAMAGED = "damaged"
 """The manifest's status of a run whose files do not match its record (run again by the next sweep); the

@@ -313,8 +313,8 @@ def prediction_certainty(rep: dict[str, Any], table: pd.DataFrame, ff, by: str =
     """How sure a prediction is (studies.fit.certainty): the pilots' own frontier (ties, none improved, the
     flat set at their largest compute), the predicted n* at the budget on the grid's edge, and whether the two
     rules agree at the budget (more than HIT_STEPS grid steps apart: the prediction is uncertain)."""
+    from studies.files import jsonable
     from studies.fit.certainty import assess, edge_note, grid_edge
-    from studies.store import jsonable
 
     metric = rep["metric"]
     cert = jsonable(assess(ff.nstar_, -1, metric=metric, by=by, model=table.attrs.get("model")))
