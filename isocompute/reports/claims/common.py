@@ -294,7 +294,7 @@ def n_star_rows(
     comp = ff._sets(list(at[x])).competitors
     rows = []
     for j, (b, n) in enumerate(zip(at[x], at[by], strict=True)):
-        if n is None:
+        if n is None or pd.isna(n):  # no n has data at b (a numeric column holds that as NaN)
             continue
         piv = seed_rewards(table, b, metric, "best", by, x)
         m, h = ci(piv[n]) if n in piv.columns else (float("nan"), float("nan"))
