@@ -165,7 +165,7 @@ def claims_paragraph(summary: dict | None) -> str:
             "including what does not reproduce.")
     if not _current(summary):
         return " ".join([lead, "The committed report predates the paper's tuned recipe as the default of every "
-                         "section (its verdicts were made at the preset's constant lr or an untuned rule), so "
+                         "section (outside finding 1 its verdicts were made at the preset's constant lr), so "
                          "no summary is quoted here; `isocompute report claims` regenerates it and "
                          "`isocompute report readme` this paragraph.", tail])
     v, f1 = summary["verdicts"], summary["f1"]
