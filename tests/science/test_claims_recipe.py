@@ -14,7 +14,6 @@ import pytest
 from isocompute.reports.claims import recipe
 from isocompute.reports.claims.common import FULL, LLM_QUICK, PRESETS, QUICK, stakes
 from isocompute.reports.claims.report import Outcome, SeedSet, replicated
-from isocompute.reports.tiny_study import ENTROPY_COEF, KL_COEF
 from studies.declared import study_configs
 from studies.fit.frontier import synthetic_table
 
@@ -22,7 +21,8 @@ from studies.fit.frontier import synthetic_table
 def test_the_recipe_is_every_study_default():
     st = FULL.study("x")
     base = dict(st.base)
-    assert base["lr_rule"] == "sqrt" and base["kl_coef"] == KL_COEF and base["entropy_coef"] == ENTROPY_COEF
+    assert base["lr_rule"] == "sqrt" and base["kl_coef"] == recipe.KL_COEF
+    assert base["entropy_coef"] == recipe.ENTROPY_COEF
     assert "lr" not in base and recipe.needs_tuning(st)
     hard = dict(FULL.study("y", dataset="hard").base)
     assert hard["lr_rule"] == "sqrt" and "kl_coef" not in hard and "entropy_coef" not in hard

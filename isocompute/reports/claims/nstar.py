@@ -258,8 +258,7 @@ def f1_verdict(x: dict) -> tuple[str, str]:
            f"n* under {x['main']}: {stars_text(rows)} (growth where determined {growth_text(growth(rows))})")
     if top is not None and "stake" in top:
         why += f"; at the top budget n* {n_star_cell(top)}, {stake_text(top['stake'])} over the best small n"
-    if x["tabular_ok"] is not None:
-        why += f". Tabular control (n* among the two smallest n at every budget): {yes(x['tabular_ok'])}"
+    why += f". tabular control: {yes(x['tabular_ok'])} (n* among the two smallest n at every budget)"
     return j.verdict, why + "."
 
 

@@ -5,8 +5,8 @@ The recipe (docs/PAPER.md "Healthy recipe", Section 3 and Table 1), as far as th
 - the base lr chosen on tuning seeds (`choose_base_lr`): the grid point with the best mean, over the study's
   n and the tuning seeds, of the top-budget record reward (the rule of finding 1's sqrt row and of the
   mechanism study's recipe, selection.select_on_heldout), never on the seeds it reports;
-- KL + entropy on Easy (and Very Easy), neither on Hard and the mixes (`regularisation`), at the coefficients
-  of the tiny-LM study's recipe (isocompute.reports.tiny_study: KL_COEF, ENTROPY_COEF);
+- KL + entropy on Easy (and Very Easy), neither on Hard and the mixes (`regularisation`: KL_COEF,
+  ENTROPY_COEF);
 - no warm-up: the simulator has none (a softmax over K answers has no early-training instability to damp).
 
 A claims study declared with the recipe (ClaimsMode.study, the default) carries `lr_rule = "sqrt"` and no lr
@@ -24,10 +24,17 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from isocompute.reports.claims.selection import select_on_heldout
-from isocompute.reports.tiny_study import ENTROPY_COEF, KL_COEF
 from studies.declared import StudySpec
 from studies.fit.frontier import run_rewards
 
+KL_COEF = 0.01
+"""The simulator's KL(pi || pi_init) coefficient on Easy: weak enough that the policy gradient of an informative
+group (|A| ~ 1 per rollout) dominates it, strong enough to anchor problems whose groups have gone silent; the
+value the tiny-LM study chose for the same reason (isocompute/reports/tiny_study.py), so both backends run
+one recipe. The confound rows of the mechanism measurements try 0.1 and 1."""
+ENTROPY_COEF = 0.001
+"""The simulator's entropy-bonus coefficient on Easy (paired with KL, as the paper requires): verl's default,
+under 0.1% of an informative group's policy gradient at the simulator's entropies (ln K nats at most)."""
 RECIPE = "recipe"
 """The `lr` of ClaimsMode.study that asks for the recipe (the default); a number asks for that constant lr,
 "preset" for the preset's own (a labelled sensitivity row)."""
@@ -111,5 +118,5 @@ def choose_base_lr(table: pd.DataFrame, st: StudySpec, grid: tuple[float, ...], 
                   tune_seeds=tuple(tune_seeds))
 
 
-__all__ = ["PRESET_LR", "RECIPE", "REGULARISED", "TUNE_SEED0", "Choice", "choose_base_lr", "needs_tuning",
+__all__ = ["ENTROPY_COEF", "KL_COEF", "PRESET_LR", "RECIPE", "REGULARISED", "TUNE_SEED0", "Choice", "choose_base_lr", "needs_tuning",
            "regularisation", "tune_metric", "tuning_spec"]

@@ -24,8 +24,7 @@ from isocompute.reports.claims.measurements import MEASUREMENTS
 from isocompute.reports.claims.mechanisms import MECHANISMS
 from isocompute.reports.claims.nstar import F1, F6, F10, F11, THEORY
 from isocompute.reports.claims.pass1 import F5, F7, F8
-from isocompute.reports.claims.recipe import Choice, choose_base_lr, needs_tuning, tuning_spec
-from isocompute.reports.tiny_study import ENTROPY_COEF, KL_COEF
+from isocompute.reports.claims.recipe import ENTROPY_COEF, KL_COEF, Choice, choose_base_lr, needs_tuning, tuning_spec
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
 from studies.store import ResultStore, atomic_write_text, check_output_dir, check_output_file
