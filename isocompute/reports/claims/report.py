@@ -179,16 +179,15 @@ def default_results(plan: ClaimsMode) -> Path:
 
 
 def section_tops(plan: ClaimsMode, sections) -> dict[str, list[str]]:
-    """{top budget text: [section keys]}: each section's top budget, the budget most of its studies run to
-    (a decoupled-baseline study's raised budget is charged at the others')."""
-    from collections import Counter
-
+    """{top budget text: [section keys]}: each section's top budget, the largest budget of its studies that
+    is a power of two (finding 9's decoupled-baseline study has its budget raised to pay for its extra
+    rollouts, and is charged at the others')."""
     out: dict[str, list[str]] = {}
     for s in sections:
         if plan.backend not in s.backends:
             continue
-        c = Counter(st.budget for st in s.studies(plan))
-        top = max(c, key=lambda b: (c[b], b))
+        bs = [st.budget for st in s.studies(plan)]
+        top = max((b for b in bs if b & (b - 1) == 0), default=max(bs))
         out.setdefault(budget_text(top), []).append(s.key)
     return out
 
