@@ -96,18 +96,24 @@ class Choice:
 
 def choose_base_lr(table: pd.DataFrame, st: StudySpec, grid: tuple[float, ...], tune_seeds: list[int],
                    report_seeds: list[int], expected: Mapping[str, int]) -> Choice:
-    """The base lr of a recipe study, chosen on its tuning study's `table` (variant column 'base=...'): the
-    grid point with the best mean over n and tuning seeds of the record reward at the study's budget
-    (selection.select_on_heldout, which refuses tuning seeds that are also reported). A grid point with fewer
-    finished runs than `expected[label]` (a run diverged or failed) is not eligible."""
-    metric = tune_metric(st)
-    rr = run_rewards(table, metric, keys=("variant", "n", "seed"), budget=float(st.budget), stat="best")
+    """The base lr of a recipe study, chosen on its tuning study's `table` (`choose_on`, at the study's
+    budget and its tuning metric)."""
+    return choose_on(table, tune_metric(st), float(st.budget), grid, tune_seeds, report_seeds, expected)
+
+
+def choose_on(table: pd.DataFrame, metric: str, budget: float, grid: tuple[float, ...], tune_seeds: list[int],
+              report_seeds: list[int], expected: Mapping[str, int]) -> Choice:
+    """The recipe's base-lr rule on a tuning table (variant column 'base=...'): the grid point with the best
+    mean over n and tuning seeds of the record `metric` at `budget` (selection.select_on_heldout, which
+    refuses tuning seeds that are also reported). A grid point with fewer finished runs than
+    `expected[label]` (a run diverged or failed) is not eligible."""
+    rr = run_rewards(table, metric, keys=("variant", "n", "seed"), budget=budget, stat="best")
     counts = rr.groupby("variant")["reward"].count()
     ok = [lab for lab in counts.index if counts[lab] >= expected.get(lab, 0)]
     excluded = tuple(sorted(float(lab[len(VARIANT):]) for lab in expected if lab not in ok))
     rr = rr.loc[rr["variant"].isin(ok)]
     if rr.empty:
-        raise RuntimeError(f"study {st.name}: no base lr of the grid finished all its tuning runs")
+        raise RuntimeError("no base lr of the grid finished all its tuning runs")
     pick = select_on_heldout(rr, tune_seeds=tune_seeds, report_seeds=report_seeds, group_cols=[],
                              choice_col="variant", score_col="reward")
     lab = pick["variant"].iloc[0]
@@ -118,5 +124,5 @@ def choose_base_lr(table: pd.DataFrame, st: StudySpec, grid: tuple[float, ...], 
                   tune_seeds=tuple(tune_seeds))
 
 
-__all__ = ["ENTROPY_COEF", "KL_COEF", "PRESET_LR", "RECIPE", "REGULARISED", "TUNE_SEED0", "Choice", "choose_base_lr", "needs_tuning",
+__all__ = ["ENTROPY_COEF", "KL_COEF", "PRESET_LR", "RECIPE", "REGULARISED", "TUNE_SEED0", "Choice", "choose_base_lr", "choose_on", "needs_tuning",
            "regularisation", "tune_metric", "tuning_spec"]
