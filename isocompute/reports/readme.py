@@ -8,8 +8,8 @@ Three blocks are made here (each between its markers, by studies.store.write_mar
   n*(C) under the tuned recipe; "grows with compute" only where that verdict is reproduced);
 - `llm-rollout`: the vLLM vs transformers rollout throughput, from the benchmark JSONs of
   `benchmarks/llm_rollout.py` in docs/llm_study/.
-`isocompute report readme` rewrites all three in README.md. `stray_numbers(text)` lists the decimal numbers of a
-README outside code, inline code and marked blocks; tests/studies/test_readme_numbers.py requires none.
+`isocompute report readme` rewrites all three in README.md. `stray_numbers(text)` lists the decimal numbers of
+a README outside code, inline code and marked blocks; tests/studies/test_readme_numbers.py requires none.
 """
 
 from __future__ import annotations
@@ -71,12 +71,12 @@ paper's recipe (older files predate the recipe and are quoted by verdict only)."
 
 
 def _iv(c: dict | None) -> dict | None:
-    """A contrast's arms and 95% interval (isocompute.reports.claims.common.heldout_contrast), for the JSON."""
+    """A contrast's arms and 95% interval (claims.common.heldout_contrast), for the JSON."""
     if not c or "n_small" not in c or "iv" not in c:
         return None
     iv = c["iv"]
-    return {"n_small": c["n_small"], "n_large": c["n_large"], "estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi,
-            "lo90": iv.lo90, "hi90": iv.hi90, "seeds": iv.k}
+    return {"n_small": c["n_small"], "n_large": c["n_large"], "estimate": iv.estimate, "lo": iv.lo,
+            "hi": iv.hi, "lo90": iv.lo90, "hi90": iv.hi90, "seeds": iv.k}
 
 
 def summary_of(plan, outcomes) -> dict:
@@ -100,12 +100,13 @@ def summary_of(plan, outcomes) -> dict:
         rec = tr[RECIPE_ROW]
         top = rec["rows"][-1] if rec["rows"] else {}
         stake = top.get("stake")
+        stake_top = None if stake is None else {"estimate": stake.estimate, "lo": stake.lo, "hi": stake.hi,
+                                                "within": equivalent(stake)}
         out["f1"] = {
             "recipe": {"base_lr": f1.numbers.get("base_lr"), "gain": _iv(rec["record"]),
-                       "gain_final": _iv(rec["final"]), "n_star": [r.get("set_text") or str(r["n_star"])
-                                                                   for r in rec["rows"]],
-                       "stake_top": None if stake is None else {"estimate": stake.estimate, "lo": stake.lo,
-                                                                 "hi": stake.hi, "within": equivalent(stake)}},
+                       "gain_final": _iv(rec["final"]),
+                       "n_star": [r.get("set_text") or str(r["n_star"]) for r in rec["rows"]],
+                       "stake_top": stake_top},
             "envelope": {"gain": _iv(tr.get(ENVELOPE, {}).get("record"))},
         }
         pre = tr.get(constant_label(preset_lr, preset_lr)) if preset_lr is not None else None
@@ -164,9 +165,9 @@ def claims_paragraph(summary: dict | None) -> str:
             "docs/ALLOCATORS.md compares adaptive allocators with fixed n. Read the report for the rest, "
             "including what does not reproduce.")
     if not _current(summary):
-        return " ".join([lead, "The committed report predates the paper's tuned recipe as the default of every "
-                         "section (outside finding 1 its verdicts were made at the preset's constant lr), so "
-                         "no summary is quoted here; `isocompute report claims` regenerates it and "
+        return " ".join([lead, "The committed report predates the paper's tuned recipe as the default of "
+                         "every section (outside finding 1 its verdicts were made at the preset's constant "
+                         "lr), so no summary is quoted here; `isocompute report claims` regenerates it and "
                          "`isocompute report readme` this paragraph.", tail])
     v, f1 = summary["verdicts"], summary["f1"]
     rec = f1["recipe"]
@@ -180,12 +181,12 @@ def claims_paragraph(summary: dict | None) -> str:
         "readme`):",
         f"the tabular theory (small n wins; the tabular learner at its preset constant lr): "
         f"{v.get('theory', 'n/a')};",
-        f"finding 1 under the paper's recipe (sqrt(batch) lr rule with the base lr {rec['base_lr']:g} chosen on "
-        f"tuning seeds, KL + entropy on Easy): {v.get('f1', 'n/a')}, the top-budget gain of the best large n "
-        f"over the best small n being {_gt(rec['gain'])}, n* per budget {', '.join(rec['n_star'])}"
+        f"finding 1 under the paper's recipe (sqrt(batch) lr rule with the base lr {rec['base_lr']:g} chosen "
+        f"on tuning seeds, KL + entropy on Easy): {v.get('f1', 'n/a')}, the top-budget gain of the best "
+        f"large n over the best small n being {_gt(rec['gain'])}, n* per budget {', '.join(rec['n_star'])}"
         + _stake(stake) + ";",
-        f"with the best constant lr per n and budget (the lr envelope, chosen on held-out seeds) the same gain "
-        f"is {_gt(f1['envelope']['gain'])};",
+        f"with the best constant lr per n and budget (the lr envelope, chosen on held-out seeds) the same "
+        f"gain is {_gt(f1['envelope']['gain'])};",
     ]
     if "preset" in f1:
         pre = f1["preset"]
@@ -224,9 +225,9 @@ def headline_caption(summary: dict | None, demo: dict | None = None) -> str:
     mid = (f"Middle and right: a shared MLP policy (updates interfere across problems); both at the "
            f"simulator's default constant lr {d['lr']:g}, not the paper's tuned recipe")
     if not _current(summary):
-        return (f"*{left}; middle and right: a shared MLP policy (updates interfere across problems), both at "
-                f"the simulator's default constant lr, which is not the paper's tuned recipe: whether n*(C) "
-                f"grows under the recipe is the claims report's question (docs/CLAIMS.md). {built}*")
+        return (f"*{left}; middle and right: a shared MLP policy (updates interfere across problems), both "
+                f"at the simulator's default constant lr, which is not the paper's tuned recipe: whether "
+                f"n*(C) grows under the recipe is the claims report's question (docs/CLAIMS.md). {built}*")
     v = summary["verdicts"]
     theory = ("is best served by the smallest n at every budget (the claims report's theory verdict: "
               f"{v.get('theory')})" if v.get("theory") == "reproduced"
@@ -234,11 +235,11 @@ def headline_caption(summary: dict | None, demo: dict | None = None) -> str:
     rec = summary["f1"]["recipe"]
     f1v = v.get("f1", "n/a")
     if f1v == "reproduced":
-        tuned = (f"under the paper's recipe with a tuned base lr ({rec['base_lr']:g}) n*(C) grows with compute "
-                 f"too (finding 1 reproduced, top-budget gain of large n {_gt(rec['gain'])})")
+        tuned = (f"under the paper's recipe with a tuned base lr ({rec['base_lr']:g}) n*(C) grows with "
+                 f"compute too (finding 1 reproduced, top-budget gain of large n {_gt(rec['gain'])})")
     else:
-        tuned = (f"under the paper's recipe with a tuned base lr ({rec['base_lr']:g}) the claims report's verdict "
-                 f"on finding 1 is {f1v}: the top-budget gain of large n is {_gt(rec['gain'])}")
+        tuned = (f"under the paper's recipe with a tuned base lr ({rec['base_lr']:g}) the claims report's "
+                 f"verdict on finding 1 is {f1v}: the top-budget gain of large n is {_gt(rec['gain'])}")
     return f"*{left} {theory}. {mid}; {tuned} (docs/CLAIMS.md). {built}*"
 
 

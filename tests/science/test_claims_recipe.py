@@ -33,7 +33,8 @@ def test_the_recipe_is_every_study_default():
     assert dict(FULL.study("x", kl_coef=0.0).base)["kl_coef"] == 0.0
     # a constant lr and the preset's lr are explicit, labelled choices
     const = dict(FULL.study("c", lr=0.01).base)
-    assert const["lr"] == 0.01 and "lr_rule" not in const and not recipe.needs_tuning(FULL.study("c", lr=0.01))
+    assert const["lr"] == 0.01 and "lr_rule" not in const
+    assert not recipe.needs_tuning(FULL.study("c", lr=0.01))
     assert "lr" not in dict(FULL.study("p", lr=recipe.PRESET_LR).base)
     # the llm plans run their backend's own recipe
     assert "lr_rule" not in dict(LLM_QUICK.study("x").base)

@@ -9,7 +9,12 @@ import pandas as pd
 import pytest
 
 from isocompute.reports.claims import allocation, measurements, nstar, pass1
-from isocompute.reports.claims.common import heldout_contrast, noise_scale_from_pieces, paired_contrast, polarisation
+from isocompute.reports.claims.common import (
+    heldout_contrast,
+    noise_scale_from_pieces,
+    paired_contrast,
+    polarisation,
+)
 from isocompute.reports.claims.judge import (
     EQUIVALENCE_MARGIN,
     NAN_INTERVAL,
@@ -221,8 +226,8 @@ def test_f4_verdict_needs_every_b_p_and_an_equivalent_spread():
 
 def test_f5_verdict():
     def x(train, val):
-        out = [{"C": 1, "split": s, "stat": "zero_frac", "diff": d} for s, d in (("train", train), ("val", val))
-               if d is not None]
+        out = [{"C": 1, "split": s, "stat": "zero_frac", "diff": d}
+               for s, d in (("train", train), ("val", val)) if d is not None]
         return {"rows": out, "top": 1}
 
     assert pass1.f5_verdict(x(UP, UP))[0] == R

@@ -42,7 +42,8 @@ def test_readme_blocks_are_generated_from_their_data():
 
 
 def _gain(est, lo, hi):
-    return {"n_small": 8, "n_large": 256, "estimate": est, "lo": lo, "hi": hi, "lo90": lo, "hi90": hi, "seeds": 8}
+    return {"n_small": 8, "n_large": 256, "estimate": est, "lo": lo, "hi": hi, "lo90": lo, "hi90": hi,
+            "seeds": 8}
 
 
 def _summary(f1: str, gain: dict) -> dict:
@@ -51,7 +52,8 @@ def _summary(f1: str, gain: dict) -> dict:
             "f1": {"recipe": {"base_lr": 0.001, "gain": gain, "n_star": ["2", "2-4", "32-128"],
                               "stake_top": {"estimate": 0.0004, "lo": -0.0002, "hi": 0.001, "within": True}},
                    "envelope": {"gain": _gain(-0.0005, -0.0014, 0.0004)},
-                   "preset": {"lr": 0.1, "gain": _gain(0.0264, 0.0158, 0.0370), "n_star": ["8", "64", "256"]}},
+                   "preset": {"lr": 0.1, "gain": _gain(0.0264, 0.0158, 0.0370),
+                              "n_star": ["8", "64", "256"]}},
             "mechanisms": {"rises": [], "of": 7}}
 
 

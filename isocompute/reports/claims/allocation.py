@@ -38,8 +38,8 @@ def _f2(p: ClaimsMode) -> dict:
     }
 
 
-F2_EASY = Rule("tilt toward large n of worst@4 minus that of best@4 on Easy (per seed: slope of the top-budget "
-               "record reward on log2 n)", kind="above")
+F2_EASY = Rule("tilt toward large n of worst@4 minus that of best@4 on Easy (per seed: slope of the "
+               "top-budget record reward on log2 n)", kind="above")
 F2_HARD = Rule("the same tilt difference on Hard", kind="below")
 """Finding 2's key quantity: how much more a metric favours large n than another, as the per-seed difference
 of the slopes of reward on log2 n (n* itself is an argmax; the tilt is its smooth, seed-paired version). On
@@ -51,7 +51,8 @@ def tilt(piv) -> np.ndarray:
     """Per seed (rows of a seed x n matrix of rewards): the OLS slope of reward on log2 n."""
     x = np.log2(np.asarray(piv.columns, dtype=float))
     xc = x - x.mean()
-    return (piv.to_numpy(dtype=float) - piv.to_numpy(dtype=float).mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
+    y = piv.to_numpy(dtype=float)
+    return (y - y.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
 
 
 def f2_measure(t: Tables, p: ClaimsMode) -> dict:
@@ -73,7 +74,8 @@ def f2_verdict(x: dict) -> tuple[str, str]:
     return v, (
         f"rule: {F2_EASY.text()}; {F2_HARD.text()}; both needed. {parts_text(parts)}. n* per metric at the "
         f"top budget (not in the verdict): easy best@4 {n_star_cell(e['best_k'])}, worst@4 "
-        f"{n_star_cell(e['worst_k'])}; hard best@4 {n_star_cell(h['best_k'])}, worst@4 {n_star_cell(h['worst_k'])}."
+        f"{n_star_cell(e['worst_k'])}; hard best@4 {n_star_cell(h['best_k'])}, worst@4 "
+        f"{n_star_cell(h['worst_k'])}."
     )
 
 
@@ -86,8 +88,8 @@ F2 = Section(
     verdict=f2_verdict,
     body=lambda x: (
         [
-            "| dataset | n* for best@k (pass@k) | n* for worst@k (all k correct) | n* for mean | tilt of worst@k "
-            "minus best@k (per log2 n, 95% CI) |",
+            "| dataset | n* for best@k (pass@k) | n* for worst@k (all k correct) | n* for mean | tilt of "
+            "worst@k minus best@k (per log2 n, 95% CI) |",
             "|---|---|---|---|---|",
         ]
         + [
@@ -148,7 +150,6 @@ def _joint(p: ClaimsMode) -> dict[int, StudySpec]:
 
 def _joint_rewards(t: Tables, p: ClaimsMode, stat: str = "best"):
     """Seed x (bp, n) matrix of the joint study's rewards at the top budget (record or final)."""
-    import pandas as pd
 
     tab = pd.concat([t[st.name] for st in _joint(p).values()], ignore_index=True)
     rr = run_rewards(tab, keys=("bp", "n", "seed"), budget=float(p.side_top), stat=stat)
@@ -202,7 +203,8 @@ def f3_measure(t: Tables, p: ClaimsMode) -> dict:
 
 
 def f3_verdict(x: dict) -> tuple[str, str]:
-    parts = {"n*(M) rises": judge(F3_GAIN, x["gain"]["iv"]), "n matters more than B_p": judge(F3_SENS, x["sens"])}
+    parts = {"n*(M) rises": judge(F3_GAIN, x["gain"]["iv"]),
+             "n matters more than B_p": judge(F3_SENS, x["sens"])}
     v = combine([j.verdict for j in parts.values()])
     return v, (
         f"rule: {F3_GAIN.text()}; {F3_SENS.text()} (B_p in the paper's range, {x['bps']}); both needed (one "
@@ -223,8 +225,8 @@ def f3_body(x: dict) -> list[str]:
             f"Sensitivity at the top budget (record val_mean, seed means): mean range over n at fixed "
             f"B_p = {x['range_n']:.4f}; mean range over B_p in {x['bps']} at fixed n = {x['range_bp']:.4f}; "
             f"difference {x['sens'].text()} (95% seed bootstrap). Final val_mean: "
-            f"{x.get('range_n_final', float('nan')):.4f} over n, {x.get('range_bp_final', float('nan')):.4f} over "
-            "B_p.",
+            f"{x.get('range_n_final', float('nan')):.4f} over n, "
+            f"{x.get('range_bp_final', float('nan')):.4f} over B_p.",
         ]
     )
 

@@ -547,15 +547,15 @@ def mean_contrast(table: pd.DataFrame, budgets: Sequence[float], plan: ClaimsMod
 
 
 TOP_GAIN = "top-budget gain of large n: record reward of the best large n minus the best small n, paired"
-"""The key quantity of the n*-rise claims (findings 1, 3, 4, 8, 10, 11): where n* rises to a large n, a large n
-beats every small n at the top budget. Arms (best small n <= small_max, best large n >= large_min) are
+"""The key quantity of the n*-rise claims (findings 1, 3, 4, 8, 10, 11): where n* rises to a large n, a
+large n beats every small n at the top budget. Arms (best small n <= small_max, best large n >= large_min) are
 chosen by 2-fold cross-fitting over the reported seeds, so no seed reports an arm it chose."""
 def contrast_text(c: dict) -> str:
     """'n=256 − n=8: +0.0264 [+0.0158, +0.0370], larger n wins on 8/8 seeds' (95% t-interval)."""
     if "n_small" not in c:
         return "n/a"
-    return (f"n={c['n_large']} − n={c['n_small']}: {c['iv'].text()}, larger n wins on {c['wins']}/{c['seeds']} "
-            "seeds")
+    return (f"n={c['n_large']} − n={c['n_small']}: {c['iv'].text()}, larger n wins on "
+            f"{c['wins']}/{c['seeds']} seeds")
 
 
 def n_star_table(rows_by_label: dict[str, list[dict]]) -> list[str]:

@@ -139,7 +139,8 @@ class Rule:
             raise ValueError(f"Rule.kind must be above, below or equivalent, got {self.kind!r}")
         opp = self.threshold if self.opposite is None else self.opposite
         if (self.kind == "above" and opp > self.threshold) or (self.kind == "below" and opp < self.threshold):
-            raise ValueError(f"Rule {self.quantity!r}: the opposite threshold {opp} would overlap {self.threshold}")
+            raise ValueError(f"Rule {self.quantity!r}: the opposite threshold {opp} would overlap "
+                             f"{self.threshold}")
         if self.kind == "equivalent" and not self.margin > 0:
             raise ValueError(f"Rule {self.quantity!r}: an equivalence margin must be > 0, got {self.margin}")
 
@@ -150,8 +151,8 @@ class Rule:
     def text(self) -> str:
         """The rule in words, for the report."""
         if self.kind == "equivalent":
-            return (f"{self.quantity}: reproduced when its 90% interval lies inside ±{self.margin:g} (TOST, 5% "
-                    f"per side), not reproduced when its 95% interval lies outside ±{self.margin:g}")
+            return (f"{self.quantity}: reproduced when its 90% interval lies inside ±{self.margin:g} (TOST, "
+                    f"5% per side), not reproduced when its 95% interval lies outside ±{self.margin:g}")
         side, other = ("above", "below") if self.kind == "above" else ("below", "above")
         return (f"{self.quantity}: reproduced when its 95% interval lies {side} {self.threshold:+g}, not "
                 f"reproduced when it lies {other} {self.opp:+g}")
@@ -221,5 +222,5 @@ def equivalent(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> bool:
 
 
 __all__ = ["BOOT_REPS", "EQUIVALENCE_MARGIN", "INCONCLUSIVE", "Interval", "Judgement", "NAN_INTERVAL",
-           "NOT_REPRODUCED", "NO_REPLICATION", "PARTLY", "REPRODUCED", "Rule", "combine", "equivalent", "judge",
-           "parts_text", "replicate", "seed_bootstrap", "t_interval"]
+           "NOT_REPRODUCED", "NO_REPLICATION", "PARTLY", "REPRODUCED", "Rule", "combine", "equivalent",
+           "judge", "parts_text", "replicate", "seed_bootstrap", "t_interval"]

@@ -24,8 +24,10 @@ REGULARISERS = (
     ("recipe (KL + entropy on Easy)", {}),
     ("kl_coef=0.1", {"kl_coef": 0.1, "entropy_coef": 0.0}),
     ("kl_coef=1", {"kl_coef": 1.0, "entropy_coef": 0.0}),
-    ("adamw weight_decay=0.01", {"optimizer": "adamw", "weight_decay": 0.01, "kl_coef": 0.0, "entropy_coef": 0.0}),
-    ("adamw weight_decay=0.1", {"optimizer": "adamw", "weight_decay": 0.1, "kl_coef": 0.0, "entropy_coef": 0.0}),
+    ("adamw weight_decay=0.01",
+     {"optimizer": "adamw", "weight_decay": 0.01, "kl_coef": 0.0, "entropy_coef": 0.0}),
+    ("adamw weight_decay=0.1",
+     {"optimizer": "adamw", "weight_decay": 0.1, "kl_coef": 0.0, "entropy_coef": 0.0}),
 )
 """The pulls toward the initial policy of the confound study, each on top of the recipe's sqrt rule with its
 own tuned base lr: none, the recipe's own (KL + entropy), stronger KL, decoupled weight decay."""

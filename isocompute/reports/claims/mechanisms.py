@@ -169,7 +169,8 @@ def spec(p: ClaimsMode, ing: Ingredient) -> StudySpec:
         over["K"] = s.big_k
     base = {"d": s.d, "d_val": s.d, "snapshots": False} | over
     return StudySpec(f"{p.name}/mech12-{ing.key}", kind="n-vs-m", preset=ing.preset, dataset=ing.dataset,
-                     n=s.ns, bp=(p.bp,), budget=s.budget, seeds=s.seeds, seed0=s.seed0, base=tuple(sorted(base.items())),
+                     n=s.ns, bp=(p.bp,), budget=s.budget, seeds=s.seeds, seed0=s.seed0,
+                     base=tuple(sorted(base.items())),
                      variants=tuple((f"lr={lr:g}", (("lr", lr),)) for lr in _lrs(ing, s)))
 
 
@@ -465,7 +466,8 @@ def body(x: dict) -> list[str]:
             cells.append(("n/a" if r is None else fmt(*r)) + ("" if z is None else f" (zv {z[0]:.2f})"))
         lines.append(f"| {i['key']} | " + " | ".join(cells) + " |")
     if x.get("gns_track"):
-        lines += ["", f"Noise scale along the reference's n={GNS_N} run at its tuned lr (seed {sz.get('seed0', 0) + sz['tune']}) "
+        lines += ["", f"Noise scale along the reference's n={GNS_N} run at its tuned lr (seed "
+                  f"{sz.get('seed0', 0) + sz['tune']}) "
                   "vs "
                   "the frontier's batch bp * n*(C) at the nearest budget:", "",
                   "| compute | B_simple x n (rollouts) | bp * n* | ratio |", "|---|---|---|---|"]

@@ -59,8 +59,8 @@ def theory_measure(t: Tables, p: ClaimsMode) -> dict:
 def theory_verdict(x: dict) -> tuple[str, str]:
     j = judge(THEORY_RULE, x["gain"])
     small = _small(x["rows"], x["two_smallest"])
-    return j.verdict, (f"rule: {THEORY_RULE.text()}. Measured: {j.text()}. (The set of n* meets the two smallest n "
-                       f"{x['two_smallest']} at every budget: {yes(small)}.)")
+    return j.verdict, (f"rule: {THEORY_RULE.text()}. Measured: {j.text()}. (The set of n* meets the two "
+                       f"smallest n {x['two_smallest']} at every budget: {yes(small)}.)")
 
 
 def _small(rows: list[dict], smallest: list) -> bool:
@@ -191,7 +191,8 @@ def f1_measure(t: Tables, p: ClaimsMode) -> dict:
             "record": contrast(tab, top, p, p.ns, "best"),
             "sensitivity": sens,
         }
-        if name == main or (_preset_lr(p) is not None and name == constant_label(_preset_lr(p), _preset_lr(p))):
+        preset = _preset_lr(p)
+        if name == main or (preset is not None and name == constant_label(preset, preset)):
             for stat in ("final", "best"):
                 r = run_rewards(tab, keys=("n",), budget=top, stat=stat)
                 per_n[(name, stat)] = {int(n): ci(g["reward"]) for n, g in r.groupby("n")}
@@ -254,7 +255,8 @@ def f1_verdict(x: dict) -> tuple[str, str]:
             also.append(f"{name}: {judge(rule, v['record']['iv']).verdict}")
     rows = main["rows"]
     top = rows[-1] if rows else None
-    why = (f"rule: {rule.text()}. Measured: {j.text()}. Beside it (not in the verdict): " + "; ".join(also) + ". "
+    why = (f"rule: {rule.text()}. Measured: {j.text()}. Beside it (not in the verdict): "
+           + "; ".join(also) + ". "
            f"n* under {x['main']}: {stars_text(rows)} (growth where determined {growth_text(growth(rows))})")
     if top is not None and "stake" in top:
         why += f"; at the top budget n* {n_star_cell(top)}, {stake_text(top['stake'])} over the best small n"
@@ -292,12 +294,13 @@ def f1_body(x: dict) -> list[str]:
                      f"{contrast_text(v['record'])} | {contrast_text(v['final'])} |")
     lines += [
         "",
-        "The lr envelope's lr of each n and budget and the best small and large n of each contrast are picked "
-        "on one half of the seeds (even or odd positions) and reported on the other, both ways (2-fold "
-        "cross-fitting), so every seed is reported once and none at a choice it made; the recipe's base lr is "
-        "chosen on separate tuning seeds. n*: the best n's seed-mean record at the budget; 'a-b tie': the "
-        "set of n whose 90% interval (runs resampled) reaches the best's, which the seeds cannot tell apart "
-        "(studies/fit/nstar.py); growth counts only rises that every later set stays above.",
+        "The lr envelope's lr of each n and budget and the best small and large n of each contrast are "
+        "picked on one half of the seeds (even or odd positions) and reported on the other, both ways "
+        "(2-fold cross-fitting), so every seed is reported once and none at a choice it made; the recipe's "
+        "base lr is chosen on separate tuning seeds. n*: the best n's seed-mean record at the budget; "
+        "'a-b tie': the set of n whose 90% interval (runs resampled) reaches the best's, which the seeds "
+        "cannot tell apart (studies/fit/nstar.py); growth counts only rises that every later set stays "
+        "above.",
     ]
     cols = list(x["per_n"])
     lines += [
@@ -383,10 +386,10 @@ F6 = Section(
     measure=f6_measure,
     verdict=f6_verdict,
     body=lambda x: (
-        ["| model | n* per budget (record val_mean) | growth (where determined) | top-budget gain of large n |",
-         "|---|---|---|---|"]
-        + [f"| {k} | {stars_text(v['rows'])} | {growth_text(growth(v['rows']))} | {contrast_text(v['gain'])} |"
-           for k, v in x["models"].items()]
+        ["| model | n* per budget (record val_mean) | growth (where determined) | top-budget gain of large "
+         "n |", "|---|---|---|---|"]
+        + [f"| {k} | {stars_text(v['rows'])} | {growth_text(growth(v['rows']))} | "
+           f"{contrast_text(v['gain'])} |" for k, v in x["models"].items()]
     ),
     setup=lambda p: (
         "simulator analogues of other base models under the recipe: `interference` capacity (hidden units) "
@@ -478,9 +481,9 @@ def f11_verdict(x: dict) -> tuple[str, str]:
     parts = {k: judge(F11_RULE, v["contrast"]["iv"]) for k, v in x["objectives"].items()}
     fin = {k: judge(F11_RULE, v["final"]["iv"]).verdict for k, v in x["objectives"].items()}
     v = combine([j.verdict for j in parts.values()])
-    return v, (f"rule: {F11_RULE.text()}; the claim holds where both objectives reproduce (a mix of reproduced "
-               f"and not reproduced: partly). {parts_text(parts)}. On the final reward (not in the verdict): "
-               + ", ".join(f"{k}: {b}" for k, b in fin.items()) + ".")
+    return v, (f"rule: {F11_RULE.text()}; the claim holds where both objectives reproduce (a mix of "
+               f"reproduced and not reproduced: partly). {parts_text(parts)}. On the final reward (not in "
+               "the verdict): " + ", ".join(f"{k}: {b}" for k, b in fin.items()) + ".")
 
 
 F11 = Section(

@@ -105,8 +105,8 @@ F5 = Section(
         ]
     ),
     setup=lambda p: setup_text(
-        p, _f5(p), f"; n = {p.pass1_ns[0]} vs {p.pass1_ns[1]} under one tuned base lr (the sqrt rule gives the "
-        "small n the smaller lr); snapshots at matched compute"
+        p, _f5(p), f"; n = {p.pass1_ns[0]} vs {p.pass1_ns[1]} under one tuned base lr (the sqrt rule gives "
+        "the small n the smaller lr); snapshots at matched compute"
     ),
     backends=("sim", "llm"),
 )
@@ -177,8 +177,8 @@ F7 = Section(
     verdict=f7_verdict,
     body=lambda x: (
         [
-            "| d (train problems) | n* per budget (record) | top-budget gain of large n | largest n: val drop "
-            "from peak | largest n: train rise after val peak |",
+            "| d (train problems) | n* per budget (record) | top-budget gain of large n | largest n: val "
+            "drop from peak | largest n: train rise after val peak |",
             "|---|---|---|---|---|",
         ]
         + [
@@ -217,7 +217,8 @@ def f8_measure(t: Tables, p: ClaimsMode) -> dict:
     for half in ("hard", "easy"):
         r = n_star_rows(tab, [p.side_top], half)[0]
         smallest = tab[tab["n"] == min(p.side_ns)].groupby("run_id")[half].max()
-        out[half] = {"n_star": r["n_star"], "row": r, "mean": r["mean"], "ci": r["ci"], "smallest": ci(smallest),
+        out[half] = {"n_star": r["n_star"], "row": r, "mean": r["mean"], "ci": r["ci"],
+                     "smallest": ci(smallest),
                      "gain": contrast(tab, float(p.side_top), p, p.side_ns, "best", metric=half)}
     return {"halves": out, "large_min": p.large_min}
 
@@ -248,8 +249,8 @@ F8 = Section(
     verdict=f8_verdict,
     body=lambda x: (
         [
-            "| validation part | n* at the top budget (record) | reward ± CI | smallest n record | top-budget "
-            "gain of large n |",
+            "| validation part | n* at the top budget (record) | reward ± CI | smallest n record | "
+            "top-budget gain of large n |",
             "|---|---|---|---|---|",
         ]
         + [
@@ -263,8 +264,8 @@ F8 = Section(
             "training distribution's held-out set.",
         ]
     ),
-    setup=lambda p: setup_text(p, _f8(p), f"; n in {list(p.side_ns)}; validation split by source; a mix: no KL "
-                               "or entropy"),
+    setup=lambda p: setup_text(p, _f8(p), f"; n in {list(p.side_ns)}; validation split by source; a mix: "
+                               "no KL or entropy"),
     probe=f8_probe,
     refused="the llm backend has no dual (hard + easy) mix with per-problem sources",
 )

@@ -28,10 +28,10 @@ from studies.declared import StudySpec
 from studies.fit.frontier import run_rewards
 
 KL_COEF = 0.01
-"""The simulator's KL(pi || pi_init) coefficient on Easy: weak enough that the policy gradient of an informative
-group (|A| ~ 1 per rollout) dominates it, strong enough to anchor problems whose groups have gone silent; the
-value the tiny-LM study chose for the same reason (isocompute/reports/tiny_study.py), so both backends run
-one recipe. The confound rows of the mechanism measurements try 0.1 and 1."""
+"""The simulator's KL(pi || pi_init) coefficient on Easy: weak enough that the policy gradient of an
+informative group (|A| ~ 1 per rollout) dominates it, strong enough to anchor problems whose groups have gone
+silent; the value the tiny-LM study chose for the same reason (isocompute/reports/tiny_study.py), so both
+backends run one recipe. The confound rows of the mechanism measurements try 0.1 and 1."""
 ENTROPY_COEF = 0.001
 """The simulator's entropy-bonus coefficient on Easy (paired with KL, as the paper requires): verl's default,
 under 0.1% of an informative group's policy gradient at the simulator's entropies (ln K nats at most)."""
@@ -124,5 +124,6 @@ def choose_on(table: pd.DataFrame, metric: str, budget: float, grid: tuple[float
                   tune_seeds=tuple(tune_seeds))
 
 
-__all__ = ["ENTROPY_COEF", "KL_COEF", "PRESET_LR", "RECIPE", "REGULARISED", "TUNE_SEED0", "Choice", "choose_base_lr", "choose_on", "needs_tuning",
+__all__ = ["ENTROPY_COEF", "KL_COEF", "PRESET_LR", "RECIPE", "REGULARISED", "TUNE_SEED0", "Choice",
+           "choose_base_lr", "choose_on", "needs_tuning",
            "regularisation", "tune_metric", "tuning_spec"]

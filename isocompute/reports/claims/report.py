@@ -24,7 +24,14 @@ from isocompute.reports.claims.measurements import MEASUREMENTS
 from isocompute.reports.claims.mechanisms import MECHANISMS
 from isocompute.reports.claims.nstar import F1, F6, F10, F11, THEORY
 from isocompute.reports.claims.pass1 import F5, F7, F8
-from isocompute.reports.claims.recipe import ENTROPY_COEF, KL_COEF, Choice, choose_base_lr, needs_tuning, tuning_spec
+from isocompute.reports.claims.recipe import (
+    ENTROPY_COEF,
+    KL_COEF,
+    Choice,
+    choose_base_lr,
+    needs_tuning,
+    tuning_spec,
+)
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
 from studies.store import ResultStore, atomic_write_text, check_output_dir, check_output_file
@@ -220,8 +227,9 @@ def recipe_lines(sets: list[SeedSet]) -> list[str]:
     lines = ["", '## The recipe: base lrs chosen on tuning seeds <a id="recipe"></a>', "",
              " ".join([
                  "Every section below trains with the paper's recipe unless its Setup line says otherwise",
-                 "(the tabular theory at its preset lr, constant-lr sensitivity rows, the mechanism study's",
-                 "per-n tuned lrs) (isocompute/reports/claims/recipe.py): Adam, lr = base * sqrt(bp n / 256), KL",
+                 "(the tabular theory at its preset lr, constant-lr sensitivity rows, the mechanism",
+                 "study's per-n tuned lrs) (isocompute/reports/claims/recipe.py): Adam,",
+                 "lr = base * sqrt(bp n / 256), KL",
                  f"({KL_COEF:g}) + entropy ({ENTROPY_COEF:g}) on Easy and neither on Hard and the mixes,",
                  "no warm-up (the simulator has none); each study's base lr is the point of the grid",
                  ", ".join(f"{v:g}" for v in plan.sqrt_lrs),
@@ -280,8 +288,8 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "the seeds cannot tell them apart.",
             seeds,
             "Each verdict's rule names its key quantity and judges its interval",
-            "(isocompute/reports/claims/judge.py): 'reproduced' only where the 95% interval clears the rule's",
-            "threshold, 'not reproduced' only where it clears the opposite one, else 'inconclusive';",
+            "(isocompute/reports/claims/judge.py): 'reproduced' only where the 95% interval clears the",
+            "rule's threshold, 'not reproduced' only where it clears the opposite one, else 'inconclusive';",
             f"'no difference' rules are equivalence tests (TOST, margin ±{EQUIVALENCE_MARGIN:g}). Beside",
             "every n*, the stake: what n* gains over the best small n, with its interval.",
             f"Top budgets (rollouts): {top_text}; {sizes}; B_p = {plan.bp} unless stated. 'record' =",
@@ -305,7 +313,8 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
                   "|---|" + "---|" * (len(sets) + 1)]
         for o in outcomes:
             per = [b[1] for b in o.by_set] or ["refused"] * len(sets)
-            lines.append(f"| [{o.section.title}](#{o.section.key}) | " + " | ".join(per) + f" | {o.verdict} |")
+            lines.append(f"| [{o.section.title}](#{o.section.key}) | " + " | ".join(per)
+                         + f" | {o.verdict} |")
     else:
         lines += ["| claim | verdict |", "|---|---|"]
         lines += [f"| [{o.section.title}](#{o.section.key}) | {o.verdict} |" for o in outcomes]
@@ -358,8 +367,8 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
               help="Report on seeds K..K+S-1 (S the mode's seed count); the recipe's tuning seeds shift by K "
               "too. With --replicate the second set starts at K+S.")
 @click.option("--replicate/--no-replicate", default=None,
-              help="Also run the next disjoint seed set (K+S..K+2S-1) and let a verdict stand only where both "
-              "sets agree (default: on for the full report, off with --quick and on --backend llm).")
+              help="Also run the next disjoint seed set (K+S..K+2S-1) and let a verdict stand only where "
+              "both sets agree (default: on for the full report, off with --quick and on --backend llm).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
 @click.option("--progress/--no-progress", default=False, help="Progress bar of the runs on stderr.")
 def claims(
