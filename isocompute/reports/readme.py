@@ -175,6 +175,10 @@ def claims_paragraph(summary: dict | None) -> str:
     seeds = (f"two disjoint sets of {summary['seeds']} seeds ({' and '.join(sets)})" if len(sets) > 1
              else f"{summary['seeds']} seeds")
     stake = rec.get("stake_top")
+    per = summary.get("by_set", {}).get("f1") or []
+    f1v = v.get("f1", "n/a") + (f" (seeds {per[0][0]}: {per[0][1]}; seeds {per[1][0]}: {per[1][1]})"
+                                if len(per) > 1 else "")
+    first = f" (numbers: seeds {sets[0]})" if len(sets) > 1 else ""
     parts = [
         lead,
         f"In short ({summary['plan']} mode, {seeds}; generated from docs/CLAIMS.json by `isocompute report "
@@ -182,8 +186,8 @@ def claims_paragraph(summary: dict | None) -> str:
         f"the tabular theory (small n wins; the tabular learner at its preset constant lr): "
         f"{v.get('theory', 'n/a')};",
         f"finding 1 under the paper's recipe (sqrt(batch) lr rule with the base lr {rec['base_lr']:g} chosen "
-        f"on tuning seeds, KL + entropy on Easy): {v.get('f1', 'n/a')}, the top-budget gain of the best "
-        f"large n over the best small n being {_gt(rec['gain'])}, n* per budget {', '.join(rec['n_star'])}"
+        f"on tuning seeds, KL + entropy on Easy): {f1v}, the top-budget gain of the best large n over the "
+        f"best small n being {_gt(rec['gain'])}{first}, n* per budget {', '.join(rec['n_star'])}"
         + _stake(stake) + ";",
         f"with the best constant lr per n and budget (the lr envelope, chosen on held-out seeds) the same "
         f"gain is {_gt(f1['envelope']['gain'])};",

@@ -61,6 +61,11 @@ def test_claims_paragraph_quotes_the_summary_and_says_which_lr():
     s = _summary("inconclusive", _gain(-0.0000, -0.0018, 0.0018))
     p = readme.claims_paragraph(s)
     assert "base lr 0.001 chosen on tuning seeds" in p and "Easy): inconclusive" in p
+    s["by_set"] = {"f1": [["0..7", "inconclusive"], ["8..15", "reproduced"]]}
+    s["verdicts"]["f1"] = "does not replicate"
+    p2 = readme.claims_paragraph(s)
+    assert "Easy): does not replicate (seeds 0..7: inconclusive; seeds 8..15: reproduced)" in p2
+    assert "(numbers: seeds 0..7)" in p2
     assert "-0.0000 [-0.0018, +0.0018] (95% CI over 8 seeds, not distinguishable from 0)" in p
     assert "+0.0004 [-0.0002, +0.0010] (inside the equivalence margin)" in p
     assert "lr envelope" in p and "-0.0005 [-0.0014, +0.0004]" in p
