@@ -27,6 +27,7 @@ from studies.fit.predict import (
     PILOT_FRACTION,
     hit_rate,
     offset_seeds,
+    prediction_grid,
     pilot_configs,
     plain_int,
     predict_from_table,
@@ -51,15 +52,22 @@ def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction
                         budget=budget)
     tcfgs = offset_seeds(tcfgs, truth_offset, base.problem_seed)
     ttable = run_configs(tcfgs, out, jobs, progress, "truth")
-    rep = predict_from_table(ptable, budget, metric=metric)
-    C = np.array([p["compute"] for p in rep["n_star"]])
+    try:
+        rep = predict_from_table(ptable, budget, metric=metric)
+    except StudiesError as e:  # neither rule can predict from these pilots: both score no hit
+        rep = {"alternatives": {"signal": None, "paper": None}, "status": {"signal": str(e), "paper": str(e)}}
+    C = prediction_grid(budget)
     truth = swept_n_star(ttable, C, metric)
     res: dict[str, Any] = {"truth": [None if not np.isfinite(t) else plain_int(t) for t in truth],
                            "compute": C.tolist(), "upper": upper_mask(C).tolist(), "rules": {}}
     for k, alt in rep["alternatives"].items():
         pred = None if alt is None else [p["n"] for p in alt]
         res["rules"][k] = {"n_star": pred, **hit_rate(pred, truth, C), "status": rep["status"][k]}
-    last = rep["pilots"]["frontier"][-1]["n"] if rep["pilots"]["frontier"] else None
+    from studies.fit.frontier import FrontierFit
+
+    front = FrontierFit(metric=metric).fit(ptable).frontier_
+    v = front["n"].iloc[-1] if len(front) else None
+    last = None if v is None or (isinstance(v, float) and not np.isfinite(v)) else plain_int(v)
     const = None if last is None else [last] * len(C)
     res["rules"]["constant"] = {"n_star": const, **hit_rate(const, truth, C),
                                 "status": "pilot frontier's last n held fixed"}
@@ -151,15 +159,16 @@ NAMES = {"paper": "the paper's extrapolation", "constant": "a constant n"}
 
 
 def conclusion(res: dict[str, dict]) -> tuple[list[str], dict[str, Any]]:
-    """Mean hit rate of each rule over the cases other than the design case, and per baseline the paired
-    difference signal - baseline over those cases with its 95% t-interval: the signal rule 'beats' a baseline
+    """Mean hit rate of each rule over the cases other than the design case (a rule that makes no prediction
+    scores 0 there: it hits nothing), and per baseline the paired difference signal - baseline over those
+    cases with its 95% t-interval: the signal rule 'beats' a baseline
     only where that interval lies above 0, 'falls short of' it only where it lies below, else the two are
     not distinguishable on these cases."""
     from isocompute.reports.claims.judge import Rule, judge, t_interval
 
     names = [n for n in res if n != DESIGN_CASE]
-    rates = {k: [res[n]["rules"][k]["hit_rate"] for n in names] for k in ("signal", *BASELINES)}
-    ok = [i for i in range(len(names)) if all(rates[k][i] is not None for k in rates)]
+    rates = {k: [res[n]["rules"][k]["hit_rate"] or 0.0 for n in names] for k in ("signal", *BASELINES)}
+    ok = list(range(len(names)))
     means = {k: float(np.mean([rates[k][i] for i in ok])) if ok else float("nan") for k in rates}
     rule = Rule("signal-rule hit rate minus the baseline's, paired over cases", kind="above")
     out: dict[str, Any] = {"cases": len(ok), "means": means, "versus": {}}
@@ -209,7 +218,7 @@ def evaluation_markdown(res: dict[str, dict]) -> str:
         cells = []
         for k in rules:
             h = r["rules"][k]["hit_rate"]
-            cells.append("n/a" if h is None else f"{h:.0%}")
+            cells.append("no prediction" if h is None else f"{h:.0%}")
         sig = r.get("signal") or {}
         zs = sig.get("z_star")
         ex = sig.get("exponent")
