@@ -27,10 +27,10 @@ from studies.fit.predict import (
     PILOT_FRACTION,
     hit_rate,
     offset_seeds,
-    prediction_grid,
     pilot_configs,
     plain_int,
     predict_from_table,
+    prediction_grid,
     run_configs,
     swept_n_star,
     upper_mask,
@@ -236,13 +236,16 @@ def evaluation_markdown(res: dict[str, dict]) -> str:
               f"{len(beat)} ({', '.join(beat) or 'none'}).", ""]
     lines += conclusion(res)[0] + [""]
     for name, r in res.items():
-        lines += [f"## {name}", "", "| compute | truth n* | signal | paper | upper 70% |",
-                  "|---|---|---|---|---|"]
+        st = [r["rules"][k]["status"] for k in ("signal", "paper")]
+        status = st[0] if st[0] == st[1] else f"signal rule: {st[0]}; paper: {st[1]}"
+        lines += [f"## {name}", "", f"Status: {status}.", "",
+                  "| compute | truth n* | signal | paper | constant | upper 70% |",
+                  "|---|---|---|---|---|---|"]
+        preds = [r["rules"][k]["n_star"] for k in ("signal", "paper", "constant")]
         for i, c in enumerate(r["compute"]):
-            s = r["rules"]["signal"]["n_star"]
-            q = r["rules"]["paper"]["n_star"]
-            lines.append(f"| 2^{math.log2(c):.1f} | {r['truth'][i]} | {s[i] if s else '-'} | "
-                         f"{q[i] if q else '-'} | {'yes' if r['upper'][i] else ''} |")
+            cells = " | ".join(str(p[i]) if p else "-" for p in preds)
+            up = "yes" if r["upper"][i] else ""
+            lines.append(f"| 2^{math.log2(c):.1f} | {r['truth'][i]} | {cells} | {up} |")
         lines.append("")
     return "\n".join(lines)
 
