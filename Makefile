@@ -6,7 +6,7 @@ STAMP_BASE := $(VENV)/.stamp-base
 STAMP_ALL := $(VENV)/.stamp-all
 OUT ?= results
 
-.PHONY: demo test test-fast lint figs bench env env-all clean
+.PHONY: demo test test-fast lint figs figs-docs bench env env-all clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -50,8 +50,12 @@ test-fast: $(STAMP_ALL)
 lint: $(STAMP_ALL)
 	$(BIN)/ruff check .
 
-## figs: rebuild every paper figure from cached or new runs
+## figs: rebuild every paper figure from cached or new runs into $(OUT)/gallery
 figs: $(STAMP_BASE)
+	$(BIN)/isocompute figs --out $(OUT)/gallery --results $(OUT)/figs
+
+## figs-docs: the same into the committed docs/figs and its gallery page paper_figs/README.md
+figs-docs: $(STAMP_BASE)
 	$(BIN)/isocompute figs --out docs/figs --results $(OUT)/figs --gallery paper_figs/README.md
 
 ## bench: the speed benchmarks (ratios against baselines measured in the same run)

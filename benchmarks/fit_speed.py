@@ -1,4 +1,4 @@
-"""Fitting speed of the analysis workflow (issue 3 acceptance: fit_report on 1,000 runs x 100 evaluation
+"""Fitting speed of the analysis workflow (target: fit_report on 1,000 runs x 100 evaluation
 points in <= 10 s on the 2-core dev machine).
 
 Synthetic table: 10 values of n x 100 seeds, 100 log-spaced evaluation points per run, from known sigmoids

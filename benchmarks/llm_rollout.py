@@ -1,7 +1,7 @@
 """Rollout and GRPO-step speed of the LLM backend, as ratios against baselines measured in the same run.
 
 1. generated tokens/s of the in-process vLLM engine vs transformers `generate` (HFEngine) on identical
-   prompts and sampling settings (target ratio >= 2, issue 6);
+   prompts and sampling settings (target ratio >= 2);
 2. seconds of one weight sync into vLLM (reload_weights + reset_prefix_cache; target <= 1 s for 135M);
 3. the time split of one GRPO step: rollout / log-probs + backward + AdamW / sync.
 

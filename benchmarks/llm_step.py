@@ -188,7 +188,7 @@ def trl_step(args, questions, answers, n: int, bp: int, path) -> dict:
 
 MARK = "<!-- llm_step -->"
 TARGETS = {"ratio_vs_trl": 4.0, "train_vs_matmul_floor": 2.0}
-"""Issue 11's targets: >= 4x TRL's completions/s; the train phase within 2x of the matmul-peak floor."""
+"""The targets: >= 4x TRL's completions/s; the train phase within 2x of the matmul-peak floor."""
 
 
 def readme_line(out: dict) -> str:
@@ -233,7 +233,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.readme_line:
         sys.path.insert(0, str(ROOT))
-        from studies.store import write_marked_block
+        from studies.files import write_marked_block
 
         line = readme_line(json.loads(Path(args.readme_line).read_text()))
         if args.update_readme:

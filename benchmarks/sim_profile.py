@@ -1,4 +1,4 @@
-"""Where a simulator step and an evaluation spend their time, phase by phase (issue 15).
+"""Where a simulator step and an evaluation spend their time, phase by phase.
 
 The GRPO step of the default options (plain PG, Adam, group advantages, no KL / entropy, no decoupled
 baseline, no length model: what the Fig-6 sweep runs) is re-run here as a copy of `grpo.train_kernel`'s
@@ -12,11 +12,12 @@ rollout counts), adv (baselines and advantages), grad (logit gradients of the gr
 (`batch_backward` and the private gradient rows), norm (gradient norm and divergence check), opt (Adam on
 the shared block and the touched private rows). Of an evaluation: logits, softmax, metrics.
 
---length (issue 27): CPU microseconds per step of one tabular run (easy, bp 32, n 2, seed 0) between 1/16 of
+--length: CPU microseconds per step of one tabular run (easy, bp 32, n 2, seed 0) between 1/16 of
 its budget and the end, at budget 2^22 and 2^26, with the kernels' flush of tiny values (grpo.TINY), without
-it (hp[HP_TINY] = 0: the arithmetic before issue 27) and without it under FTZ/DAZ (sandbox/fpflags.py, the
-hardware's own flush, as a reference), all in this process; flat in run length means 2^26 / 2^22 near 1.
---compile (issue 22): seconds (wall and CPU) of a first `sandbox.run_many` of the demo's two presets with an
+it (hp[HP_TINY] = 0: plain arithmetic, subnormals included) and without it under FTZ/DAZ
+(sandbox/fpflags.py, the hardware's own flush, as a reference), all in this process; flat in run length
+means 2^26 / 2^22 near 1.
+--compile: seconds (wall and CPU) of a first `sandbox.run_many` of the demo's two presets with an
 empty NUMBA_CACHE_DIR, in a fresh process, and of the same call again with that cache filled.
 --write writes docs/sim_profile.json and the table docs/SIM_PROFILE.md from what was measured.
 
@@ -330,7 +331,7 @@ def _per_step_after(cfg: SimConfig, tiny: float | None, ftz: bool) -> float:
 
 
 def length(budgets=(2**22, 2**26)) -> dict:
-    """Per-step CPU cost against run length (issue 27), flushed / unflushed / unflushed under FTZ-DAZ."""
+    """Per-step CPU cost against run length, flushed / unflushed / unflushed under FTZ-DAZ."""
     variants = {"flushed": (None, False), "unflushed": (0.0, False), "unflushed_ftz": (0.0, True)}
     prepare(SimConfig(budget=2**12, n=2)).train_to(4)  # compile
     out = {}

@@ -1,4 +1,4 @@
-"""A Fig-6-sized simulator sweep end to end, and its speed against the one-run-at-a-time path (issue 15).
+"""A Fig-6-sized simulator sweep end to end, and its speed against the one-run-at-a-time path.
 
 The sweep: presets tabular and interference, n = 2..512, bp = 32, budget 2^26 rollouts, 8 seeds (144 runs,
 d = d_val = 1024, 32 evaluations each), run as `isocompute sweep n-vs-m` runs it: RunConfigs from
@@ -46,7 +46,8 @@ import sandbox  # noqa: E402
 from studies.backends import SimAdapter  # noqa: E402
 from studies.config import RunConfig  # noqa: E402
 from studies.executors import run_sweep  # noqa: E402
-from studies.store import ResultStore, write_marked_block  # noqa: E402
+from studies.files import write_marked_block  # noqa: E402
+from studies.store import ResultStore  # noqa: E402
 from studies.sweeps import n_vs_m  # noqa: E402
 
 PRESETS = ("tabular", "interference")
@@ -149,44 +150,72 @@ def measured_floor(cfg: sandbox.SimConfig) -> dict:
 MARK = "<!-- sim_sweep -->"
 
 
+SHOWN_WITHOUT = ("--machine", "--out")
+"""Options of the recorded command the README leaves out: the machine has its own words there, and --out only
+says where the JSON went."""
+
+
+def shown_command(cmd: str) -> str:
+    """The recorded command without SHOWN_WITHOUT's options, re-quoted for a shell."""
+    words, shown = shlex.split(cmd), []
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+        elif w in SHOWN_WITHOUT:
+            skip = True
+        elif not w.startswith(tuple(f"{o}=" for o in SHOWN_WITHOUT)):
+            shown.append(w)
+    return shlex.join(shown)
+
+
+def _log2(x: float) -> int:
+    return int(np.log2(x))
+
+
 def readme_line(out: dict) -> str:
-    """The README's simulator-speed sentence, generated from the JSON object `main` writes."""
+    """The README's simulator-speed block, generated from the JSON object `main` writes: a heading line with
+    the command and the machine, then one Markdown bullet per measurement."""
     s, b = out["sweep"], out["subset"]
-    refs = "; ".join(f"{r['loop_s']:.1f} s for the run() loop at {ref} (x{r['ratio']:.2f} for run_many)"
-                     for ref, r in (b.get("refs") or {}).items())
     tab, inter = out["per_step"]["tabular"], out["per_step"]["interference"]
     verdict = "met" if s["meets_target"] else "not met"
     fig6 = "Fig-6-sized " if s["budget"] == 2**26 and s["seeds"] == 8 else ""
-    cmd = out.get("command") or "python benchmarks/sim_sweep.py"
-    text = (f"`{cmd}` ({out.get('machine') or 'this machine'}): the {fig6}sweep of {s['runs']} runs "
-            f"({', '.join(s['presets'])}; n = {s['n'][0]}..{s['n'][-1]}, bp = {s['bp']}, "
-            f"budget 2^{int(np.log2(s['budget']))}, {s['seeds']} seeds; {s['grpo_steps']:.3g} GRPO steps) "
-            "took "
-            f"{s['wall_s']:.0f} s wall on {s['threads']} threads into a result store (target <= "
-            f"{s['target_s']:.0f} s: {verdict}); on a {b['runs']}-run subset (n = 2, 8, 64, budget "
-            f"2^{int(np.log2(b['budget']))}) run_many took {b['run_many_s']:.1f} s, a loop of run() "
-            f"{b['run_loop_s']:.1f} s (x{b['ratio_vs_run_loop']:.2f})")
-    if refs:
-        text += f", older simulators {refs}"
+    cmd = shown_command(out.get("command") or "python benchmarks/sim_sweep.py")
+    grid = (f"{', '.join(s['presets'])}; n = {s['n'][0]}..{s['n'][-1]}, bp = {s['bp']}, budget "
+            f"2^{_log2(s['budget'])}, {s['seeds']} seeds; {s['grpo_steps']:.3g} GRPO steps")
+    refs = "".join(f", the run() loop of the simulator at {ref} {r['loop_s']:.1f} s (x{r['ratio']:.2f} for "
+                   "run_many)" for ref, r in (b.get("refs") or {}).items())
+    lines = [
+        f"Simulator speed, `{cmd}` on {out.get('machine') or 'this machine'}:",
+        f"- the {fig6}sweep of {s['runs']} runs ({grid}) took {s['wall_s']:.0f} s wall on {s['threads']} "
+        f"threads into a result store (target <= {s['target_s']:.0f} s: {verdict});",
+        f"- on a {b['runs']}-run subset (n = 2, 8, 64, budget 2^{_log2(b['budget'])}) run_many took "
+        f"{b['run_many_s']:.1f} s, a loop of run() {b['run_loop_s']:.1f} s "
+        f"(x{b['ratio_vs_run_loop']:.2f}){refs};",
+    ]
     ab = out.get("ab")
     if ab:
         cases = ", ".join(f"{k} x{v['ratio']:.2f}" for k, v in ab["cases"].items())
-        text += (f"; run() alone against {ab['ref']} in the same process (median CPU time, budget "
-                 f"2^{int(np.log2(ab['budget']))}, its time over ours): {cases}")
-    text += (f"; one step at n = 2 costs {tab['us_per_step_n2']:.1f} us (tabular) and "
-             f"{inter['us_per_step_n2']:.1f} us (interference) on one thread against modelled floors of "
-             f"{tab['floor_us']:.1f} and {inter['floor_us']:.1f} us")
+        lines.append(f"- run() alone against {ab['ref']} in the same process (median CPU time, budget "
+                     f"2^{_log2(ab['budget'])}, its time over ours): {cases};")
+    lines.append(f"- one step at n = 2 costs {tab['us_per_step_n2']:.1f} us (tabular) and "
+                 f"{inter['us_per_step_n2']:.1f} us (interference) on one thread against modelled floors of "
+                 f"{tab['floor_us']:.1f} and {inter['floor_us']:.1f} us;")
     one = out.get("single_run")
     if one:
         r1, r2 = one["runs"]["threads=1"], one["runs"]["threads=2"]
-        same = r1["table_equals_threads_1"] and r2["table_equals_threads_1"]
-        text += (f"; one interference run at n = {one['n']} (bp {one['bp']}, budget "
-                 f"2^{int(np.log2(one['budget']))}, {one['evals']} evaluations): {r1['rollouts_per_s']:.3g} "
-                 f"rollouts/s of wall time on 1 thread, {r2['rollouts_per_s']:.3g} on 2 "
-                 f"(x{one['ratio_2_over_1_threads']:.2f}, {'the same table' if same else 'TABLES DIFFER'}; "
-                 f"target {one['target_rollouts_per_s']:.0e} on 2: "
-                 f"{'met' if one['meets_target'] else 'not met'}; 1-min load {one['load_before'][0]:.1f})")
-    return text + "."
+        same = "the same table" if r1["table_equals_threads_1"] and r2["table_equals_threads_1"] else \
+            "TABLES DIFFER"
+        met = "met" if one["meets_target"] else "not met"
+        lines.append(f"- one interference run at n = {one['n']} (bp {one['bp']}, budget "
+                     f"2^{_log2(one['budget'])}, {one['evals']} evaluations): {r1['rollouts_per_s']:.3g} "
+                     f"rollouts/s of wall time on 1 thread, {r2['rollouts_per_s']:.3g} on 2 "
+                     f"(x{one['ratio_2_over_1_threads']:.2f}, {same}; "
+                     f"target {one['target_rollouts_per_s']:.0e} on 2: {met}; 1-min load "
+                     f"{one['load_before'][0]:.1f}).")
+    else:
+        lines[-1] = lines[-1][:-1] + "."
+    return "\n".join(lines)
 
 
 def update_readme(path: Path, line: str) -> None:

@@ -1,6 +1,6 @@
 """Simulator throughput: rollouts per second on one core, as a ratio to a per-rollout numpy GRPO step.
 
-Issue 2 acceptance: tabular and interference at bp = 32, K = 8, n = 256, log-spaced evaluation on 1,024
+Target setting: tabular and interference at bp = 32, K = 8, n = 256, log-spaced evaluation on 1,024
 validation problems (and 1,024 training problems), `dim` = 64 (the `interference` preset fixes its embedding
 dimension at 16, so `mlp` at dim = 64 is measured too). The baseline runs the same GRPO step (Adam, group
 advantages) in numpy, drawing every rollout separately and computing per-rollout advantages and log-prob
@@ -9,7 +9,7 @@ timed too (the weak baseline). Both are timed over a few hundred steps in the sa
 Times are CPU seconds of this process (time.process_time), which a shared machine disturbs less than wall
 time; the simulated run includes problem generation and all evaluations.
 
---single (issue 27): one interference run at n = 256, bp = 32, d = d_val = 1024, 32 evaluations, to --budget,
+--single: one interference run at n = 256, bp = 32, d = d_val = 1024, 32 evaluations, to --budget,
 with 1 and with 2 threads (sandbox.run `threads`: training on one, the evaluations on the others), best of
 --reps wall times taken alternately in this process, as rollouts per second of wall time (target 8e8 on 2
 cores), with the tables checked equal bit for bit; --ref COMMIT times that commit's simulator on the same run
@@ -41,7 +41,7 @@ from sandbox.problems import make_problems  # noqa: E402
 TARGET_RATE = 5e8
 TARGET_RATIO = 100.0
 TARGET_SINGLE = 8e8
-"""Issue 27: one interference run at n = 256 on 2 cores, rollouts per second of wall time."""
+"""Target of one interference run at n = 256 on 2 cores, rollouts per second of wall time."""
 
 
 def _count(text: str) -> int:

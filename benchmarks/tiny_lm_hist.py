@@ -1,4 +1,4 @@
-"""The tiny LM's base pass@1 over its training pool, from the committed calibration (issue 23 acceptance).
+"""The tiny LM's base pass@1 over its training pool, from the committed calibration.
 
 Reads `<data>/calibration.csv` (written by `isocompute llm calibrate --lm tiny --out <data>`: avg@16 per
 problem of the pool under the shipped base model) and writes docs/tiny_lm/base_pass1.png (histogram) and

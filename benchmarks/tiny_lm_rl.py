@@ -1,4 +1,4 @@
-"""RL check of the tiny LM (issue 23): val avg@4 gain over the base model per seed, from a sweep's results.
+"""RL check of the tiny LM: val avg@4 gain over the base model per seed, from a sweep's results.
 
 Reads the learning-curve tables of a results directory (e.g. made by
 `isocompute sweep n-vs-m --backend llm --lm tiny --n 8 --bp 16 --budget 2^16 --seeds 3 --lr 3e-4 --out

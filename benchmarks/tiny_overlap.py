@@ -1,4 +1,4 @@
-"""SmolLM2 and the tiny LM at the same small budget (issue 24 part 5): do the two real models agree on the
+"""SmolLM2 and the tiny LM at the same small budget: do the two real models agree on the
 direction of n at C = 512, bp 8?
 
 Reads SmolLM2's committed study (docs/llm_study/cpu_vllm/table.csv: bp 8, n 2/4/8/16, C = 512, 3 seeds,

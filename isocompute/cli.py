@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import logging
 import os
 import signal
 import sys
@@ -36,19 +37,38 @@ LAZY = {
     "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
 }
 
-READS_LOGS = frozenset({"fit", "plot", "plan", "predict"})
-"""Commands that read users' logs: the TRL / verl / wandb / TensorBoard readers of isocompute.integrations
-register into studies.io before they run (imported here, not at start-up: it loads pandas)."""
-
 QUIET_ENV = {
     # third-party chatter off by default (`-v` keeps it); it goes to stderr either way. vLLM logs its
-    # start-up notes as WARNING (19 lines per engine start, issue 28), so only its errors pass.
+    # start-up notes (Triton, NUMA binding, memory) as INFO and WARNING, ~19 lines per engine start, so only
+    # its errors pass; transformers' "Loading weights" and the hub's download bars follow
+    # HF_HUB_DISABLE_PROGRESS_BARS, and so does vLLM's "Loading safetensors" bar (llm_backend.engines).
     "VLLM_LOGGING_LEVEL": "ERROR",
     "TRANSFORMERS_VERBOSITY": "error",
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "RAY_DEDUP_LOGS": "1",
 }
+
+OUR_LOGGERS = ("isocompute", "studies", "sandbox", "llm_backend", "paper_figs")
+"""Our packages' loggers: what they log at INFO are phase lines (an engine starting, which takes minutes on
+a CPU), shown on stderr as they are, so a long phase never looks like a hang."""
+
+
+class _EchoHandler(logging.Handler):
+    """A log record as one plain line on the current stderr (CliRunner swaps it per invocation)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record), err=True)
+
+
+def _show_our_logs() -> None:
+    for name in OUR_LOGGERS:
+        lg = logging.getLogger(name)
+        if not any(isinstance(h, _EchoHandler) for h in lg.handlers):
+            lg.addHandler(_EchoHandler())
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
 
 
 INTERRUPTED = "interrupted (finished runs are kept; rerun to resume)"
@@ -102,8 +122,6 @@ class _Main(click.Group):
         return sorted(set(super().list_commands(ctx)) | set(lazy))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in READS_LOGS:
-            importlib.import_module("isocompute.integrations")
         cmd = super().get_command(ctx, name)
         if cmd is not None or name not in LAZY:
             return cmd
@@ -129,6 +147,7 @@ class _Main(click.Group):
         if not verbose:
             for key, value in QUIET_ENV.items():
                 os.environ.setdefault(key, value)
+        _show_our_logs()
         code = 0
         try:
             with _signals_and_warnings(), _json_stdout(enabled="--json" in argv):

@@ -1,16 +1,15 @@
-"""Rollout allocators of the LLM backend (docs/DESIGN.md "Allocators", issue 13): which problems a step
-trains on
-and how many rollouts n_i each gets, within the step's rollout budget bp * n.
+"""Rollout allocators of the LLM backend (docs/DESIGN.md "Allocators"): which problems a step trains on and
+how many rollouts n_i each gets, within the step's rollout budget bp * n.
 
 The simulator's spec strings `name[:args]` and parameter defaults (one grammar:
-isocompute.contract.allocspec) and its rules (sandbox/allocators.py, whose docstring cites each paper;
-tests/test_allocator_parity.py checks the rules agree), in pure Python: llm_backend never imports sandbox. An
-allocator only plans draws (problems, n_i) and says which drawn groups go into the update; runner.py
-generates, grades, updates the per-problem `History` and runs the unchanged GRPO step on the kept groups.
-Every drawn rollout counts as compute, discarded ones too.
+isocompute.contract.allocspec) and its per-problem rules, the same functions the simulator compiles (the rule
+book isocompute.contract.allocrules; sandbox/allocators.py's docstring cites each paper): llm_backend never
+imports sandbox. An allocator only plans draws (problems, n_i) and says which drawn groups go into the update;
+the run loop (loop.py) generates, grades, updates the per-problem `History` and runs the unchanged GRPO step
+on the kept groups. Every drawn rollout counts as compute, discarded ones too.
 
 Allocators on this backend:
-- `fixed`: every problem n (today's path in runner.py, bit for bit).
+- `fixed`: every problem n (the plain GRPO step).
 - `knapsack[:nmin=2,nmax=4n,prior=0.5,ema=1]`: Knapsack RL (Li et al., arXiv 2509.25849): n_i maximising
   sum_i v(n_i, p_i), v(k, p) = (1 - p^k - (1 - p)^k) p (1 - p)^2, sum n_i = bp * n, nmin <= n_i <= nmax;
   p_i = the problem's last observed group success rate (an EMA when ema < 1), `prior` for unseen problems.
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from isocompute.contract import allocrules
 from isocompute.contract.allocspec import NAMES, AllocatorError, AllocSpec, parse_double, split
 from isocompute.contract.allocspec import parse as parse_spec
 
@@ -62,52 +62,11 @@ def parse(spec: str, n: int) -> AllocSpec:
     return s
 
 
-# ---------------------------------------------------------------- the rules (pure, tested directly)
-
-def knapsack_value(k: int, p: float) -> float:
-    """Knapsack RL's value of k rollouts on a task of success rate p (arXiv 2509.25849): P(the group has
-    both rewards) x the expected gradient magnitude p (1 - p)^2. As sandbox.allocators.knapsack_value."""
-    if k <= 0:
-        return 0.0
-    return (1.0 - p**k - (1.0 - p) ** k) * p * (1.0 - p) ** 2
-
-
-def knapsack_alloc(p, budget: int, nmin: int, nmax: int) -> list[int]:
-    """n_i maximising sum_i knapsack_value(n_i, p_i), sum n_i = budget, nmin <= n_i <= nmax (fewer only when
-    every n_i is at nmax). The simulator's greedy on marginal values (exact: v is concave in k) with its tie
-    rule: ties, and the zero-value leftovers, go to the lowest p, then the lowest index."""
-    p = [float(x) for x in p]
-    out = [int(nmin)] * len(p)
-    used = sum(out)
-    while used < budget:
-        best, best_gain = -1, -1.0
-        for i, pi in enumerate(p):
-            if out[i] >= nmax:
-                continue
-            gain = knapsack_value(out[i] + 1, pi) - knapsack_value(out[i], pi)
-            if gain > best_gain + 1e-15 or (abs(gain - best_gain) <= 1e-15 and best >= 0 and pi < p[best]):
-                best, best_gain = i, gain
-        if best < 0:
-            break
-        out[best] += 1
-        used += 1
-    return out
-
-
 def has_signal(rewards) -> bool:
-    """DAPO's keep rule: a group carries a gradient iff its rewards do not all agree (0 < c < k for 0/1)."""
+    """DAPO's keep rule on one group's 0/1 reward vector (the rule book's `has_signal` of its correct count
+    and size): the group carries a gradient iff its rewards do not all agree."""
     r = np.asarray(rewards)
-    return bool(r.size) and not bool((r == r.flat[0]).all())
-
-
-def skip_probability(streak: int, min_streak: float, p_skip: float) -> float:
-    """GRESO's pre-rollout filter: p_skip once the problem's last `streak` groups were all zero-variance."""
-    return p_skip if streak >= min_streak else 0.0
-
-
-def schedule_n(n: int, frac_spent: float, fractions) -> int:
-    """Group size of `schedule:double@F...`: n x 2^(number of fractions F_j <= frac_spent)."""
-    return n * 2 ** sum(1 for f in fractions if frac_spent >= f)
+    return bool(allocrules.has_signal(int(np.count_nonzero(r)), r.size))
 
 
 # ---------------------------------------------------------------- state the runner keeps
@@ -116,7 +75,7 @@ def schedule_n(n: int, frac_spent: float, fractions) -> int:
 class History:
     """Per training problem: `p` the last observed group success rate (-1 = never drawn; an EMA when
     ema < 1) and `streak` the number of consecutive zero-variance groups. Updated by the runner for every
-    drawn group, kept or not (sandbox.allocators.update_history)."""
+    drawn group, kept or not (as the simulator's sandbox.kernels.allocate.update_history)."""
 
     p: np.ndarray
     streak: np.ndarray
@@ -126,10 +85,12 @@ class History:
         return cls(np.full(d, -1.0), np.zeros(d, dtype=np.int64))
 
     def record(self, i: int, rewards, ema: float = 1.0) -> None:
+        """Update problem i after a drawn group with these 0/1 rewards (the rule book's tracked_rate and
+        next_streak, as the simulator's update_history)."""
         r = np.asarray(rewards, dtype=np.float64)
-        rate = float(r.mean())
-        self.p[i] = rate if self.p[i] < 0.0 or ema >= 1.0 else (1.0 - ema) * self.p[i] + ema * rate
-        self.streak[i] = 0 if has_signal(r) else self.streak[i] + 1
+        c = int(np.count_nonzero(r))
+        self.p[i] = allocrules.tracked_rate(self.p[i], c / r.size, ema)
+        self.streak[i] = allocrules.next_streak(self.streak[i], c, r.size)
 
     def state(self) -> dict:
         return {"p": self.p.tolist(), "streak": self.streak.tolist()}
@@ -238,9 +199,11 @@ class Knapsack(Allocator):
         self.ema = self.params["ema"]
 
     def sizes(self, ctx, problems, n_step):
-        prior = self.params["prior"]
-        p = [ctx.history.p[g] if ctx.history.p[g] >= 0.0 else prior for g in problems]
-        return knapsack_alloc(p, ctx.bp * n_step, int(self.params["nmin"]), int(self.params["nmax"]))
+        prior = float(self.params["prior"])
+        p = [float(ctx.history.p[g]) if ctx.history.p[g] >= 0.0 else prior for g in problems]
+        out = [0] * len(p)
+        allocrules.knapsack_alloc(p, ctx.bp * n_step, int(self.params["nmin"]), int(self.params["nmax"]), out)
+        return out
 
 
 class DynamicSampling(Allocator):
@@ -270,7 +233,7 @@ class SkipZeroVar(Allocator):
         while len(out) < k:
             g = ctx.stream.next()
             if tries < ctx.stream.d:
-                q = skip_probability(int(ctx.history.streak[g]), min_streak, p_skip)
+                q = allocrules.skip_probability(int(ctx.history.streak[g]), min_streak, p_skip)
                 if q > 0.0 and ctx.rng.random() < q:
                     tries += 1
                     continue
@@ -282,7 +245,7 @@ class Schedule(Allocator):
     name = "schedule:double"
 
     def group_size(self, ctx):
-        n_step = schedule_n(self.n, ctx.spent / ctx.budget, self.spec.fractions)
+        n_step = allocrules.schedule_n(self.n, ctx.spent / ctx.budget, self.spec.fractions)
         return min(n_step, (ctx.budget - ctx.spent) // ctx.bp)
 
 

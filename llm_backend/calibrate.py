@@ -53,7 +53,7 @@ def problem_suite(
     in a seeded random order. A per-operand digits tuple sets its own term count (terms then ignored).
     Operation names in tasks.COMPARISONS ("max", "min") give two-number comparisons instead (terms ignored).
 
-    Answers are our own integers (tasks.generate_arithmetic); short, so a step stays cheap (issue 11).
+    Answers are our own integers (tasks.generate_arithmetic); short, so a step stays cheap.
     """
     problems, seen = [], set()
     j = 0

@@ -15,8 +15,8 @@ def _fail(msg: str) -> None:
 
 
 def _writable_dir(path: str | os.PathLike, flag: str) -> None:
-    """Create `path` and prove it writable before any work (issue 16: a bad --cache-dir or --out used to
-    fail after minutes of conversion or calibration)."""
+    """Create `path` and prove it writable before any work, so a bad --cache-dir or --out fails in a second,
+    not after minutes of conversion or calibration."""
     import tempfile
     from pathlib import Path
 

@@ -8,10 +8,14 @@ are comparable token by token (the mismatch that truncated importance sampling c
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
 from llm_backend.rollouts import Rollouts
+
+log = logging.getLogger(__name__)
+"""Phase lines of engine start-up (the CLI shows them on stderr): a vLLM start takes minutes on a CPU."""
 
 ENGINES = ("vllm", "hf", "kv")
 """kv: batched KV-cache sampling of the tiny LMs (llm_backend/tiny_sampler.py)."""
@@ -32,7 +36,7 @@ def derive_seed(*parts) -> int:
 
 def generate_groups(engine, prompts: list[str], ns: list[int], max_new_tokens: int, temperature: float = 1.0,
                     top_p: float = 1.0, seed: int = 0) -> Rollouts:
-    """Rollouts with n_i samples of prompt i (allocators, issue 13), prompt-major with `sizes` = ns.
+    """Rollouts with n_i samples of prompt i (allocators), prompt-major with `sizes` = ns.
 
     Equal n_i: exactly engine.generate(prompts, n, ..., seed) (the uniform path). Otherwise one generate call
     per distinct n_i (ascending), seeded from (seed, n_i), its outputs put back in prompt order; both engines
@@ -221,9 +225,13 @@ class VLLMEngine:
         _guard_llvmlite_against_vllm_module_scan()
         self.tok = tokenizer
         self.dtype = getattr(torch, dtype)
+        log.info("llm: starting the vLLM engine (%s, %s); its first start on a CPU takes minutes", dtype,
+                 os.path.basename(str(model_path)))
+        t0 = time.perf_counter()
         with stdout_to_stderr():  # native start-up prints too
             self._start(model_path, seed, max_model_len, gpu_memory_utilization, dtype, kv_cache_gib,
                         prefix_caching)
+        log.info("llm: vLLM engine started in %.1f s", time.perf_counter() - t0)
 
     def _start(self, model_path, seed, max_model_len, gpu_memory_utilization, dtype, kv_cache_gib,
                prefix_caching) -> None:
@@ -240,6 +248,8 @@ class VLLMEngine:
             logprobs_mode="processed_logprobs",
             # the n rollouts of a group (and the chat template shared by all prompts) prefill once
             enable_prefix_caching=prefix_caching,
+            # its "Loading safetensors checkpoint shards" bar: shown only where third-party bars are (-v)
+            use_tqdm_on_load=os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") != "1",
             # An explicit KV cache: the fraction above is of the node's *total* memory as vLLM reads it
             # (8.8 GiB at one start, 23.5 GiB at another on this machine), so 0.35 could reserve 8 GiB of
             # a shared machine. 1 GiB holds ~23k tokens of SmolLM2 (46 KB/token): bp*n*len to spare.

@@ -309,7 +309,7 @@ class Evaluator:
 
 
 class _Log:
-    """--progress: a bar over the m steps and one line per phase on stderr (issue 28: a bar at 0/M for
+    """--progress: a bar over the m steps and one line per phase on stderr (a bar at 0/M for
     minutes said nothing); stdout stays for results. Silent without progress."""
 
     def __init__(self, cfg: LLMConfig, progress: bool, start: int, n_val: int, t_engine: float):

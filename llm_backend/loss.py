@@ -66,7 +66,7 @@ def advantages(
 def group_advantages(
     groups, scale_rewards: str = "group", adv_std: str = "sample", adv_eps: float = 1e-4
 ) -> np.ndarray:
-    """`advantages` for groups of unequal sizes (allocators, issue 13), concatenated in group order.
+    """`advantages` for groups of unequal sizes (allocators), concatenated in group order.
 
     Each group is normalised by its own mean and (group) std with its own size in the sample-std
     denominator; `batch` divides by the std of all rewards of the batch. Groups of one size give

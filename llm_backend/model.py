@@ -13,6 +13,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from isocompute.contract.cache import cache_root
+
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 
@@ -22,15 +24,9 @@ class ModelError(RuntimeError):
 
 
 def _offline() -> None:
-    # Never reach the hub at run time (issue 6); set before transformers is imported.
+    # Never reach the hub at run time (offline, reproducible); set before transformers is imported.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-def cache_root() -> Path:
-    """Cache root: $ISOCOMPUTE_CACHE, else ~/.cache/isocompute."""
-    env = os.environ.get("ISOCOMPUTE_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "isocompute"
 
 
 def default_model_dir(cache_dir: str | Path | None = None) -> Path:

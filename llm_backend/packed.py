@@ -1,4 +1,4 @@
-"""The fast training layout: shared-prompt packing with completion-only logits (issue 11, item 1).
+"""The fast training layout: shared-prompt packing with completion-only logits.
 
 A GRPO group is one prompt P with n completions c_1..c_n. The straightforward layout (batch.PaddedBatch)
 runs n padded sequences [P + c_j], recomputing P n times and the 49k-vocabulary head at every position. Here
@@ -64,7 +64,7 @@ class PackedBatch:
     """A training batch in the packed layout; completion-aligned (S, T) tensors like batch.PaddedBatch.
 
     comp_mask, engine_logp: (S, T); adv: (S,); n: group size (sequences i*n .. i*n+n-1 share a prompt).
-    sizes: the group sizes when they may differ (allocators, issue 13; then n = sizes[0] if they agree,
+    sizes: the group sizes when they may differ (allocators; then n = sizes[0] if they agree,
     else 0); None = uniform groups of n. chunks(lo, hi) gives the microbatches of the sequences [lo, hi)
     (whole groups).
     """

@@ -1,7 +1,7 @@
 """Tasks with verifiable binary reward: generated arithmetic and JSONL files of {question, answer}.
 
-Answers are extracted from model text and compared by parsing only (never eval/sympify on model output,
-issue 6): the input is capped in length, and the only regex is a linear-time pattern without nested
+Answers are extracted from model text and compared by parsing only (never eval/sympify on model output):
+the input is capped in length, and the only regex is a linear-time pattern without nested
 quantifiers, so a hostile completion costs O(len) at most.
 """
 
@@ -47,7 +47,7 @@ def generate_arithmetic(
 ) -> list[Problem]:
     """`count` problems like "What is 23 + 58?" with `terms` operands of `digits` digits (seeded).
 
-    Difficulty knobs (issue 6): digits (one count for every operand, or a tuple of per-operand counts,
+    Difficulty knobs: digits (one count for every operand, or a tuple of per-operand counts,
     which then sets `terms`: (2, 1) gives "57 + 3"), operations (subset of + - *), number of terms.
     Evaluation of the generated expression is done here on our own integers, * before + and -.
     """

@@ -2,7 +2,7 @@
 
 Why this family: its difficulty is a dial with many settings (operation x digits of each operand: a 1-digit
 sum is learned in seconds, a 4 x 4 digit product not in minutes), so a model stopped early has a base
-pass@1 spread over (0, 1) across problems, as a real base model has (issue 23). Prompts are the question
+pass@1 spread over (0, 1) across problems, as a real base model has. Prompts are the question
 itself and answers are short (at most 9 characters), so a rollout is at most 10 tokens.
 
 The reference answers are our own integers; model output goes through tasks.reward (parsing only).

@@ -76,7 +76,7 @@ def update_slices(sizes, minibatches: int) -> list[slice]:
 
 
 class MasterWeights:
-    """bf16 compute copy of a float32 master model (mixed precision without autocast, issue 11 item 1).
+    """bf16 compute copy of a float32 master model (mixed precision without autocast).
 
     Forward and backward run on `compute` (bf16 weights: AMX matmuls, no per-call weight casts); its bf16
     gradients are copied into the float32 master's .grad, the optimiser (float32 AdamW state) steps the

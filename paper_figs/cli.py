@@ -97,10 +97,10 @@ def figs(only, backend, lm, out, results, jobs, size, gallery_path, reuse, list_
     if gallery_path is not None and set(ids) != set(reg):
         raise click.UsageError("--gallery lists every figure: build all of them (drop --only)")
     from studies.cli import check_jobs
-    from studies.store import check_output_dir, check_output_file
+    from studies.files import check_output_dir, check_output_file
 
     jobs = check_jobs(jobs)
-    for r in reuse:  # issue 16: a mistyped --reuse was silently ignored
+    for r in reuse:  # a mistyped --reuse must not be silently ignored
         if not Path(r).is_dir():
             raise click.UsageError(f"--reuse {r} is not a directory")
     check_output_dir(out)  # before any run: an unwritable destination must not cost the studies

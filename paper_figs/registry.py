@@ -1,4 +1,4 @@
-"""Registry: figure id -> FigureSpec (issue 5). `isocompute figs --only ID` and the gallery read this."""
+"""Registry: figure id -> FigureSpec. `isocompute figs --only ID` and the gallery read this."""
 
 from __future__ import annotations
 

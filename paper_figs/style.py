@@ -1,4 +1,4 @@
-"""One visual language for every figure (issue 5, item 2).
+"""One visual language for every figure.
 
 - n (rollouts per problem) is a sequential colour scale indexed by log2 n over a fixed range, so the same
 n has

@@ -2,9 +2,9 @@
 
 Numba's `cache=True` keys a kernel's cache on its own source file only: after an edit to sandbox/policies.py
 or sandbox/rng.py, the cached kernels of sandbox/kernels/ would keep running the old inlined code. At import
-we
-hash every sandbox source file and, when the hash changed, delete the package's cached kernels (*.nbi, *.nbc)
-so that they recompile. Only the default cache location (sandbox/__pycache__) is managed; with
+we hash every sandbox source file and the allocator rule book the kernels compile
+(isocompute/contract/allocrules.py) and, when the hash changed, delete the package's cached kernels (*.nbi,
+*.nbc) so that they recompile. Only the default cache location (sandbox/__pycache__) is managed; with
 NUMBA_CACHE_DIR set, clear that directory yourself after editing the sandbox.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+
+from isocompute.contract import allocrules
 
 _STAMP = "sandbox-sources.sha1"
 
@@ -26,6 +28,7 @@ def invalidate_stale_kernels() -> None:
     for src in sorted(pkg.rglob("*.py")):  # sandbox/kernels/ too
         digest.update(str(src.relative_to(pkg)).encode())
         digest.update(src.read_bytes())
+    digest.update(Path(allocrules.__file__).read_bytes())
     key = digest.hexdigest()
     cache = pkg / "__pycache__"
     stamp = cache / _STAMP
@@ -43,9 +46,9 @@ def invalidate_stale_kernels() -> None:
 COMPILE_SECONDS = (15, 45)
 """About how long the kernels of a first run take to compile with an empty cache, by CPU kind: 13.4 s of CPU
 (13.7 s wall) for the demo's two presets through run_many on the 2-core Intel Xeon (AVX-512), measured at
-load ~3.5 after issue 22's compile cuts (benchmarks/sim_profile.py --compile; 19.4 s before them on that
-machine); the 2-core AMD EPYC took 63 s of CPU before them (docs/SIM_PROFILE.md), so ~45 s assumes the same
-~30% cut there (not measured). A rough range for the notice."""
+load ~3.5 with the compile cuts of docs/SIM_PROFILE.md (benchmarks/sim_profile.py --compile; 19.4 s without
+them on that machine); the 2-core AMD EPYC took 63 s of CPU without them (docs/SIM_PROFILE.md), so ~45 s
+assumes the same ~30% cut there (not measured). A rough range for the notice."""
 NOTICE = f"compiling simulator kernels (first run only, ~{COMPILE_SECONDS[0]}-{COMPILE_SECONDS[1]} s)"
 _checked: set = set()
 

@@ -1,12 +1,13 @@
-"""Rollout allocators of the simulator (docs/DESIGN.md "Allocators", issue 13): which problems a step trains
-on
-and how many rollouts n_i each gets, within the step's rollout budget bp * n.
+"""Rollout allocators of the simulator (docs/DESIGN.md "Allocators"): which problems a step trains on and
+how many rollouts n_i each gets, within the step's rollout budget bp * n.
 
 A config names one allocator by a spec string `name[:args]` (SimConfig.allocator; the grammar is
 isocompute.contract.allocspec); `encode` turns it once into a numeric code and a parameter vector the kernel
-reads (grpo.HP_A0..). The rules are small pure njit functions on arrays in sandbox/kernels/allocate.py,
-tested on hand-computed cases (tests/sandbox/test_sim_allocators.py); the train kernel
-(sandbox/kernels/train.py) only calls them. Every drawn rollout counts as compute, discarded ones too.
+reads (grpo.HP_A0..). The rules are small pure functions compiled with numba in
+sandbox/kernels/allocate.py (those the LLM backend shares come from the rule book
+isocompute.contract.allocrules), tested on hand-computed cases (tests/sandbox/test_sim_allocators.py); the
+train kernel (sandbox/kernels/train.py) only calls them. Every drawn rollout counts as compute, discarded
+ones too.
 
 History the kernel keeps per training problem g (`hist` (d + 1, 4)): column H_P the last observed group
 success rate c / n_i (-1 = never seen; an EMA when `ema` < 1), H_STREAK the number of consecutive

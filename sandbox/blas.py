@@ -1,4 +1,4 @@
-"""One BLAS thread for every simulator kernel call (issue 15; docs/DESIGN.md determinism).
+"""One BLAS thread for every simulator kernel call (docs/DESIGN.md determinism).
 
 Numba's `np.dot` runs in scipy's OpenBLAS, whose own thread pool (one thread per core by default) splits a
 GEMM above its size threshold (K = 1024 policies, evaluations of 1024 problems) in a way that changes the

@@ -46,7 +46,7 @@ class SimConfig(EngineConfig):
     K: int = 8
     """Candidate answers per problem; exactly one is correct."""
     prior: str = "uniform"
-    """Initial pool of the correct answer's pass@1 (sandbox/problems.py, issue 12 coverage): uniform (the
+    """Initial pool of the correct answer's pass@1 (sandbox/problems.py): uniform (the
     logit-uniform pool of POOL_LOGIT_RANGE) or zipf (a Zipf(zipf_a) base model over the K answers, the correct
     answer at rank `correct_rank`, so p0 = rank^-a / H_K(a)). The wrong answers share the rest of the mass
     equally in both (the policy kernel offsets the correct logit only)."""
@@ -122,7 +122,7 @@ class SimConfig(EngineConfig):
     sampler: str = "auto"
     """How the n rollouts of a group are drawn (both exact): auto = n categorical draws for n <= 16 (the
     number correct first, wrong answers only when they can matter) and a chain of K-1 binomials beyond;
-    chain = the binomial chain at every n (the random stream of the simulator before issue 15)."""
+    chain = the binomial chain at every n (the random stream of the simulator's first versions)."""
 
     # --- metrics ---
     k: int = 4
@@ -163,7 +163,7 @@ def _ram_bytes() -> int:
 
 def validate(c: SimConfig) -> None:
     """Check one config; raise ConfigError with a one-line message quoting the bad values."""
-    for f in fields(c):  # issue 16: inf / NaN would pass the range checks below and run as a "divergence"
+    for f in fields(c):  # inf / NaN would pass the range checks below and run as a "divergence"
         v = getattr(c, f.name)
         if isinstance(v, float) and not math.isfinite(v):
             raise ConfigError(f"{f.name} must be a finite number, got {v}")

@@ -1,4 +1,4 @@
-"""Public diagnostics from inside a simulated run (issue 10): what mechanism studies need beyond the table.
+"""Public diagnostics from inside a simulated run: what mechanism studies need beyond the table.
 
 - `train_snapshots(config, stops)`: the flat parameters after given step counts of the very run `run(config)`
   makes (same set-up, `runner.prepare`, and the same GRPO kernel, so they are bit-identical to it);

@@ -1,4 +1,4 @@
-"""The CPU's floating-point status flags, to detect subnormal arithmetic (issue 27); a diagnostic only.
+"""The CPU's floating-point status flags, to detect subnormal arithmetic (slow on x86); a diagnostic only.
 
 x86 arithmetic that reads a subnormal operand or produces an underflowing result takes a slow path (a
 microcode assist on Intel, tens to hundreds of cycles), so a simulator whose state decays into the subnormal

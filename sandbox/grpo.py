@@ -3,7 +3,7 @@
 One step, for each of the bp problems of the batch (shapes in comments):
 1. logits z (K,) -> pi = softmax(z); the n rollouts are ONE multinomial draw of answer counts N (K,),
    sampled as a chain of K-1 binomials, so a step costs O(bp * K * dim) whatever n is; for n <= SMALL_N
-   (sampler "auto") as n categorical draws instead, cheaper there (issue 15; sampler "chain" keeps the
+   (sampler "auto") as n categorical draws instead, cheaper there (sampler "chain" keeps the
    binomial chain and the random stream of before).
 2. Binary reward (answer == correct). Advantages A = (r - mean) / (std + adv_eps) with `scale_rewards`:
    group (std of the group), batch (std of all bp*n rewards of the step) or none (A = r - mean); the std is
@@ -24,13 +24,13 @@ One step, for each of the bp problems of the batch (shapes in comments):
 5. `_run_full` is the whole loop of one run (train to each evaluation step, evaluate, fill the row), a Python
    loop over the two kernels; runner.run_many runs many on Python threads (the kernels release the GIL),
    each bit-identical to the run alone.
-Compile cost (issue 22): Numba compiles each njit function once per argument-type signature and links a
+Compile cost: Numba compiles each njit function once per argument-type signature and links a
 callee's machine code into every caller, while an `inline="always"` callee is copied into each call site as
 Numba IR and typed there again. The helpers here are therefore plain (separately compiled, once) calls
 unless inlining at the Numba level is needed for their arithmetic (`exp_nonpos`, `tanh_fast`: an inlined
 copy takes its caller's fastmath flags, a compiled one its own) or for SLP vectorisation (`_adam4`). LLVM
 still inlines the small ones (`_flush`, `uniform`) into their callers' loops, which still vectorise (per-step
-cost unchanged or lower, issue 22), and the IEEE operations are the same either way (same bits).
+cost unchanged or lower), and the IEEE operations are the same either way (same bits).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     19 s cold compile on an Intel Xeon; the loop costs a few kernel calls per evaluation point (tens of
     microseconds). The row's bookkeeping is the same IEEE arithmetic on float64 scalars.
 
-    eval_threads >= 1 (issue 27, one run on several cores): the evaluations run on that many threads of their
+    eval_threads >= 1 (one run on several cores): the evaluations run on that many threads of their
     own while this one goes on training, by a fixed partition of the work: training here; evaluation chunk c
     (EVAL_CHUNK problems, `_eval_problems`) on evaluation thread c % eval_threads; the sums (`_eval_reduce`,
     which also draws the sampled metrics from rs_eval) on evaluation thread 0, point after point. At each

@@ -12,7 +12,7 @@ Logits of problem g (row of the ProblemSet; train rows 0..d-1, validation rows d
   structure (share = 1: fully shared, no private block; share = 0: exactly tabular). `tabular` is s_sh = 0.
 
 Flat parameter vector: [theta_shared (S,), w (d, K) row-major if a private block exists].
-A new kind (e.g. issue 4's conflicting skills) adds a branch to `_shared_forward` / `_shared_backward`
+A new kind (e.g. the conflicting skills of `skills`) adds a branch to `_shared_forward` / `_shared_backward`
 (batch level: problem indices (nb,) -> logits (nb, K); dL/dlogits (nb, K) -> gradient), a `work_size` rule
 and a builder in `build_policy`; the GRPO step (sandbox/grpo.py) only calls `batch_logits` / `batch_backward`.
 """
@@ -32,7 +32,7 @@ LINEAR = 1
 MLP = 2
 KIND_CODES = {"tabular": TABULAR, "linear": LINEAR, "mlp": MLP, "interference": MLP}
 SKILLS = 3
-"""Kind code of `skills` (issue 4): logits = L_g Theta + c, signed skill loadings L_g (S,), Theta (S, K)."""
+"""Kind code of `skills`: logits = L_g Theta + c, signed skill loadings L_g (S,), Theta (S, K)."""
 KIND_CODES["skills"] = SKILLS
 
 
@@ -44,7 +44,7 @@ def _tanh(x):
     return t if x >= 0.0 else -t
 
 
-# --- vectorisable elementwise math for the shared-parameter paths (benchmarks/sim_throughput.py, issue 2).
+# --- vectorisable elementwise math for the shared-parameter paths (benchmarks/sim_throughput.py times them).
 # error_model="numpy" drops Numba's zero-division checks, whose branches block LLVM's loop vectoriser;
 # "contract" allows fused multiply-adds (rounding only). No nnan/ninf flags: non-finite values still propagate
 # to the divergence checks.
@@ -466,7 +466,7 @@ def build_policy(config: SimConfig, problems: ProblemSet) -> Policy:
         shared0 = np.zeros(S)
         shared0[: dim * H] = rng.standard_normal(dim * H) / np.sqrt(dim)
     elif config.model == "skills":
-        # issue 4: S = dim skills; problem g loads on every skill with a signed weight L_g = x_g / sqrt(S)
+        # S = dim skills; problem g loads on every skill with a signed weight L_g = x_g / sqrt(S)
         # (x_g ~ N(0, I_S) from problems.py), so raising a skill for problems that load on it positively
         # lowers it for the problems that load negatively. The correct answer is a nonlinear (tanh teacher)
         # function of x_g, so a linear skill model cannot satisfy every problem at once: limited capacity

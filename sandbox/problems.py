@@ -8,7 +8,7 @@ candidates whose measured avg@16 falls in the preset's range are kept. True pass
 range edges, as they do for the paper's Easy / Hard splits. Everything is drawn from one numpy Generator
 seeded with `problem_seed`, so runs with different n see identical problems (pairing across n).
 
-Heavy-tailed prior (`prior = "zipf"`, issue 12 coverage, docs/PAPER.md finding 2): the base model is a Zipf(a)
+Heavy-tailed prior (`prior = "zipf"`, docs/PAPER.md finding 2): the base model is a Zipf(a)
 distribution over the K answers (mass of rank r proportional to r^-a) and the correct answer sits at rank
 `correct_rank`, or at a rank drawn log-uniformly from 1..K per candidate (equal odds per decade of rank, so
 with K = 10^3-10^4 most problems have their correct answer deep in the tail, p0 ~ 1e-4..1e-2); its initial
@@ -47,11 +47,11 @@ problems almost never and some almost always)."""
 MEASURE_SAMPLES = 16
 XHARD_SAMPLES = 128
 INTERFERENCE_DIM = 16
-"""Embedding dimension of the `interference` preset (issue 4: x_i ~ N(0, I_16))."""
+"""Embedding dimension of the `interference` preset (x_i ~ N(0, I_16))."""
 TEACHER_HIDDEN = 64
-"""tanh units of the random teacher whose argmax defines the correct answer of embedded problems (issue 4)."""
+"""tanh units of the random teacher whose argmax defines the correct answer of embedded problems."""
 LINEAR_SHARED_WEIGHT = 0.2
-"""Weight of the shared direction on the correct answer in the `linear` features (issue 4 prototype)."""
+"""Weight of the shared direction on the correct answer in the `linear` features."""
 CORRECT_LEN_FACTOR = 1.5
 """Response-length model: correct answers are this much longer than wrong ones on average, so the mean length
 drifts upward as training raises pass@1 (as reasoning length grows in RL runs)."""
@@ -209,7 +209,7 @@ def make_problems(config: SimConfig) -> ProblemSet:
     G = p0.size
 
     # Embeddings and a random teacher network: the correct answer is a smooth function of the embedding, so a
-    # shared policy can generalise to held-out problems (issue 4, second prototype).
+    # shared policy can generalise to held-out problems.
     dim_x = embedding_dim(config)
     x = rng.standard_normal((G, dim_x))
     v1 = rng.standard_normal((dim_x, TEACHER_HIDDEN)) / np.sqrt(dim_x)
@@ -218,7 +218,7 @@ def make_problems(config: SimConfig) -> ProblemSet:
 
     if config.model == "linear":
         # U_i = G_i / sqrt(dim) + 0.2 * e_{c_i} u^T: random problem-specific features plus one shared unit
-        # direction u on the correct answer (issue 4, first prototype). Correct answers uniform at random.
+        # direction u on the correct answer. Correct answers uniform at random.
         correct = rng.integers(0, K, size=G).astype(np.int64)
         u = rng.standard_normal(config.dim)
         u /= np.linalg.norm(u)

@@ -351,7 +351,7 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
     GIL, so the threads run on separate cores); the runs share nothing, so every result equals `run(config)`
     bit for bit whatever the thread count (tests/sandbox/test_sim_batch.py). Results come back in the order
     of `configs`; `info["seconds"]` is the wall time shared out by cost. Python threads rather than a
-    numba prange: a `parallel=True` kernel cost ~60% of the first run's compile (issue 22) and bought
+    numba prange: a `parallel=True` kernel cost ~60% of the first run's compile and bought
     nothing here. With more threads than runs, each run also evaluates on threads of its own beside its
     training (as `run` with threads > 1, and with the default only when the load leaves a core idle; the
     same tables).

@@ -114,7 +114,7 @@ class SimAdapter:
 
     def run_many(self, cfgs: list[RunConfig], threads: int | None = None) -> list[RunOutput]:
         """Many configs in this process on `threads` numba threads (sandbox.run_many); each output equals
-        `run(cfg)`'s (issue 15)."""
+        `run(cfg)`'s."""
         import sandbox
 
         results = sandbox.run_many([self.sim_config(c) for c in cfgs], threads=threads)
@@ -124,7 +124,7 @@ class SimAdapter:
         run_id = cfg.run_id
         table = pd.DataFrame({k: np.asarray(v) for k, v in res.table.items()})
         table.insert(0, "run_id", run_id)
-        # issue 13: the allocator as a curve label (fixed runs: fixed-n8 ...), for `fit --by allocator`
+        # the allocator as a curve label (fixed runs: fixed-n8 ...), for `fit --by allocator`
         table["allocator"] = allocspec.label(cfg.allocator, cfg.n)
         pass1 = tidy_pass1(run_id, res.pass1.get("compute"), {s: res.pass1.get(s) for s in ("train", "val")})
         info = {"diverged_step": res.diverged_step, "reason": res.reason}

@@ -177,8 +177,8 @@ log lines, C-level prints) is sent to stderr, so `--json` prints exactly one JSO
 
 
 def emit_json(obj: Any) -> None:
-    """Print `obj` as the command's one JSON object (studies.store.jsonable, strict: NaN/inf become null)."""
-    from studies.store import jsonable
+    """Print `obj` as the command's one JSON object (studies.files.jsonable, strict: NaN/inf become null)."""
+    from studies.files import jsonable
 
     stream = JSON_STREAM[-1] if JSON_STREAM else sys.stdout
     stream.write(json.dumps(jsonable(obj), allow_nan=False) + "\n")
@@ -220,8 +220,8 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> None:
     """Train one configuration to its budget and summarise it."""
     from studies.backends import get_backend
+    from studies.files import check_output_file
     from studies.io import save_table
-    from studies.store import check_output_file
 
     cfg = _config(**kw)
     adapter = get_backend(cfg.backend)
@@ -287,7 +287,8 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
           **kw: Any) -> None:
     """Run a STUDY (n-vs-m, fixed-batch, joint or allocators) over seeds into a results directory."""
     from studies.executors import run_sweep
-    from studies.store import ResultStore, check_output_dir
+    from studies.files import check_output_dir
+    from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
     check_sweep_size(seeds, n, bp, batch)
@@ -354,7 +355,7 @@ def progress_lines(command: str) -> Callable[[str, int, int], None]:
 
 
 def check_configs(configs: list[RunConfig]) -> None:
-    """Every config validated by its backend before anything is created on disk (issue 28: a bad --model,
+    """Every config validated by its backend before anything is created on disk (a bad --model,
     --dataset or --option used to leave an empty results directory behind). run_sweep validates again once
     the store is open; a simulator config validates in microseconds."""
     from studies.backends import get_backend
@@ -692,7 +693,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"))
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
-    from studies.store import jsonable
+    from studies.files import jsonable
 
     if as_json:
         emit_json(report)
@@ -712,7 +713,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
 def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag: list[int] | None,
          bp_flag: list[int] | None, pool: bool, out: Path | None) -> None:
     """Quick figure of a sweep or of logs (as for fit): fitted curves with the frontier, and n*(C)."""
-    from studies.store import check_output_file
+    from studies.files import check_output_file
 
     path = paths[0]
     if out is None:
@@ -812,7 +813,8 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
               help="signal: zero-variance rule (closed form, module docstring); paper: the extrapolated "
                    "log2 n* sigmoid of the pilots' frontier.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the pilots run (resumable); default results/predict/<hash of the request>.")
+              help="Where the pilots run (resumable); default $ISOCOMPUTE_CACHE (or ~/.cache/isocompute)"
+                   "/predict/<hash of the request>.")
 @click.option("--jobs", type=int, default=None, help="Local worker processes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
@@ -824,6 +826,7 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
     (--backend and the run options) or read them from RESULTS_DIR (a results directory or a log)."""
     import hashlib
 
+    from isocompute.contract.cache import cache_root
     from studies.fit.predict import PILOT_FRACTION, pilot_configs, predict_from_table, run_configs
     from studies.io import preset_metric
 
@@ -847,7 +850,7 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
                        "budget)", err=True)
         if out_dir is None:
             key = hashlib.sha1("|".join(sorted(c.run_id for c in cfgs)).encode()).hexdigest()[:10]
-            out_dir = Path("results") / "predict" / key
+            out_dir = cache_root() / "predict" / key
         table = run_configs(cfgs, out_dir, jobs, progress)
         where = str(out_dir)
     rep = predict_from_table(table, target, metric=metric, rule=rule)
@@ -893,7 +896,8 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     """Main job: an n-vs-m study (bp = 32, n = 2..256) with the tabular and interference presets,
     printing each n*(C) table and writing each frontier figure."""
     from studies.executors import run_sweep
-    from studies.store import ResultStore, check_output_dir, jsonable
+    from studies.files import check_output_dir, jsonable
+    from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
     check_sweep_size(seeds, [0] * 8)  # n = 2^1..2^8
@@ -907,6 +911,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         where = out_dir / model
         with echo_warnings(), ResultStore(where, study="n-vs-m") as store:
             s = run_sweep(configs, store, jobs=jobs, progress=progress, desc=model)
+        if s.skipped:
+            click.echo(f"note: {model}: reused {s.skipped} of {s.total} runs finished earlier in {where} "
+                       "(another --out, or that folder deleted, recomputes them)", err=True)
         if s.failed:
             raise StudiesError(f"{len(s.failed)} {model} run(s) failed, e.g. {next(iter(s.failed.values()))}")
         table = _load(where, ["run_id", "compute", "n", metric])

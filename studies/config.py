@@ -102,7 +102,7 @@ class RunConfig(RunShape):
     def run_id(self) -> str:
         """Deterministic id: a readable prefix plus 10 hex digits of SHA-1 over the canonical config."""
         d = self.to_dict()
-        if d.get("allocator") == "fixed":  # issue 13: ids of runs from before the field stay the same
+        if d.get("allocator") == "fixed":  # fixed-n ids equal those of stores made before the field existed
             del d["allocator"]
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"), default=str)
         digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
@@ -140,7 +140,7 @@ class RunConfig(RunShape):
         return {f.name: f.metadata["help"] for f in fields(cls)}
 
 
-# Upper bounds of what one run may ask for (issue 16), derived from the engines rather than taste:
+# Upper bounds of what one run may ask for, derived from the engines rather than taste:
 MAX_COUNT = 2**62
 """Largest count the CLI parses: compute, n and bp live in int64 columns and kernels (2^63 - 1), with room."""
 MAX_BUDGET = 2**53

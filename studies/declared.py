@@ -21,8 +21,9 @@ import pandas as pd
 
 from isocompute.contract.status import DONE
 from studies.config import RunConfig, StudiesError
+from studies.files import atomic_write_bytes
 from studies.io import LeftOutRunsWarning
-from studies.store import ResultStore, atomic_write_bytes
+from studies.store import ResultStore
 from studies.sweeps import build_sweep
 
 Overrides = tuple[tuple[str, Any], ...]

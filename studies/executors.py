@@ -91,7 +91,7 @@ def _batches(tasks: list[tuple[Adapter, RunConfig]]) -> list[list[tuple[Adapter,
 def _run_batched(tasks: list[tuple[Adapter, RunConfig]], threads: int,
                  on_result: Callable[[Result], None]) -> None:
     """Batching adapters (`run_many(cfgs, threads)`, the simulator) advance many runs per call on threads in
-    this process (issue 15); a batch that raises falls back to one run at a time, so a failing config gets
+    this process; a batch that raises falls back to one run at a time, so a failing config gets
     its own traceback and the others still finish."""
     for batch in _batches(tasks):
         adapter = batch[0][0]

@@ -1,29 +1,28 @@
 """Load learning-curve tables: a results directory of ours, or users' own logs (CSV / Parquet / JSONL).
 
 docs/DESIGN.md: divergence is data, not a silent curve, so diverged runs are left out of the table with a
-visible
-warning that names them; runs that never finished (failed, killed) or whose files fail verification against
-their record (studies.store.run_damage) are left out the same way. Users' own tables go through
+visible warning that names them; runs that never finished (failed, killed) or whose files fail verification
+against their record (studies.store.run_damage) are left out the same way. Users' own tables go through
 `clean_external`: every dropped row is counted by cause, a run with a non-finite metric is left out whole.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
+from studies.files import atomic_write_table
+from studies.readers import READERS, Reader
 from studies.store import (
     DIVERGED,
     DONE,
     MANIFEST,
     RUNS,
-    atomic_write_table,
     finished_records,
     read_manifest,
     run_damage,
@@ -45,30 +44,6 @@ METRIC_COLUMNS = ("train_mean", "val_mean", "val_best_k", "val_worst_k", "val_ze
 
 def _names(ids: list[str], most: int = 8) -> str:
     return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
-
-
-# ------------------------------------------------------------------------------------------ reader registry
-class Reader(NamedTuple):
-    """A log format: `sniff(path) -> bool` says whether `path` is in it; `read(path, n=None, bp=None)` maps it
-    to the learning-curve table (n / bp: the caller's values for what the log cannot tell)."""
-
-    name: str
-    sniff: Callable[[Path], bool]
-    read: Callable[..., pd.DataFrame]
-    family: str | None
-
-
-READERS: dict[str, Reader] = {}
-"""Readers of third-party logs, tried in registration order by `load_table(path, fmt="auto")`. studies cannot
-import the packages that know those formats (docs/DESIGN.md arrows), so they register here at import (TRL /
-verl /
-wandb / TensorBoard: `isocompute.integrations`)."""
-
-def register_reader(name: str, sniff: Callable[[Path], bool], read: Callable[..., pd.DataFrame],
-                    family: str | None = None) -> None:
-    """Register (or replace) the reader `name`; `family` groups formats under one `--format` value (the
-    wandb and TensorBoard CSV exports answer to `--format csv` as well as to their own names)."""
-    READERS[name] = Reader(name, sniff, read, family)
 
 
 def formats() -> list[str]:
@@ -264,7 +239,7 @@ def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
     table = pd.concat(frames, ignore_index=True)
     table.attrs["configs"] = {r: records[r].get("config") or {} for r in keep}  # for check_poolable
     if kind == "table" and "n" in table.columns:
-        # runs stored before issue 13 have no allocator column; all of them were fixed-n runs
+        # runs stored before the allocator column existed have none; all of them are fixed-n runs
         fixed = "fixed-n" + table["n"].astype("int64").astype(str)
         table["allocator"] = table["allocator"].fillna(fixed) if "allocator" in table.columns else fixed
     return table
@@ -274,7 +249,7 @@ POOLABLE = ("n", "bp", "seed", "problem_seed", "allocator", "budget", "n_evals")
 """RunConfig fields in which runs pooled into one fit may differ: the fields sweeps vary (the grid, its
 seeds, the allocator column), the budget (a shorter run is the same curve stopped earlier) and the
 evaluation schedule. Runs that differ in anything else (model, dataset, lr, objective...) are other
-experiments: one frontier through them means nothing (issue 28)."""
+experiments: one frontier through them means nothing."""
 
 
 DEFAULT_METRIC = "val_mean"
@@ -367,5 +342,5 @@ def require_columns(table: pd.DataFrame, columns: Iterable[str], where: str = "t
 
 
 def save_table(table: pd.DataFrame, path: str | Path) -> None:
-    """Write a table by extension: .csv, .parquet / .pq or .jsonl (atomically: studies.store)."""
+    """Write a table by extension: .csv, .parquet / .pq or .jsonl (atomically: studies.files)."""
     atomic_write_table(Path(path), table)

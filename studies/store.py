@@ -5,27 +5,23 @@ JSON status record is written last, so its presence means the run's tables are c
 summary rebuilt from the status records on every open, so a sweep killed with SIGKILL at any moment resumes
 by skipping finished runs and loses nothing but the runs in flight. Only the parent process writes here.
 
-Integrity (issue 16): a run's record carries the row counts and the size and SHA-256 of its two Parquet files;
+Integrity: a run's record carries the row counts and the size and SHA-256 of its two Parquet files;
 a run whose files do not match (truncated, emptied, deleted, swapped, garbage) is not finished: resume reruns
 it and readers leave it out, both saying which and why. A damaged manifest is rebuilt from the records.
 Because the records are the truth, a finished run rewrites the manifest at most every MANIFEST_EVERY_S
 seconds (and always on close): one rewrite of a 5,000-run manifest costs ~0.36 s, which made the parent the
 bottleneck of a sweep of many short runs (`isocompute report claims` from scratch).
-The atomic_write_* helpers and check_output_* below are the one definition every command's writes use.
+The file utilities it writes with (atomic writes, output checks) are studies.files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import io
 import json
-import math
 import os
 import platform
 import subprocess
-import tempfile
 import time
 import warnings
 from importlib import metadata
@@ -36,6 +32,14 @@ import pandas as pd
 
 from isocompute.contract.status import DIVERGED, DONE, FAILED, FINISHED, PENDING
 from studies.config import RunConfig, StudiesError
+from studies.files import (
+    TMP_SUFFIX,
+    atomic_write_json,
+    atomic_write_parquet,
+    file_digest,
+    fsync_dir,
+    os_reason,
+)
 
 if TYPE_CHECKING:
     from studies.backends import RunOutput
@@ -50,177 +54,10 @@ RUN_FILES = {"table": ".parquet", "pass1": ".pass1.parquet", "record": ".json"}
 """The layout of a results directory (docs/CONTRACTS.md), spelled here only: DIR/manifest.json and, per
 run, DIR/runs/<run_id> + the suffix of each kind of file (learning-curve table, pass@1 snapshots, status
 record)."""
-_TMP_SUFFIX = ".tmp"
 
 
 class DamagedRunWarning(UserWarning):
     """A finished run's files do not match its record; it is treated as unfinished (rerun, left out)."""
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers (and a crash) see either the old file or the whole new one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{_TMP_SUFFIX}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def jsonable(obj: Any, strict: bool = True, digits: int | None = None) -> Any:
-    """`obj` as plain JSON values: the one conversion every JSON writer and `--json` command uses. Mappings
-    (keys as str), lists and tuples (as lists), numpy scalars and arrays (as Python numbers and lists);
-    None, str, int and bool as they are; anything else (a Path) as its str. `digits`: finite floats rounded to
-    that many significant digits, so text built from them is the same on every rebuild.
-
-    Non-finite floats (NaN, +-inf): `strict` (the default) makes them None, because strict JSON has no NaN and
-    `--json` output must parse in any language; strict=False keeps them, for what only Python reads back
-    (json writes NaN / Infinity and reads the same floats): the store's records and extras (a gradient noise
-    scale of inf round-trips) and the figures' summaries (whose gallery text formats NaN as "nan")."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v, strict, digits) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v, strict, digits) for v in obj]
-    if hasattr(obj, "tolist"):  # numpy scalars and arrays
-        return jsonable(obj.tolist(), strict, digits)
-    if isinstance(obj, float):
-        if not math.isfinite(obj):
-            return None if strict else obj
-        return float(f"{obj:.{digits}g}") if digits else obj
-    if obj is None or isinstance(obj, str | int):
-        return obj
-    return str(obj)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """`obj` as indented JSON with sorted keys (jsonable, non-strict: a stored NaN reads back as NaN)."""
-    text = json.dumps(jsonable(obj, strict=False), indent=1, sort_keys=True)
-    atomic_write_bytes(path, (text + "\n").encode())
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def write_marked_block(path: Path, begin: str, end: str, text: str) -> None:
-    """Replace what lies between the first `begin` and the next `end` marker of the file with `text` (the
-    markers appended at the end if absent), atomically: generated paragraphs of README.md and docs."""
-    s = path.read_text()
-    if begin in s and end in s.split(begin, 1)[1]:
-        head, rest = s.split(begin, 1)
-        tail = rest.split(end, 1)[1]
-        atomic_write_text(path, f"{head}{begin}\n{text}\n{end}{tail}")
-    else:
-        atomic_write_text(path, s.rstrip("\n") + f"\n\n{begin}\n{text}\n{end}\n")
-
-
-def atomic_write_parquet(path: Path, df: pd.DataFrame) -> dict[str, Any]:
-    """Write `df` atomically; returns the file's digest ({"bytes", "sha256"}) for the run's record."""
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    data = buf.getvalue()
-    atomic_write_bytes(path, data)
-    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-
-
-def atomic_write_table(path: Path, df: pd.DataFrame) -> None:
-    """Write a learning-curve table by extension (.csv, .parquet / .pq, .jsonl / .json), atomically."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        atomic_write_parquet(path, df)
-    elif suffix == ".csv":
-        atomic_write_text(path, df.to_csv(index=False))
-    elif suffix in (".jsonl", ".json"):
-        atomic_write_text(path, df.to_json(orient="records", lines=True))
-    else:
-        raise StudiesError(f"unknown table format {suffix or '(none)'} of {path}; use .csv, .parquet or "
-                           ".jsonl")
-
-
-def atomic_save_figure(fig: Any, path: Path, **savefig_kw: Any) -> None:
-    """fig.savefig into memory (format from the suffix), then one atomic write: a killed plot leaves no
-    truncated image behind."""
-    path = Path(path)
-    buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", **savefig_kw)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def _digest(path: Path) -> dict[str, Any]:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
-
-
-# ------------------------------------------------------------------------------------------- output checks
-def _why(e: OSError) -> str:
-    return e.strerror or type(e).__name__
-
-
-def check_output_dir(path: str | os.PathLike | None, what: str = "--out") -> Path:
-    """Create the output directory `path` (and its parents) and prove it writable with a probe file, before
-    any work, so an unwritable destination fails in a second instead of after the runs."""
-    if path is None or str(path).strip() == "":
-        raise StudiesError(f"{what} needs a directory name, got an empty path")
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise StudiesError(f"{what} {p} exists and is not a directory")
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=p):
-            pass
-    except OSError as e:
-        raise StudiesError(f"cannot write into {what} {p}: {_why(e)}") from None
-    return p
-
-
-def check_output_file(path: str | os.PathLike | None, what: str = "--out",
-                      suffixes: tuple[str, ...] | None = None, kind: str = "file",
-                      create: bool = True) -> Path:
-    """Check that the file `path` can be written (an existing file must be a writable regular file) and,
-    with `suffixes`, that its format is known. `create`: its directory is created and probed; otherwise the
-    nearest existing ancestor is probed and nothing is created (a command that may still fail on its input
-    leaves nothing behind; the writer creates the directory)."""
-    if path is None or str(path).strip() == "":
-        raise StudiesError(f"{what} needs a file name, got an empty path")
-    p = Path(path)
-    if suffixes is not None and p.suffix.lower() not in suffixes:
-        raise StudiesError(f"unknown {kind} format {p.suffix or '(none)'} of {what} {p}; use "
-                           f"{', '.join(suffixes)}")
-    if p.is_dir() or str(path).endswith(os.sep):
-        raise StudiesError(f"{what} {p} is a directory; give a file name")
-    if p.exists() and not p.is_file():
-        raise StudiesError(f"{what} {p} exists and is not a regular file")
-    parent = p.parent
-    probe = parent
-    while not create and not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        raise StudiesError(f"cannot write {what} {p}: {probe} is not a directory")
-    try:
-        if create:
-            parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError as e:
-        raise StudiesError(f"cannot write {what} {p}: no file can be created in {probe} "
-                           f"({_why(e)})") from None
-    if p.exists() and not os.access(p, os.W_OK):
-        raise StudiesError(f"cannot write {what} {p}: permission denied")
-    return p
 
 
 def versions() -> dict[str, str]:
@@ -247,8 +84,14 @@ MANIFEST_EVERY_S = 2.0
 """Least seconds between two manifest rewrites after finished runs (failures and registration: at once)."""
 
 
+LOCK = ".lock"
+"""The lock file a ResultStore holds (flock) while it is open; removed when it closes."""
+
+
 class ResultStore:
-    """A results directory. `open()` takes an exclusive lock so two sweeps never write the same directory."""
+    """A results directory. `open()` takes an exclusive lock so two sweeps never write the same directory;
+    closing removes the lock file, and closing after an interrupt (Ctrl-C, SIGTERM) before any run finished
+    removes the empty store it made, so an interrupted command leaves nothing behind."""
 
     def __init__(self, root: str | os.PathLike, study: str | None = None):
         self.root = Path(root)
@@ -268,9 +111,13 @@ class ResultStore:
         if self.root.exists() and not self.root.is_dir():
             raise StudiesError(f"{self.root} exists and is not a directory")
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fh = open(self.root / ".lock", "w")  # noqa: SIM115 - held until close()
+        lock = self.root / LOCK
+        self._lock_fh = open(lock, "w")  # noqa: SIM115 - held until close()
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # the holder before us removes the file as it closes: a lock on that removed file locks nothing
+            if not lock.exists() or os.stat(lock).st_ino != os.fstat(self._lock_fh.fileno()).st_ino:
+                raise BlockingIOError
         except BlockingIOError:
             self._lock_fh.close()
             self._lock_fh = None
@@ -281,23 +128,51 @@ class ResultStore:
         self.write_manifest()
         return self
 
-    def close(self) -> None:
-        if self._lock_fh is not None and self._manifest_dirty:
+    def close(self, interrupted: bool = False) -> None:
+        """Write the manifest if it changed and release the lock (its file removed). `interrupted`: the
+        command was stopped; a store that holds no run yet is removed instead (see `_remove_if_empty`)."""
+        if self._lock_fh is None:
+            return
+        if interrupted:
+            self._remove_if_empty()
+        elif self._manifest_dirty:
             self.write_manifest()
-        if self._lock_fh is not None:
-            self._lock_fh.close()
-            self._lock_fh = None
+        (self.root / LOCK).unlink(missing_ok=True)
+        self._lock_fh.close()
+        self._lock_fh = None
 
     def __enter__(self) -> ResultStore:
-        return self.open()
+        try:
+            return self.open()
+        except BaseException as e:  # an interrupt while opening cleans up as one inside the block does
+            self.close(interrupted=not isinstance(e, Exception))
+            raise
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # KeyboardInterrupt, SIGTERM (isocompute.cli.Terminated) and exits are BaseExceptions, not Exceptions
+        self.close(interrupted=exc_type is not None and not issubclass(exc_type, Exception))
+
+    def _remove_if_empty(self) -> None:
+        """Remove what the store wrote (manifest, runs/, extra/, and the directory itself when nothing else is
+        in it) if no run has any file yet; a store with runs is kept whole for the next sweep to resume."""
+        self._remove_temporaries()
+        extra = self.root / "extra"
+        if any(self.runs_dir.iterdir()) or (extra.is_dir() and any(extra.iterdir())):
+            if self._manifest_dirty:
+                self.write_manifest()
+            return
+        self.manifest_path.unlink(missing_ok=True)
+        for d in (self.runs_dir, extra):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        (self.root / LOCK).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.root.rmdir()  # only when empty: a folder the user keeps other files in stays
 
     def _remove_temporaries(self) -> None:
         # Left by a killed writer (we hold the lock, so no live writer owns them).
         for d in (self.root, self.runs_dir):
-            for p in d.glob(f".*{_TMP_SUFFIX}"):
+            for p in d.glob(f".*{TMP_SUFFIX}"):
                 p.unlink(missing_ok=True)
 
     def _read_manifest(self) -> dict[str, Any]:
@@ -429,7 +304,7 @@ class ResultStore:
         """Forget a finished run before rerunning it (--force): the record goes first, so a crash never
         leaves old tables marked as new."""
         self.record_path(run_id).unlink(missing_ok=True)
-        _fsync_dir(self.runs_dir)
+        fsync_dir(self.runs_dir)
         self._checked.pop(run_id, None)
         if run_id in self.manifest["runs"]:
             self.manifest["runs"][run_id]["status"] = PENDING
@@ -532,7 +407,7 @@ def finished_records(root: Path) -> dict[str, dict[str, Any]]:
 def run_damage(runs_dir: Path, rec: dict[str, Any]) -> str | None:
     """Why a finished run's Parquet files do not match its record, or None if they do.
 
-    Records written since issue 16 carry each file's size and SHA-256 (a truncated, emptied, swapped or
+    Records with a `files` entry carry each file's size and SHA-256 (a truncated, emptied, swapped or
     rewritten file is caught); older records carry only the table's row count, checked from the Parquet
     footer (which a truncated file lacks)."""
     import pyarrow.parquet as pq
@@ -546,9 +421,9 @@ def run_damage(runs_dir: Path, rec: dict[str, Any]) -> str | None:
         if isinstance(files, dict) and isinstance(files.get(kind), dict):
             want = files[kind]
             try:
-                got = _digest(path) if path.stat().st_size == want.get("bytes") else None
+                got = file_digest(path) if path.stat().st_size == want.get("bytes") else None
             except OSError as e:
-                return f"{kind} file unreadable: {_why(e)}"
+                return f"{kind} file unreadable: {os_reason(e)}"
             if got is None:
                 return f"{kind} file has {path.stat().st_size} bytes, its record says {want.get('bytes')}"
             if got["sha256"] != want.get("sha256"):

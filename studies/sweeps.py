@@ -67,7 +67,7 @@ def joint(base: RunConfig, bp: Sequence[int], n: Sequence[int], bmax: int, seeds
 
 def allocators(base: RunConfig, n: Sequence[int], specs: Sequence[str], seeds: int = 1,
                budget: int | None = None, base_n: int | None = None) -> list[RunConfig]:
-    """Rollout allocators at iso-compute (issue 13): the fixed-n runs of the grid `n` (allocator `fixed`,
+    """Rollout allocators at iso-compute: the fixed-n runs of the grid `n` (allocator `fixed`,
     table label `fixed-n8`...) plus each allocator spec of `specs` at group size `base_n` (default: 8 when
     the grid has it, else the grid's middle value), all at the same bp and budget. `fixed` in `specs` adds
     nothing (the grid's runs are it). Specs are checked by the backend (sandbox/allocators.py,

@@ -1,4 +1,4 @@
-"""Suite-wide rule for CI (issue 10): with ISOCOMPUTE_REQUIRE_EXTRAS=1 (set by .ci/run) a missing extra is an
+"""Suite-wide rule for CI: with ISOCOMPUTE_REQUIRE_EXTRAS=1 (set by .ci/run) a missing extra is an
 error, not a skip, and any skipped test fails the run unless it is marked `gpu` (CI has no GPU). A test
 that skips in CI is a test CI did not run."""
 

@@ -1,5 +1,5 @@
-"""The code as it was before the house refactor (issue 26), run on this machine, as the reference its outputs
-must equal bit for bit.
+"""The code as it was before the house refactor (commit PRE_REFACTOR), run on this machine, as the
+reference its outputs must equal bit for bit.
 
 A refactor promises that every simulator table and every LLM-backend run is unchanged. Bits pinned on one CPU
 do not hold on another (docs/CONTRACTS.md, "Determinism"), so the reference is recomputed here: the tree of
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PRE_REFACTOR = "3ae833a04fe750b3795aedb8f142e4de1e2f3c8c"
-"""The last commit before issue 26 changed the layout (main on 2026-12-03)."""
+"""The last commit before the house refactor changed the layout (main on 2026-12-03)."""
 
 PACKAGES = ("isocompute", "sandbox", "llm_backend", "studies", "paper_figs")
 

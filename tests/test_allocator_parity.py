@@ -1,18 +1,51 @@
-"""The llm backend's allocator rules are the simulator's (issue 13): llm_backend/allocators.py re-implements
-the rules of sandbox/allocators.py in pure Python (llm_backend may not import sandbox); this test holds them
-together. The spec grammar both parse is one (isocompute.contract.allocspec, tests/test_contract.py)."""
+"""One allocator rule book for both engines: the rules of isocompute.contract.allocrules run compiled by numba
+in the simulator (sandbox.kernels.allocate) and as plain Python on lists in the LLM backend
+(llm_backend.allocators). Both ways give the same answers on a grid of inputs; the spec grammar both parse is
+one too (isocompute.contract.allocspec, tests/test_contract.py)."""
 
 from __future__ import annotations
+
+import inspect
+import itertools
 
 import numpy as np
 import pytest
 
+from isocompute.contract import allocrules as rules
 from isocompute.contract.allocspec import MAX_FRACTIONS
 from llm_backend import allocators as la
+from sandbox import allocators as sa
 from sandbox.kernels import allocate as ak
 
 
-def test_knapsack_rule_equals_the_simulators_on_random_p_and_budgets():
+def test_the_rule_book_lists_every_rule():
+    """The simulator registers RULES with numba so that compiled rules can call one another."""
+    functions = {name for name, f in vars(rules).items()
+                 if inspect.isfunction(f) and f.__module__ == rules.__name__}
+    assert functions == {f.__name__ for f in rules.RULES}
+
+
+def plain_knapsack(p, budget, nmin, nmax) -> list[int]:
+    """The knapsack split as the LLM backend computes it: the rule book on Python lists."""
+    out = [0] * len(p)
+    rules.knapsack_alloc([float(x) for x in p], budget, nmin, nmax, out)
+    return out
+
+
+def test_knapsack_split_by_hand():
+    # p = 0.5 gains 0.03125, 0.015625, 0.0078125, 0.00390625 for its 3rd..6th rollout; p = 0.2 gains
+    # 0.02048, 0.0139264, 0.0106496, 0.008421376, 0.00671744 for its 3rd..7th: the 6 extra rollouts over
+    # nmin = 2 go 2 / 4, the next two 1 / 1
+    assert plain_knapsack([0.5, 0.2], 10, 2, 16) == [4, 6]
+    assert plain_knapsack([0.5, 0.2], 12, 2, 16) == [5, 7]
+    assert plain_knapsack([0.5, 0.2], 4, 2, 16) == [2, 2]  # the budget is nmin each
+    # p = 0.5 reaches nmax = 4; the zero-value leftovers go to the lowest p (0.0 before 1.0)
+    assert plain_knapsack([0.5, 0.0, 1.0], 10, 2, 4) == [4, 4, 2]
+    assert plain_knapsack([0.5, 0.5], 20, 2, 4) == [4, 4]  # everything at nmax: fewer than the budget
+    assert rules.knapsack_value(2, 0.5) == pytest.approx(0.0625)  # (1 - 1/4 - 1/4) * 0.5 * 0.25
+
+
+def test_knapsack_compiled_equals_plain_on_random_p_and_budgets():
     rng = np.random.default_rng(13)
     for trial in range(300):
         m = int(rng.integers(1, 12))
@@ -26,32 +59,73 @@ def test_knapsack_rule_equals_the_simulators_on_random_p_and_budgets():
             p[:] = 0.5  # the prior for every unseen problem
         budget = m * n
         want = np.zeros(m, dtype=np.int64)
-        ak.knapsack_alloc(p, budget, nmin, nmax, want)
-        got = la.knapsack_alloc(p, budget, nmin, nmax)
-        assert got == want.tolist(), (p, budget, nmin, nmax)
+        placed = ak.knapsack_alloc(p, budget, nmin, nmax, want)
+        assert plain_knapsack(p, budget, nmin, nmax) == want.tolist(), (p, budget, nmin, nmax)
+        assert placed == want.sum()
         for k in range(0, 6):
-            assert la.knapsack_value(k, p[0]) == pytest.approx(float(ak.knapsack_value(k, p[0])), abs=1e-15)
+            want_value = float(ak.knapsack_value(k, p[0]))
+            assert rules.knapsack_value(k, p[0]) == pytest.approx(want_value, abs=1e-15)
 
 
-def test_dynamic_sampling_keep_rule_equals_has_signal():
-    rng = np.random.default_rng(1)
-    for _ in range(200):
-        k = int(rng.integers(1, 10))
-        r = (rng.random(k) < rng.random()).astype(float)
-        assert la.has_signal(r) == bool(ak.has_signal(int(r.sum()), k))
+def test_variance_compiled_equals_plain_on_random_p_and_budgets():
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        m = int(rng.integers(1, 10))
+        nmin = int(rng.integers(1, 5))
+        nmax = int(rng.integers(nmin, 33))
+        p = rng.random(m) if trial % 2 else rng.integers(0, 5, m) / 4
+        budget = int(rng.integers(m * nmin, m * nmax + 3))
+        want = np.zeros(m, dtype=np.int64)
+        placed = ak.variance_alloc(p, budget, nmin, nmax, want)
+        out = [0] * m
+        assert rules.variance_alloc([float(x) for x in p], budget, nmin, nmax, out) == placed
+        assert out == want.tolist(), (p, budget, nmin, nmax)
 
 
-def test_schedule_n_equals_the_simulators():
+def test_the_llm_knapsack_allocator_splits_by_the_rule_book():
+    a = la.make("knapsack", 4, 2)
+    ctx = la.StepContext(1, 0, 64, 4, 2, la.ProblemStream(0, 6), la.History.empty(6),
+                         np.random.default_rng(0))
+    ctx.history.p[:] = [0.5, 0.2, 0.5, 0.2, 0.5, 0.2]
+    draw = a.propose(ctx)
+    assert draw.ns == plain_knapsack([ctx.history.p[g] for g in draw.problems], 8, 2, 16)
+
+
+def test_keep_rule_compiled_equals_the_llm_groups():
+    for k in range(0, 10):
+        for c in range(0, k + 1):
+            rewards = np.r_[np.ones(c), np.zeros(k - c)]
+            assert la.has_signal(rewards) == bool(ak.has_signal(c, k)) == rules.has_signal(c, k), (c, k)
+
+
+def test_history_compiled_equals_the_llm_history():
+    """The simulator's update_history and the LLM backend's History.record track the same p and streak."""
+    rng = np.random.default_rng(7)
+    for ema in (1.0, 0.5, 0.3):
+        hist = sa.new_history(4)
+        llm = la.History.empty(4)
+        for step in range(60):
+            g = int(rng.integers(0, 4))
+            k = int(rng.integers(1, 9))
+            c = int(rng.integers(0, k + 1)) if step % 3 else int(rng.choice([0, k]))
+            ak.update_history(hist, g, c, k, step, ema)
+            llm.record(g, np.r_[np.ones(c), np.zeros(k - c)], ema=ema)
+            assert hist[:4, sa.H_P].tolist() == llm.p.tolist()
+            assert hist[:4, sa.H_STREAK].tolist() == llm.streak.astype(float).tolist()
+
+
+def test_schedule_n_compiled_equals_plain():
     for fracs in ([0.25], [0.25, 0.5], [0.1, 0.3, 0.6, 0.9]):
         params = np.zeros(1 + MAX_FRACTIONS)
         params[0] = len(fracs)
         params[1: 1 + len(fracs)] = fracs
         for spent in np.linspace(0, 1, 41):
-            assert la.schedule_n(8, spent, fracs) == ak.schedule_n(8, spent, params)
+            want = rules.schedule_n(8, spent, fracs)
+            assert ak.schedule_n(8, spent, params[1: 1 + int(params[0])]) == want
+            assert ak.schedule_n(8, spent, np.array(fracs)) == want
 
 
-def test_skip_probability_equals_the_simulators():
-    for streak in range(4):
-        for min_streak in (1.0, 2.0):
-            want = ak.skip_probability(streak, min_streak, 0.5)
-            assert la.skip_probability(streak, min_streak, 0.5) == want
+def test_skip_probability_compiled_equals_plain():
+    for streak, min_streak, p in itertools.product(range(4), (1.0, 2.0, 3.0), (0.0, 0.5, 0.9)):
+        want = rules.skip_probability(streak, min_streak, p)
+        assert ak.skip_probability(float(streak), min_streak, p) == want

@@ -1,4 +1,4 @@
-"""The one-way arrows of docs/DESIGN.md, enforced on the source (issue 26):
+"""The one-way arrows of docs/DESIGN.md, enforced on the source:
 
     isocompute (cli, integrations) -> isocompute.reports -> paper_figs -> studies -> {sandbox, llm_backend}
                                                                                    -> isocompute.contract

@@ -1,4 +1,4 @@
-"""CLI contract (docs/DESIGN.md, issue 10): `--json` prints exactly one JSON object on stdout on both
+"""CLI contract (docs/DESIGN.md): `--json` prints exactly one JSON object on stdout on both
 backends;
 third-party logs (vLLM's handler writes to stdout by default) go to stderr."""
 

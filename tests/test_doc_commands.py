@@ -3,8 +3,8 @@ among them) are read for `isocompute ...` and `python -m ...` invocations in cod
 code), and each is checked against the click groups of the CLI (a sub-command of a group must be one of its
 commands) or, for `python -m`, against the modules that can run as a program.
 
-Also here: the stale text issue 36 listed stays gone (the claims header's budgets, the envelope's fold label,
-the llm study's index, the paired-evaluation statements, GROUP_STD.md's trailing "Not run" block)."""
+Also here: stale text stays gone (the claims header's budgets, the envelope's fold label,
+the llm study's index, the paired-evaluation statements, docs/GROUP_STD.md's trailing "Not run" block)."""
 
 from __future__ import annotations
 

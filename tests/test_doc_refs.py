@@ -1,5 +1,5 @@
 """Every Markdown file that the code, README.md, the Makefile or the tutorial notebook names ships with the
-project (issue 28: 93 references pointed at design notes that were not in the repository).
+project, so no reference points at a design note the repository lacks.
 
 A name counts when it looks like a path ending in `.md`; it resolves against the repository root or the
 directory of the file that names it. Not citations: web addresses, files a program writes (a name joined

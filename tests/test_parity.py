@@ -1,4 +1,4 @@
-"""The same GRPO math on both backends (issue 10, docs/DESIGN.md "Semantics shared by both backends").
+"""The same GRPO math on both backends (docs/DESIGN.md "Semantics shared by both backends").
 
 A simulated problem is a categorical policy over K answers (logits z); a real-model completion of one token
 is the same object. Identical rewards and log-probabilities go through the simulator's kernels

@@ -1,6 +1,7 @@
-"""Issue 26 moved code, not results: `isocompute demo` and the claims report run what the pre-refactor commit
-runs on this machine (tests/pre_refactor.py runs it), table for table, bit for bit (the claims report: every
-run both declare; it has since moved its sections to the paper's tuned recipe, which the old one never ran).
+"""The house refactor moved code, not results: `isocompute demo` and the claims report run what the
+pre-refactor commit runs on this machine (tests/pre_refactor.py runs it), table for table, bit for bit (the
+claims report: every run both declare; it has since moved its sections to the paper's tuned recipe, which the
+old one never ran).
 
 The analysis printed from those runs is compared no more: n*(C) is read as the set of n the seeds cannot
 tell apart (studies/fit/nstar.py), so the demo's n* tables and the report's n* cells and growth differ from

@@ -1,4 +1,4 @@
-"""docs/tutorial.ipynb executes top to bottom (nbclient) and is stored without outputs (issue 14)."""
+"""docs/tutorial.ipynb executes top to bottom (nbclient) and is stored without outputs."""
 
 from pathlib import Path
 

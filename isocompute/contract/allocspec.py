@@ -1,4 +1,4 @@
-"""The allocator spec grammar (docs/DESIGN.md "Allocators", issue 13): `name[:args]` -> AllocSpec.
+"""The allocator spec grammar (docs/DESIGN.md "Allocators"): `name[:args]` -> AllocSpec.
 
 A run names its rollout allocator by a spec string such as `knapsack:nmin=2,nmax=16` or
 `schedule:double@0.25,0.5`. `parse` checks it once, fills the defaults (some depend on the base group size n)

@@ -22,5 +22,4 @@ OBJECTIVES = ("pg", "ppo", "cispo")
 
 ZERO_PASS1 = 1e-3
 """A problem with pass@1 below this counts as zero (`*_zero_frac` from exact pass@1): below the resolution
-of avg@k for k <= 1000, and a softmax never reaches exactly 0. The one threshold of both engines
-(issue 10)."""
+of avg@k for k <= 1000, and a softmax never reaches exactly 0. The one threshold of both engines."""

@@ -1,6 +1,6 @@
 """`isocompute report predict`: docs/PREDICT.md, the hit rates of `isocompute predict`'s two rules
 (studies.fit.predict: the zero-variance signal rule and the paper's extrapolation) against the swept n*(C)
-of full-budget runs, per simulator case (issue 12), beside the baselines a rule must beat (the paper's
+of full-budget runs, per simulator case, beside the baselines a rule must beat (the paper's
 extrapolation, a constant n) and the conclusion the hit rates support, judged with an interval over the
 cases (isocompute/reports/claims/judge.py).
 
@@ -23,6 +23,7 @@ import click
 import numpy as np
 
 from studies.config import RunConfig, StudiesError
+from studies.files import atomic_write_text, check_output_dir, check_output_file
 from studies.fit.predict import (
     PILOT_FRACTION,
     hit_rate,
@@ -35,7 +36,6 @@ from studies.fit.predict import (
     swept_n_star,
     upper_mask,
 )
-from studies.store import atomic_write_text, check_output_dir, check_output_file
 
 
 def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction: float = PILOT_FRACTION,
@@ -205,12 +205,12 @@ def evaluation_markdown(res: dict[str, dict]) -> str:
         "truth runs (4 other seeds); truth n*(C) = the FrontierFit frontier of the truth runs on the "
         "21-point grid 2^10..2^20. A hit = the predicted n within a factor 2 of the truth; hit rate over the "
         "15 grid points in the upper 70% of log C. Baselines: `paper` = the paper's extrapolation of the "
-        "pilots' n*(C), `constant` = the pilot frontier's last n held fixed (no extrapolation). Goal (issue "
-        f"12): >= 80% on >= 4 cases other than the design case ({DESIGN_CASE}), and more hits than both "
+        "pilots' n*(C), `constant` = the pilot frontier's last n held fixed (no extrapolation). Goal: "
+        f">= 80% on >= 4 cases other than the design case ({DESIGN_CASE}), and more hits than both "
         "baselines. The truth itself is noisy (4 seeds): its n* can jump by more than a factor 2 between "
         "neighbouring grid points."
     )
-    lines = ["# `isocompute predict`: hit rates against swept n*(C) (issue 12)", "", intro, "",
+    lines = ["# `isocompute predict`: hit rates against swept n*(C)", "", intro, "",
              "| case | signal rule | paper extrapolation | constant | signal rule: z*, exponent 1/gamma | "
              "recipe base lr |",
              "|---|---|---|---|---|---|"]

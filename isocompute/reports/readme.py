@@ -1,6 +1,6 @@
-"""README paragraphs generated from data, and the rule that no other README number is typed (issue 25).
+"""README paragraphs generated from data, and the rule that no other README number is typed.
 
-Three blocks are made here (each between its markers, by studies.store.write_marked_block):
+Three blocks are made here (each between its markers, by studies.files.write_marked_block):
 - `claims-summary`: the science paragraph, from docs/CLAIMS.json, the numbers `isocompute report claims`
   writes next to docs/CLAIMS.md (`summary_of(outcomes)`); without that file, or with one that predates the
   tuned recipe, the paragraph names no number;
@@ -157,18 +157,19 @@ def _current(summary: dict | None) -> bool:
 def claims_paragraph(summary: dict | None) -> str:
     """The science paragraph; every number comes from `summary` (docs/CLAIMS.json), and every statement says
     which lr it was made at."""
-    lead = ("`isocompute report claims` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and each of "
-            "the paper's findings 1-11, the preset and command used, the key quantity of each rule with its "
-            "seed interval, and a verdict (on two disjoint seed sets, standing only where they agree).")
-    tail = ("docs/MECHANISMS.md (issue 12) asks which simulator ingredient makes n*(C) rise under a per-n "
+    lead = ("`isocompute report claims --docs` writes [docs/CLAIMS.md](docs/CLAIMS.md): for the theory and "
+            "each of the paper's findings 1-11, the preset and command used, the key quantity of each rule "
+            "with its seed interval, and a verdict (on two disjoint seed sets, standing only where they "
+            "agree).")
+    tail = ("docs/MECHANISMS.md asks which simulator ingredient makes n*(C) rise under a per-n "
             "tuned lr, docs/PREDICT.md scores a predictor of n*(C) from 5% pilots against its baselines, and "
             "docs/ALLOCATORS.md compares adaptive allocators with fixed n. Read the report for the rest, "
             "including what does not reproduce.")
     if not _current(summary):
         return " ".join([lead, "The committed report predates the paper's tuned recipe as the default of "
-                         "every section (outside finding 1 its verdicts were made at the preset's constant "
-                         "lr), so no summary is quoted here; `isocompute report claims` regenerates it and "
-                         "`isocompute report readme` this paragraph.", tail])
+                         "every section (outside finding 1 its verdicts were made at the preset's "
+                         "constant lr), so no summary is quoted here; `isocompute report claims --docs` "
+                         "regenerates it and `isocompute report readme` this paragraph.", tail])
     v, f1 = summary["verdicts"], summary["f1"]
     rec = f1["recipe"]
     sets = summary.get("seed_sets") or []
@@ -263,7 +264,7 @@ def rollout_paragraph(fp32: dict, bf16: dict) -> str:
 
 def update(readme: Path = ROOT / "README.md", root: Path = ROOT) -> None:
     """Rewrite the generated blocks of README.md from their data files."""
-    from studies.store import write_marked_block
+    from studies.files import write_marked_block
 
     cj = root / CLAIMS_JSON
     summary = json.loads(cj.read_text()) if cj.exists() else None

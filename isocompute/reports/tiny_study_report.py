@@ -19,7 +19,7 @@ import numpy as np
 from isocompute.reports import tiny_study as ts
 from isocompute.reports.claims.common import budget_text as bt
 from studies.config import StudiesError
-from studies.store import atomic_write_text, check_output_dir, check_output_file, write_marked_block
+from studies.files import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
 README_BEGIN, README_END = "<!-- tiny-study:begin -->", "<!-- tiny-study:end -->"
 COMMITTED = {
@@ -459,8 +459,8 @@ def write_figure(x: dict, path: Path) -> None:
     its bootstrap interval; the reward at stake per arm with its 95% CI."""
     from matplotlib.figure import Figure
 
+    from studies.files import atomic_save_figure
     from studies.fit.plots import n_cmap
-    from studies.store import atomic_save_figure
 
     fig = Figure(figsize=(15, 4.4), constrained_layout=True)
     ax = fig.subplots(1, 3)

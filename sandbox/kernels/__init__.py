@@ -3,7 +3,7 @@
 - `layout`: the argument layout the kernels share (hyperparameter / state / accumulator indices, codes).
 - `softmax`: softmax of logit rows; `objective`: GRPO advantages and the surrogate's logit gradient;
   `rollouts`: problem order and the draws of a group's answer counts.
-- `optimizer`: SGD / Adam(W), dense and lazy per row, with the flush of tiny values (issue 27).
+- `optimizer`: SGD / Adam(W), dense and lazy per row, with the flush of tiny values (subnormals are slow).
 - `allocate`: the rollout allocators' rules (sandbox/allocators.py parses their specs).
 - `evaluate`: pass@1 and the metric aggregates of every problem.
 - `train`: the one train kernel, a step loop over the kernels above; fixed n is the allocator `A_FIXED`.

@@ -1,14 +1,18 @@
-"""The rollout allocators' rules as Numba kernels (docs/DESIGN.md "Allocators", issue 13; the specs, their
-parameters and the papers they follow are in sandbox/allocators.py). Small pure functions on arrays, tested on
-hand-computed cases (tests/sandbox/test_sim_allocators.py); the train kernel (sandbox/kernels/train.py) calls
-them through `step_group_size`, `skip_candidate` and `group_sizes`. None of them is compiled for a fixed run:
+"""The rollout allocators' rules as Numba kernels (docs/DESIGN.md "Allocators"; the specs, their parameters
+and the papers they follow are in sandbox/allocators.py). The rules both engines share are the rule book's
+(`isocompute.contract.allocrules`), compiled here; the rules after them are the simulator's own (the LLM
+backend refuses those allocators). Small pure functions on arrays, tested on hand-computed cases
+(tests/sandbox/test_sim_allocators.py); the train kernel (sandbox/kernels/train.py) calls them through
+`step_group_size`, `candidates`, `group_sizes` and `update_history`. None of them is compiled for a fixed run:
 its hist is None, and each call sits in a branch pruned at compile time then."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
+from isocompute.contract import allocrules
 from sandbox.allocators import (
     A_ADA,
     A_GVM,
@@ -29,45 +33,21 @@ from sandbox.allocators import (
 from sandbox.kernels.rollouts import _next_problem
 from sandbox.rng import uniform
 
-
-@njit(cache=True, error_model="numpy")
-def knapsack_value(k, p):
-    """Knapsack RL's value of k rollouts on a task of success rate p: P(the group has both rewards) x the
-    expected gradient magnitude p (1 - p)^2 (arXiv 2509.25849, eq. for Value(N, p))."""
-    if k <= 0:
-        return 0.0
-    return (1.0 - p**k - (1.0 - p) ** k) * p * (1.0 - p) ** 2
+_JIT = {"error_model": "numpy"}
+"""Numba options of every allocator kernel (numpy's float semantics: 0/0 is NaN, not an exception)."""
 
 
-@njit(cache=True, error_model="numpy")
-def knapsack_alloc(p, budget, nmin, nmax, out):
-    """n_i (into out, int64) maximising sum_i knapsack_value(n_i, p_i), sum n_i = budget, nmin <= n_i <= nmax.
+for _rule in allocrules.RULES:  # compiled rules call one another by the plain functions of the rule book
+    register_jitable(**_JIT)(_rule)
 
-    Greedy on marginal values: v(k, p) is concave in k (its increments p^k (1-p) + (1-p)^k p, times a
-    constant, decrease), so adding one rollout at a time to the largest marginal value solves this separable
-    knapsack exactly (the DP of the paper gives the same optimum; `knapsack_dp` checks it in the tests).
-    Ties (and the zero-value leftovers) go to the lowest p, then the lowest index. Returns the rollouts
-    placed (< budget only when every n_i is at nmax)."""
-    m = p.shape[0]
-    used = 0
-    for i in range(m):
-        out[i] = nmin
-        used += nmin
-    while used < budget:
-        best = -1
-        best_gain = -1.0
-        for i in range(m):
-            if out[i] >= nmax:
-                continue
-            gain = knapsack_value(out[i] + 1, p[i]) - knapsack_value(out[i], p[i])
-            if gain > best_gain + 1e-15 or (abs(gain - best_gain) <= 1e-15 and best >= 0 and p[i] < p[best]):
-                best = i
-                best_gain = gain
-        if best < 0:
-            break
-        out[best] += 1
-        used += 1
-    return used
+knapsack_value = njit(cache=True, **_JIT)(allocrules.knapsack_value)
+knapsack_alloc = njit(cache=True, **_JIT)(allocrules.knapsack_alloc)
+variance_alloc = njit(cache=True, **_JIT)(allocrules.variance_alloc)
+has_signal = njit(cache=True, **_JIT)(allocrules.has_signal)
+tracked_rate = njit(cache=True, **_JIT)(allocrules.tracked_rate)
+next_streak = njit(cache=True, **_JIT)(allocrules.next_streak)
+skip_probability = njit(cache=True, **_JIT)(allocrules.skip_probability)
+schedule_n = njit(cache=True, **_JIT)(allocrules.schedule_n)
 
 
 def knapsack_dp(p, budget: int, nmin: int, nmax: int) -> tuple[float, np.ndarray]:
@@ -98,75 +78,13 @@ def knapsack_dp(p, budget: int, nmin: int, nmax: int) -> tuple[float, np.ndarray
 
 
 @njit(cache=True, error_model="numpy")
-def has_signal(c, k):
-    """DAPO's keep rule: a group of k rewards with c correct carries a gradient iff 0 < c < k."""
-    return 0 < c < k
-
-
-@njit(cache=True, error_model="numpy")
-def skip_probability(streak, min_streak, p_skip):
-    """GRESO's pre-rollout filter: probability of skipping a problem whose last `streak` groups all had zero
-    reward variance (p_skip once streak >= min_streak, else 0)."""
-    return p_skip if streak >= min_streak else 0.0
-
-
-@njit(cache=True, error_model="numpy")
-def schedule_n(n, frac_spent, params):
-    """Group size of the `schedule:double@F...` allocator: n x 2^(number of fractions F_j <= frac_spent);
-    params[0] = count of fractions, params[1:] the fractions."""
-    out = n
-    for j in range(int(params[0])):
-        if frac_spent >= params[1 + j]:
-            out *= 2
-    return out
-
-
-@njit(cache=True, error_model="numpy")
 def update_history(hist, g, c, k, step, ema):
     """Record a drawn group of k rollouts with c correct for training problem g (module docstring)."""
     r = c / k
-    if hist[g, H_P] < 0.0 or ema >= 1.0:
-        hist[g, H_P] = r
-    else:
-        hist[g, H_P] = (1.0 - ema) * hist[g, H_P] + ema * r
-    if c == 0 or c == k:
-        hist[g, H_STREAK] += 1.0
-    else:
-        hist[g, H_STREAK] = 0.0
+    hist[g, H_P] = tracked_rate(hist[g, H_P], r, ema)
+    hist[g, H_STREAK] = next_streak(hist[g, H_STREAK], c, k)
     hist[g, H_VAR] = r * (1.0 - r)
     hist[g, H_SEEN] = step
-
-
-@njit(cache=True, error_model="numpy")
-def variance_alloc(p, budget, nmin, nmax, out):
-    """VIP: n_i (into out, int64) minimising sum_i p_i (1 - p_i) / n_i, sum n_i = budget, nmin <= n_i <= nmax.
-
-    The objective is separable and convex in each n_i, so adding one rollout at a time where it lowers the
-    variance most (s_i / n_i - s_i / (n_i + 1) = s_i / (n_i (n_i + 1))) is exact. Ties, including the
-    zero-gain leftovers once every s_i > 0 problem is at nmax, go to the smallest n_i, then the lowest index.
-    Returns the rollouts placed (< budget only when every n_i is at nmax)."""
-    m = p.shape[0]
-    used = 0
-    for i in range(m):
-        out[i] = nmin
-        used += nmin
-    while used < budget:
-        best = -1
-        best_gain = -1.0
-        for i in range(m):
-            if out[i] >= nmax:
-                continue
-            s = p[i] * (1.0 - p[i])
-            gain = s / (out[i] * (out[i] + 1.0))
-            tie = abs(gain - best_gain) <= 1e-15 and best >= 0 and out[i] < out[best]
-            if gain > best_gain + 1e-15 or tie:
-                best = i
-                best_gain = gain
-        if best < 0:
-            break
-        out[best] += 1
-        used += 1
-    return used
 
 
 @njit(cache=True, error_model="numpy")
@@ -286,7 +204,7 @@ def step_group_size(alloc, n, bp, spent, budget, par, hist, d):
         n_step = int(par[1])
     if alloc == A_SCHEDULE or alloc == A_SCHED_ZV:
         if alloc == A_SCHEDULE:
-            n_step = schedule_n(n, spent / budget, par)
+            n_step = schedule_n(n, spent / budget, par[1:1 + int(par[0])])
         else:
             n_step = n * int(hist[d, Z_MULT])
         room = int((budget - spent) // bp)

@@ -1,7 +1,7 @@
 """Evaluation of a run's policy (docs/DESIGN.md "Metrics"): pass@1 of every training and validation problem
 and the metric aggregates of a table row, in full (`_evaluate`) or recomputing only the problems whose logits
 may have changed (`_evaluate_cached`, split in `_eval_problems` and `_eval_reduce` so that evaluation chunks
-can run on threads of their own, issue 27); and the KL reference `initial_log_probs`."""
+can run on threads of their own); and the KL reference `initial_log_probs`."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ N_CACHE = 7
 
 def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric, sampled,
                      rs, pass1_train, pass1_val, out, cache, cstamp, row_t, use_cache):
-    """`_evaluate` that recomputes only the problems whose logits may have changed (issue 15), bit-identical.
+    """`_evaluate` that recomputes only the problems whose logits may have changed, bit-identical.
 
     With use_cache and no shared part in the logits (S == 0 or s_sh == 0: tabular, or share = 0), problem
     g's logits are b_g + s_pr w_g, and w_g changes only on an optimiser update of row g, which advances
@@ -105,7 +105,7 @@ def _evaluate_cached(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0,
     sampled metrics draw from rs for every problem as there, so `out` and the pass@1 vectors are equal bit
     for bit (tests/sandbox/test_sim_speed.py). use_cache=False (or a shared part) recomputes every problem.
 
-    Two kernels (issue 27): `_eval_problems` fills the cache chunk by chunk (chunks of EVAL_CHUNK problems,
+    Two kernels: `_eval_problems` fills the cache chunk by chunk (chunks of EVAL_CHUNK problems,
     independent of each other, so `_run_full` may split them over threads) and `_eval_reduce` sums it.
     """
     if not _eval_problems(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta, n, k_metric,
@@ -132,7 +132,7 @@ def _eval_problems(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, t
     smxe = np.empty(EVAL_CHUNK * K)
     # int64 / bool values, not the literals 256, 0, True: Numba compiles a callee once per argument type, and
     # a literal is a type of its own (with `nb = 0` it compiled `_softmax_rows` for nb = Literal[int](0) on
-    # top of int64, issue 22: each extra specialisation of a kernel costs its compile)
+    # top of int64: each extra specialisation of a kernel costs its compile)
     work = np.zeros(work_size(kind, data[3], K, np.int64(EVAL_CHUNK)))
     need_logp = K > 0
     for lo in range(c_first * EVAL_CHUNK, G, c_step * EVAL_CHUNK):

@@ -1,6 +1,6 @@
 """The optimiser of the simulator: SGD, Adam and AdamW (decoupled decay toward the initial parameters), dense
 on the shared block and lazy per private row (sandbox/grpo.py, step 4 of its docstring), with the flush of
-tiny values (`TINY`, issue 27). `grad_norm` and `step` are the tail of every update of the train kernel
+tiny values (`TINY`). `grad_norm` and `step` are the tail of every update of the train kernel
 (sandbox/kernels/train.py) and of its profiled copy (benchmarks/sim_profile.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from numba.extending import intrinsic
 from sandbox.kernels.layout import SGD, ST_T
 
 TINY = 1e-30
-"""Flush threshold of the optimiser state (issue 27). Adam's first moment of a parameter that stops receiving
+"""Flush threshold of the optimiser state. Adam's first moment of a parameter that stops receiving
 gradient (a solved problem's row: its groups have no variance) decays as beta1^t, the bias-correction powers
 beta1^t, beta2^t likewise, and AdamW's pull toward theta0 = 0 shrinks a displacement geometrically. In IEEE
 doubles such a decay enters the subnormal range (beta1 = 0.9: ~6,700 updates) and then never reaches zero
@@ -242,7 +242,7 @@ def step(theta, theta0, m1, m2, pw, row_t, moved, st, gshared, pflat, K, touched
     rows theta[S + g K: S + (g + 1) K] of the touched problems (their moments and bias-correction powers pw[g]
     advance only now, row d of pw for the shared block). A block whose gradient is zero is skipped when its
     update is the identity (never moved, or plain SGD without decay); its counters still advance (exact
-    skips, issue 15). moved (d + 1,): whether a block has ever had a nonzero gradient. pflat: the private
+    skips). moved (d + 1,): whether a block has ever had a nonzero gradient. pflat: the private
     rows' gradients (d, K) flat, row g at g K."""
     S = gshared.shape[0]
     d = row_t.shape[0]

@@ -1,6 +1,6 @@
 """The simulator's one train kernel (docs/PAPER.md "The question", docs/DESIGN.md "Simulator"; the step is
 described in sandbox/grpo.py's docstring): GRPO steps in place on theta and the optimiser state, for fixed n
-(the allocator `A_FIXED`) and under every rollout allocator (sandbox/allocators.py, issue 13).
+(the allocator `A_FIXED`) and under every rollout allocator (sandbox/allocators.py).
 
 `train_kernel` is one loop over small kernels: the candidates of a step and their group sizes
 (sandbox/kernels/allocate.py), the rollouts of a round (`_rollouts`), a group's advantages

@@ -1,2 +1,2 @@
-"""The paper's fitting workflow on learning-curve tables (issue 26): record-breaking points, sigmoid fits,
+"""The paper's fitting workflow on learning-curve tables: record-breaking points, sigmoid fits,
 frontiers and n*(C), pass@1 distributions, plan and predict, plots."""

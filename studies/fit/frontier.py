@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from studies.files import jsonable
 from studies.fit.nstar import (
     LEVEL,
     REPS,
@@ -32,7 +33,6 @@ from studies.fit.nstar import (
 )
 from studies.fit.records import record_breaking
 from studies.fit.sigmoid import FIT_OK, PARAM_NAMES, SigmoidFit, sigmoid
-from studies.store import jsonable
 
 __all__ = [
     "FrontierFit",

@@ -254,7 +254,7 @@ def expected_regret(samples: np.ndarray, index: int) -> float:
 def config_value(v):
     """A configuration value (n, bp...) for JSON: studies.store.jsonable, and 8.0 -> 8 (grids are
     integers)."""
-    from studies.store import jsonable
+    from studies.files import jsonable
 
     v = jsonable(v)
     if isinstance(v, float) and v.is_integer():

@@ -227,9 +227,9 @@ def save_figure(fig: Figure, out: str | Path) -> list[Path]:
         paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
     else:
         raise ValueError(f"cannot save a figure as {out.suffix!r}: use one of {', '.join(SAVE_SUFFIXES)}")
-    from studies.store import atomic_save_figure
+    from studies.files import atomic_save_figure
 
     for p in paths:
         p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_save_figure(fig, p, dpi=150)  # a killed plot leaves no truncated image (issue 16)
+        atomic_save_figure(fig, p, dpi=150)  # a killed plot leaves no truncated image
     return paths

@@ -1,5 +1,5 @@
 """`isocompute predict`: the compute-optimal n*(C) up to a target budget from pilot runs limited to a small
-fraction of it (issue 12; docs/PAPER.md names "statistics measured early that predict the allocation" as
+fraction of it (docs/PAPER.md names "statistics measured early that predict the allocation" as
 open).
 
 Two rules, both from the same pilots (runs of every n of the grid, each with budget <= fraction x target):
@@ -19,7 +19,7 @@ If the signal rule lacks data (fewer than two crossings), it falls back to the p
 
 Everything runs through the one pipeline (RunConfig -> sweep -> run_sweep -> ResultStore -> FrontierFit);
 the evaluation against the swept n*(C) of full-budget runs is a report: isocompute/reports/predict_eval.py
-(`isocompute report predict`, issue 12); the `predict` command is in studies/cli.py.
+(`isocompute report predict`); the `predict` command is in studies/cli.py.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ import pandas as pd
 from studies.config import RunConfig, StudiesError
 
 PILOT_FRACTION = 0.05
-"""Default share of the target budget that each pilot run may spend (issue 12 contract)."""
+"""Default share of the target budget that each pilot run may spend (the predict command's contract)."""
 GRID_OCTAVES = 10
 """The prediction grid spans the last GRID_OCTAVES factors of 2 below the budget ..."""
 GRID_PER_OCTAVE = 2
 """... with this many log-spaced points per factor of 2 (21 points)."""
 UPPER_SHARE = 0.7
-"""Evaluation: hit rates count grid points in the upper 70% of the log-compute range (issue 12 item 4)."""
+"""Evaluation: hit rates count grid points in the upper 70% of the log-compute range."""
 HIT_STEPS = 1.0
 """A prediction hits when it is within this many grid steps (a factor 2 for powers of two) of the truth."""
 RULES = ("signal", "paper")
@@ -313,8 +313,8 @@ def prediction_certainty(rep: dict[str, Any], table: pd.DataFrame, ff, by: str =
     """How sure a prediction is (studies.fit.certainty): the pilots' own frontier (ties, none improved, the
     flat set at their largest compute), the predicted n* at the budget on the grid's edge, and whether the two
     rules agree at the budget (more than HIT_STEPS grid steps apart: the prediction is uncertain)."""
+    from studies.files import jsonable
     from studies.fit.certainty import assess, edge_note, grid_edge
-    from studies.store import jsonable
 
     metric = rep["metric"]
     cert = jsonable(assess(ff.nstar_, -1, metric=metric, by=by, model=table.attrs.get("model")))

@@ -1,6 +1,6 @@
 """A real TRL GRPOTrainer (tiny random Llama built in the test) at two num_generations with the callback on:
 the callback's live table and the trainer_state.json reader agree, compute follows TRL's batch geometry,
-and `isocompute fit` reads the file as it is (issue 14 acceptance)."""
+and `isocompute fit` reads the file as it is."""
 
 import json
 import math
@@ -14,11 +14,10 @@ pytest.importorskip("trl")
 
 from tiny_trl import run  # noqa: E402
 
-import isocompute.integrations  # noqa: F401,E402
 from isocompute.cli import main  # noqa: E402
-from isocompute.integrations.trl import Geometry, state_to_table  # noqa: E402
 from studies.config import StudiesError  # noqa: E402
 from studies.io import load_table  # noqa: E402
+from studies.readers.trl import Geometry, state_to_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")

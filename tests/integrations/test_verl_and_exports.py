@@ -1,4 +1,4 @@
-"""Readers of verl logs (console, file logger) and of wandb / TensorBoard CSV exports (issue 14).
+"""Readers of verl logs (console, file logger) and of wandb / TensorBoard CSV exports.
 
 The verl fixtures are written in the formats of verl's own logging code (fixtures/verl/README.md names the
 verl commits); the readers must recover bp and n, compute, the val-core metrics and numpy-2 reprs."""
@@ -11,11 +11,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-import isocompute.integrations  # noqa: F401  (registers the readers)
 from isocompute.cli import main
-from isocompute.integrations import verl
 from studies.config import StudiesError
 from studies.io import load_table
+from studies.readers import verl
 
 FIX = Path(__file__).parent / "fixtures" / "verl"
 CONSOLE, JSONL = FIX / "console_n4.log", FIX / "file_n8.jsonl"

@@ -69,7 +69,7 @@ def test_advantages_sample_std_default_population_option_and_zero_groups():
     pop = loss.advantages(r, "group", adv_std="population", adv_eps=0.0)
     np.testing.assert_allclose(pop[0], [1, -1, -1, 1])
     np.testing.assert_allclose(pop[2], np.array([-0.25, -0.25, -0.25, 0.75]) / math.sqrt(0.1875))
-    # sample / population ratio is sqrt(n / (n - 1)) at eps = 0 (issue 10: x1.41 at n = 2)
+    # sample / population ratio is sqrt(n / (n - 1)) at eps = 0 (x1.41 at n = 2)
     two = np.array([[1.0, 0.0]])
     pop2 = loss.advantages(two, adv_std="population", adv_eps=0)
     ratio = loss.advantages(two, adv_eps=0.0)[0, 0] / pop2[0, 0]
@@ -333,7 +333,7 @@ def test_bf16_training_gradient_is_the_float32_gradient_rounded():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_gradient_matches_cpu():
-    """The trainer is device-agnostic (issue 6: cpu / cuda): the same batch gives the same gradient."""
+    """The trainer is device-agnostic (cpu / cuda): the same batch gives the same gradient."""
     grads = {}
     for dev in ("cpu", "cuda"):
         model, ref_model = tiny_llama(0).to(dev), tiny_llama(5).to(dev)

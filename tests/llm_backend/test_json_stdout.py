@@ -1,5 +1,5 @@
 """`isocompute run --backend llm --json` prints exactly one JSON object on stdout although vLLM logs to stdout
-by default (issue 10); the check itself lives in tests/test_cli_json.py."""
+by default; the check itself lives in tests/test_cli_json.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rollout allocators of the llm backend (llm_backend/allocators.py, issue 13): each rule on hand-computed
+"""Rollout allocators of the llm backend (llm_backend/allocators.py): each rule on hand-computed
 cases, unequal groups through advantages / packing / the loss, and tiny real runs (the prepared SmolLM2,
 hf engine) whose recorded compute and tokens equal what the engine actually generated."""
 
@@ -7,29 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from isocompute.contract import allocrules
 from llm_backend import allocators as al
 from llm_backend.config import ConfigError, LLMConfig
 
 # ------------------------------------------------------------------------------------- rules by hand
-
-
-def test_knapsack_value_by_hand():
-    assert al.knapsack_value(2, 0.5) == pytest.approx(0.0625)  # (1 - 1/4 - 1/4) * 0.5 * 0.25
-    assert al.knapsack_value(3, 0.2) == pytest.approx(0.48 * 0.128)  # (1 - 0.008 - 0.512) * 0.2 * 0.64
-    assert al.knapsack_value(0, 0.5) == 0.0
-    assert al.knapsack_value(5, 0.0) == al.knapsack_value(5, 1.0) == 0.0
-
-
-def test_knapsack_alloc_by_hand():
-    # p = 0.5 gains 0.03125, 0.015625, 0.0078125, 0.00390625 for its 3rd..6th rollout; p = 0.2 gains
-    # 0.02048, 0.0139264, 0.0106496, 0.008421376, 0.00671744 for its 3rd..7th: the 6 extra rollouts over
-    # nmin = 2 go 2 / 4, the next two 1 / 1
-    assert al.knapsack_alloc([0.5, 0.2], 10, 2, 16) == [4, 6]
-    assert al.knapsack_alloc([0.5, 0.2], 12, 2, 16) == [5, 7]
-    assert al.knapsack_alloc([0.5, 0.2], 4, 2, 16) == [2, 2]  # the budget is nmin each
-    # p = 0.5 reaches nmax = 4; the zero-value leftovers go to the lowest p (0.0 before 1.0)
-    assert al.knapsack_alloc([0.5, 0.0, 1.0], 10, 2, 4) == [4, 4, 2]
-    assert al.knapsack_alloc([0.5, 0.5], 20, 2, 4) == [4, 4]  # everything at nmax: fewer than the budget
 
 
 def test_history_records_rate_and_zero_variance_streak():
@@ -68,8 +50,10 @@ def test_knapsack_sizes_from_history_and_prior():
     ctx = _ctx()
     ctx.history.p[:] = [0.5, 0.2, 0.5, 0.2, 0.5, 0.2]
     draw = a.propose(ctx)
-    p = [ctx.history.p[g] for g in draw.problems]
-    assert draw.ns == al.knapsack_alloc(p, 8, 2, 16) and sum(draw.ns) == 8
+    p = [float(ctx.history.p[g]) for g in draw.problems]
+    want = [0, 0]
+    allocrules.knapsack_alloc(p, 8, 2, 16, want)
+    assert draw.ns == want and sum(draw.ns) == 8
     ctx = _ctx()
     ctx.history.p[:] = 0.0  # no value anywhere: the leftovers tie at p = 0, lowest index first
     assert al.make("knapsack:nmax=5", 4, 2).propose(ctx).ns == [5, 3]

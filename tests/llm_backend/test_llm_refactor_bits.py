@@ -1,4 +1,4 @@
-"""The LLM loop after the house refactor (issue 26) against the pre-refactor code, bit for bit here.
+"""The LLM loop after the house refactor against the pre-refactor code, bit for bit here.
 
 Each case is a short run made twice: by the pre-refactor packages in a subprocess (tests/pre_refactor.py)
 and by this tree in-process, both on one torch thread so every reduction runs in the same order. The
@@ -99,7 +99,7 @@ def _same(a_path, b_path) -> None:
                 for k in x:
                     nan = isinstance(x[k], float) and math.isnan(x[k]) and math.isnan(y[k])
                     assert x[k] == y[k] or nan, (k, x[k], y[k])
-        elif key == "status":  # issue 26's one status vocabulary: the engines' "ok" became the store's "done"
+        elif key == "status":  # the one status vocabulary: the engines' "ok" is the store's "done"
             assert {"ok": "done"}.get(str(a[key]), str(a[key])) == str(b[key])
         elif a[key].dtype.kind == "f":
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)  # NaN equals NaN here

@@ -1,4 +1,4 @@
-"""The tiny LMs (issue 23): tokenizer, module vs transformers, shipped weights, kv sampler, runs, CLI.
+"""The tiny LMs: tokenizer, module vs transformers, shipped weights, kv sampler, runs, CLI.
 
 Fast by construction: a 0.2M-parameter model, budgets of a few hundred rollouts.
 """

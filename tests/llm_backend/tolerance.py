@@ -1,5 +1,5 @@
 """Tolerances for comparing two torch computations of one quantity in different summation orders (a packed
-against a padded batch, a fused against a plain kernel), per dtype and reduction size (issue 22).
+against a padded batch, a fused against a plain kernel), per dtype and reduction size.
 
 Why not bits: float reductions are not associative, and the order differs by layout and by CPU (oneDNN / MKL
 pick kernels and blockings by ISA: AVX2 vs AVX-512 / AMX), so the last bits differ. Higham's bound for a sum

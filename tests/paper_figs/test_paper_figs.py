@@ -1,4 +1,4 @@
-"""Figure layer (issue 5): every registered figure draws from small synthetic tables, with the shared
+"""Figure layer: every registered figure draws from small synthetic tables, with the shared
 style."""
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def test_import_runs_copies_only_finished_runs(tmp_path):
     (src / "runs").mkdir(parents=True)
     done, div = RunConfig(n=4, bp=8, budget=64, seed=0), RunConfig(n=4, bp=8, budget=64, seed=1)
     for cfg, status in ((done, "done"), (div, "diverged")):
-        # readable Parquet files: a record whose files are damaged is not a finished run (issue 16)
+        # readable Parquet files: a record whose files are damaged is not a finished run
         for suffix in (".parquet", ".pass1.parquet"):
             pd.DataFrame({"run_id": [cfg.run_id]}).to_parquet(src / "runs" / f"{cfg.run_id}{suffix}")
         rec = f'{{"run_id": "{cfg.run_id}", "status": "{status}"}}'

@@ -1,4 +1,4 @@
-"""Issue 22, first run: with an empty Numba cache the CLI says on stderr that it compiles, before any run
+"""The first run: with an empty Numba cache the CLI says on stderr that it compiles, before any run
 finishes; with the kernels cached or compiled it says nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The heavy-tailed (zipf) prior of sandbox/problems.py (issue 12 coverage knob): its distribution."""
+"""The heavy-tailed (zipf) prior of sandbox/problems.py: its distribution."""
 
 from __future__ import annotations
 

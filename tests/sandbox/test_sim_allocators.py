@@ -1,4 +1,4 @@
-"""Rollout allocators (sandbox/allocators.py, issue 13): `fixed` is the original step bit for bit, each rule
+"""Rollout allocators (sandbox/allocators.py): `fixed` is the original step bit for bit, each rule
 on hand-computed cases, and compute = rollouts actually drawn for every allocator."""
 
 from __future__ import annotations
@@ -92,9 +92,10 @@ def test_greso_skip_probability():
 def test_schedule_doubling():
     _, par = al.encode("schedule:double@0.5,0.25", 8)
     assert par[:3].tolist() == [2.0, 0.25, 0.5]
-    assert ak.schedule_n(8, 0.0, par) == 8
-    assert ak.schedule_n(8, 0.25, par) == 16
-    assert ak.schedule_n(8, 0.6, par) == 32
+    fractions = par[1:1 + int(par[0])]
+    assert ak.schedule_n(8, 0.0, fractions) == 8
+    assert ak.schedule_n(8, 0.25, fractions) == 16
+    assert ak.schedule_n(8, 0.6, fractions) == 32
 
 
 def test_history_update():

@@ -1,4 +1,4 @@
-"""Issue 15: run_many (threads over runs) equals run() bit for bit; the exact skips and samplers."""
+"""run_many (threads over runs) equals run() bit for bit; the exact skips and samplers."""
 
 from __future__ import annotations
 

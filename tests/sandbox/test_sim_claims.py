@@ -1,7 +1,7 @@
 """Claim 1 of the theory (docs/PAPER.md Section 5.1) in a seeded sweep: the tabular preset favours small n.
 
 The `interference` preset runs in the same sweep; its n*(C) is printed and attached to the test report, not
-asserted (claim 2 for a shared model is issue 4's science question).
+asserted (claim 2 for a shared model is what the claims report studies).
 """
 
 from __future__ import annotations

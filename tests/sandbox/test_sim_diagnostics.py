@@ -1,4 +1,4 @@
-"""Issue 10 on the simulator: public diagnostics (sandbox/diagnostics.py), one zero threshold, batch_reward,
+"""The simulator's public diagnostics (sandbox/diagnostics.py), one zero threshold, batch_reward,
 and the advantage convention options (adv_std, adv_eps)."""
 
 from __future__ import annotations

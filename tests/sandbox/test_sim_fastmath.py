@@ -1,4 +1,4 @@
-"""The fast kernels behind benchmarks/sim_throughput.py (issue 2): they change rounding only, never results.
+"""The fast kernels behind benchmarks/sim_throughput.py: they change rounding only, never results.
 
 - `tanh_fast` / `exp_nonpos` (vectorisable, no libm call) against numpy's tanh / exp, special values included;
 - the kernel softmax (`exp_nonpos` inside) against numpy, extreme logits included;

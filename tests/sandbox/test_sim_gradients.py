@@ -1,4 +1,4 @@
-"""Gradient correctness (issue 2 acceptance): exact enumeration, finite differences, the (1 - 1/n) factor."""
+"""Gradient correctness: exact enumeration, finite differences, the (1 - 1/n) factor."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_simulated_expected_update_matches_enumeration():
 
 
 def test_group_normalised_correct_logit_is_sqrt_m_one_minus_m():
-    """Issue 2 note: with group-normalised advantages (population std, no eps) the correct-logit gradient is
+    """With group-normalised advantages (population std, no eps) the correct-logit gradient is
     sqrt(m (1-m)) >= 0; with the sample std it is sqrt((n-1)/n) times that."""
     pi = np.array([0.2, 0.5, 0.3])
     for counts in ([1, 2, 0], [0, 1, 2], [3, 0, 0], [1, 1, 1]):

@@ -1,4 +1,4 @@
-"""Issue 26: the one train kernel (sandbox/kernels/) gives every simulator table of the two kernels before it
+"""The one train kernel (sandbox/kernels/) gives every simulator table of the two kernels before it
 bit for bit, on this machine.
 
 The pre-refactor code (tests/pre_refactor.py) and this tree run the same configs: tabular and the shared
@@ -67,7 +67,8 @@ def _bits(a: np.ndarray) -> tuple:
 
 
 def _renamed(key: str, a: np.ndarray) -> np.ndarray:
-    """The old status array in issue 26's one status vocabulary (a finished run said "ok", now "done")."""
+    """The old status array in the one status vocabulary of isocompute.contract.status (a finished run said
+    "ok", now "done")."""
     return np.array([{"ok": "done"}.get(x, x) for x in a.tolist()]) if key.endswith("/status") else a
 
 

@@ -1,4 +1,4 @@
-"""Issue 15, step cost: each fast path against the straightforward computation, bit for bit."""
+"""Step cost: each fast path against the straightforward computation, bit for bit."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_fast_paths_reproduce_the_simulator_before_them(key):
         assert_close_across_cpus(v, ref[f"{key}/table/{c}"], err_msg=f"{key}/{c}")
     for c, v in r.pass1.items():
         assert_close_across_cpus(v, ref[f"{key}/pass1/{c}"], err_msg=f"{key}/pass1/{c}")
-    # made before issue 26's one status vocabulary, when a finished run said "ok" (now DONE, "done")
+    # made when a finished run said "ok" (the one status vocabulary says DONE, "done")
     assert repr((r.status, r.diverged_step, r.reason)) == str(ref[f"{key}/status"]).replace("'ok'", "'done'")
 
 

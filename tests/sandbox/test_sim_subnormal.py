@@ -1,4 +1,4 @@
-"""Issue 27: no subnormal arithmetic in long runs (grpo.TINY), and the flush leaves results as they were.
+"""No subnormal arithmetic in long runs (grpo.TINY), and the flush leaves results as they were.
 
 A subnormal operand or an underflowing result raises the DE / UE flag of the CPU's MXCSR register
 (sandbox/fpflags.py): the test reads those flags around a training stretch, deterministically, instead of

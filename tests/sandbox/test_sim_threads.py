@@ -1,4 +1,4 @@
-"""Issue 27, one run on several cores: the same seed gives the same table bit for bit with 1, 2 or 3 threads
+"""One run on several cores: the same seed gives the same table bit for bit with 1, 2 or 3 threads
 (grpo._run_full `eval_threads`: training on the calling thread, evaluation chunks on threads of their own by
 a fixed partition, the sums in the serial order), including runs that end in a divergence."""
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from isocompute.reports.claims.common import MODES
-from isocompute.reports.claims.report import command, render
+from isocompute.reports.claims.report import command_line, render
 
 
 def _cmd(plan, results):
@@ -19,7 +19,10 @@ def test_header_names_a_non_default_results_dir():
     # a full report rendered from one seed set says so: the full report replicates by default
     cmd = _cmd(MODES[("sim", False)], Path("results/mech12"))
     assert cmd == "isocompute report claims --no-replicate --results results/mech12"
-    assert command(MODES[("sim", False)], Path("results/claims/sim"), True) == "isocompute report claims"
+    assert command_line(MODES[("sim", False)], Path("results/claims/sim"), replicate_on=True) == (
+        "isocompute report claims")
+    assert command_line(MODES[("sim", False)], Path("results/claims/sim"), docs=True) == (
+        "isocompute report claims --docs")
 
 
 def test_header_omits_the_default_results_dir():
@@ -30,5 +33,5 @@ def test_header_omits_the_default_results_dir():
 
 def test_header_names_the_seed_offset_and_replication():
     plan = replace(MODES[("sim", True)], seed_offset=3)
-    assert command(plan, Path("results/claims/sim"), True) == (
+    assert command_line(plan, Path("results/claims/sim"), replicate_on=True) == (
         "isocompute report claims --quick --seed-offset 3 --replicate")

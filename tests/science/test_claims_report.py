@@ -1,4 +1,4 @@
-"""`isocompute report claims --quick` (issue 4, 10): one command writes a report with a verdict for the theory
+"""`isocompute report claims --quick`: one command writes a report with a verdict for the theory
 and every finding 1-11 of docs/PAPER.md, each backed by numbers; the numbers are those of the runs in its
 results directory, and n* is the frontier of studies.fit.frontier (the estimator of `isocompute fit`)."""
 

@@ -1,5 +1,5 @@
-"""The group-std study (isocompute/reports/claims/groupstd.py, issue 24): the verdict rule as the issue writes
-it, the fast record frame against run_rewards, the readout on a synthetic sweep whose answer is known, the
+"""The group-std study (isocompute/reports/claims/groupstd.py): the verdict rule as declared
+there, the fast record frame against run_rewards, the readout on a synthetic sweep whose answer is known, the
 declaration, and the quick command end to end (slow)."""
 
 import numpy as np

@@ -29,7 +29,7 @@ def test_staged_build_reads_out_as_the_full_grid(tmp_path):
 def test_the_two_experiments_keep_their_own_blocks_in_mechanisms(tmp_path):
     from isocompute.reports.claims.groupstd_report import link_markers
     from isocompute.reports.claims.report import kept_blocks
-    from studies.store import write_marked_block
+    from studies.files import write_marked_block
 
     doc = tmp_path / "MECHANISMS.md"
     doc.write_text("# Mechanisms\n")

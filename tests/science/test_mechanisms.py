@@ -1,4 +1,4 @@
-"""The mechanism section of issue 12 (isocompute/reports/claims/mechanisms.py): its pure rule and its
+"""The mechanism section (isocompute/reports/claims/mechanisms.py): its pure rule and its
 measurement on a synthetic sweep whose answer is known (lr optimum inside the grid, chosen on the tuning
 seeds; a large n that overtakes the small ones), plus the section's declaration."""
 

@@ -1,4 +1,4 @@
-"""The `skills` policy kind (issue 4): backward pass against central finite differences, its sharing knob."""
+"""The `skills` policy kind: backward pass against central finite differences, its sharing knob."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""isocompute.reports.claims.selection on constructed data with known answers (issue 25)."""
+"""isocompute.reports.claims.selection on constructed data with known answers."""
 
 import numpy as np
 import pandas as pd

@@ -1,4 +1,4 @@
-"""The group-std gain w_n(p) (isocompute/reports/claims/wgain.py, issue 24): the binomial enumeration against
+"""The group-std gain w_n(p) (isocompute/reports/claims/wgain.py): the binomial enumeration against
 a brute force over every reward vector, the engine's own exact form, the issue's numbers, and a Monte-Carlo
 average of the simulator's advantage and logit-gradient kernels (the code path a run takes)."""
 

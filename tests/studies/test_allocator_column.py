@@ -1,4 +1,4 @@
-"""Runs stored before issue 13 have no `allocator` column; loading a results directory labels them as the
+"""Runs stored before the allocator column existed have none; loading a results directory labels them as the
 fixed-n runs they were, so `fit --by allocator` keeps them beside new allocator runs."""
 
 from studies.backends import get_backend

@@ -1,5 +1,5 @@
 """isocompute.reports.allocators: budgets, the generated report (tables, decomposition, goal check) and the
-figure on a synthetic table (issue 13)."""
+figure on a synthetic table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The allocators study through the one pipeline (issue 13): sweep -> ResultStore -> fit --by allocator."""
+"""The allocators study through the one pipeline: sweep -> ResultStore -> fit --by allocator."""
 
 from __future__ import annotations
 

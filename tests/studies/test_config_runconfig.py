@@ -75,7 +75,7 @@ def test_n_one_is_allowed_with_a_decoupled_baseline():
 
 
 def test_steps_count_the_baseline_rollouts():
-    # issue 10: `run --n 8 --bp 32 --budget 4096 --n-est 8` printed 16 steps and made 8
+    # `run --n 8 --bp 32 --budget 4096 --n-est 8` must print the 8 steps it makes
     assert RunConfig(n=8, bp=32, budget=4096, n_est=8).steps == 8
     assert RunConfig(n=8, bp=32, budget=4096).steps == 16
 

@@ -1,4 +1,4 @@
-"""Issue 15: the local executor batches simulator runs into sandbox.run_many; the store holds the same files
+"""The local executor batches simulator runs into sandbox.run_many; the store holds the same files
 as with one run at a time."""
 
 import pandas as pd

@@ -1,4 +1,4 @@
-"""A newcomer's first hour (issue 28): one test per numbered problem, through the CLI where the user meets it.
+"""A newcomer's first hour: one test per numbered problem below, through the CLI where the user meets it.
 
 1 a meaningless answer (tabular val_mean never moves), 2 edges and flat frontiers unreported, 3 incompatible
 runs pooled silently, 4 bad input leaves output behind, 5 the real-model path (option keys, dtype by CPU,

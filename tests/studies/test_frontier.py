@@ -1,5 +1,5 @@
 """Sigmoid fits, frontier, n*(C), fit_report and extrapolation on synthetic curves with known answers
-(docs/PAPER.md "Analysis workflow"; issue 3 acceptance).
+(docs/PAPER.md "Analysis workflow").
 
 Tolerances (synthetic: 5 values of n, 4 seeds, 60 log-spaced points per run, noise sd 0.005):
 A and R0 within 0.01, ln C_mid within 0.15, b within 25 %, n*(C) equal to the true argmax on >= 90 % of the
@@ -288,7 +288,7 @@ def test_extrapolation_reports_a_known_miss():
     assert last["n"] == 64 and last["n_pred"] == pytest.approx(4.0, rel=0.01)
     assert rep["final_error_steps"] == pytest.approx(-4.0, abs=0.02)
     assert last["index_error"] == -4
-    # the verdict on the extrapolation is its own field, apart from the low-budget fit's status (issue 12)
+    # the verdict on the extrapolation is its own field, apart from the low-budget fit's status
     assert rep["predictable"] is False
     # following n = 4 at C_max costs the gap between the two true plateaus, ~0.8 - 0.6 (fits within 0.01)
     want = sigmoid(last["compute"], *specs[64]) - sigmoid(last["compute"], *specs[4])
@@ -296,7 +296,7 @@ def test_extrapolation_reports_a_known_miss():
 
 
 def test_fit_speed_benchmark_is_within_budget(capsys):
-    """Issue 3 acceptance: 1,000 runs x 100 points fit in <= 10 s (measured ~0.2-0.5 s on the dev machine)."""
+    """Speed: 1,000 runs x 100 points fit in <= 10 s (measured ~0.2-0.5 s on the dev machine)."""
     import importlib.util
     from pathlib import Path
 
@@ -355,7 +355,7 @@ def test_degenerate_curve_enters_the_frontier_through_its_records_not_a_constant
 
 def test_extrapolation_within_a_step_on_average_but_off_at_the_largest_c_is_not_predictable():
     # n = 64 overtakes n = 4 only at the last frontier points: the mean error over the extrapolated points
-    # stays under one grid step while the largest C is 4 steps off (issue 25: both must be within a step)
+    # stays under one grid step while the largest C is 4 steps off (both must be within a step)
     specs = {
         4: (0.2, 0.6, 1e4, 1.5),
         8: (0.15, 0.4, 1e4, 1.5),

@@ -1,4 +1,4 @@
-"""KILL TEST (issue 3 acceptance): `isocompute sweep` killed with SIGKILL at several moments, then rerun,
+"""KILL TEST: `isocompute sweep` killed with SIGKILL at several moments, then rerun,
 equals an uninterrupted sweep with the same seeds: no duplicate, partial or orphaned files or processes."""
 
 import json

@@ -1,4 +1,4 @@
-"""Seed-bootstrap interval of n*(C) (studies/fit/bootstrap.py, issue 25) on synthetic curves with a known n*.
+"""Seed-bootstrap interval of n*(C) (studies/fit/bootstrap.py) on synthetic curves with a known n*.
 
 Tolerances: the vectorised refit must give the n* of `FrontierFit` refitted on the same resampled seeds on
 >= 90% of (replicate, budget) cells (the two optimisers start differently: three grid starts vs the point

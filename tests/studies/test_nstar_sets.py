@@ -175,7 +175,7 @@ def test_a_true_rise_is_reported_with_its_factor_and_interval():
 
 def invoke_fit_text(t):
     from studies.cli import print_fit_report
-    from studies.store import jsonable
+    from studies.files import jsonable
 
     lines: list[str] = []
     print_fit_report(jsonable(fit_report(t)), echo=lines.append)

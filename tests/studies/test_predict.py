@@ -1,4 +1,4 @@
-"""`isocompute predict` (issue 12): the zero-variance rule on a synthetic world where the true rule is known,
+"""`isocompute predict`: the zero-variance rule on a synthetic world where the true rule is known,
 its pieces exactly, and both command forms on tiny simulated pilots.
 
 The synthetic world: n*(C) = (C / C0)^(1/gamma) (continuous); zero_var_frac z(n, C) = logistic((ln C - ln C0

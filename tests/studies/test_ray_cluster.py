@@ -1,4 +1,4 @@
-"""A real two-node Ray cluster on this machine, started as a user starts one (issue 29).
+"""A real two-node Ray cluster on this machine, started as a user starts one.
 
 `ray start --head` and `ray start --address` give two raylets with one CPU each; `isocompute sweep
 --executor ray --address` runs a small simulator sweep on them. Checked: runs land on both nodes (each record

@@ -1,5 +1,5 @@
-"""Ray executor against a real local Ray instance: the same tables as the local executor (issue 3), each run's
-resource request (issue 29: its CPUs, a whole GPU on cuda), and --ship-code's packages on the workers."""
+"""Ray executor against a real local Ray instance: the same tables as the local executor, each run's
+resource request (its CPUs, a whole GPU on cuda), and --ship-code's packages on the workers."""
 
 import sys
 import time

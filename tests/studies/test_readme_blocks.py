@@ -1,4 +1,4 @@
-"""Generated README paragraphs: studies.store.write_marked_block, and the llm_step speed sentence generated
+"""Generated README paragraphs: studies.files.write_marked_block, and the llm_step speed sentence generated
 from a benchmark JSON (benchmarks/llm_step.py readme_line) with its targets judged from the numbers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from studies.store import write_marked_block
+from studies.files import write_marked_block
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,3 +51,26 @@ def test_readme_carries_the_generated_llm_step_line():
     mod = _llm_step()
     line = mod.readme_line(json.loads((ROOT / "docs" / "llm_study" / "llm_step.json").read_text()))
     assert f"{mod.MARK}\n{line}\n{mod.MARK}" in (ROOT / "README.md").read_text()
+
+
+def _sim_sweep():
+    spec = importlib.util.spec_from_file_location("sim_sweep", ROOT / "benchmarks" / "sim_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_carries_the_readable_sim_sweep_block():
+    """One bullet per measurement, the command without its quoted --machine words (shown once, as prose)."""
+    mod = _sim_sweep()
+    block = mod.readme_line(json.loads((ROOT / "docs" / "sim_sweep.json").read_text()))
+    assert f"{mod.MARK}\n{block}\n{mod.MARK}" in (ROOT / "README.md").read_text()
+    lines = block.splitlines()
+    assert len(lines) >= 4 and all(line.startswith("- ") for line in lines[1:])
+    assert max(map(len, lines)) < 300 and "'\"'\"'" not in block and "--machine" not in block
+
+
+def test_shown_command_drops_the_machine_and_out_options():
+    mod = _sim_sweep()
+    cmd = "python benchmarks/sim_sweep.py --ref abc --out /tmp/x.json --machine 'a b'\"'\"'s' --quick"
+    assert mod.shown_command(cmd) == "python benchmarks/sim_sweep.py --ref abc --quick"

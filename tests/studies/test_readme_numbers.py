@@ -1,4 +1,4 @@
-"""No measured number in README.md is typed by hand (issue 25): every decimal or ± outside code and marked
+"""No measured number in README.md is typed by hand: every decimal or ± outside code and marked
 blocks fails, and the generated blocks equal what isocompute.reports.readme makes from their data files."""
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ from studies_fakes import FakeAdapter, register
 
 from studies.config import RunConfig, StudiesError
 from studies.executors import run_sweep
+from studies.files import atomic_write_bytes
 from studies.io import LeftOutRunsWarning, load_table
-from studies.store import ResultStore, atomic_write_bytes
+from studies.store import ResultStore
 from studies.sweeps import n_vs_m
 
 register()

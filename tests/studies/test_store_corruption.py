@@ -1,4 +1,4 @@
-"""Damaged results (issue 16): truncated, emptied, deleted, swapped or garbage files are never used; resume
+"""Damaged results: truncated, emptied, deleted, swapped or garbage files are never used; resume
 reruns exactly the damaged runs and gives back the tables of an undamaged sweep; readers name what they leave
 out; a damaged manifest is rebuilt from the run records."""
 

@@ -1,4 +1,4 @@
-"""Issue 16: every case of its list gives one line and exit 2 before any work (or a named warning where the
+"""Bad input: every case below gives one line and exit 2 before any work (or a named warning where the
 input is usable), bounds quote their limit, and users' tables are cleaned with every dropped row counted."""
 
 import warnings

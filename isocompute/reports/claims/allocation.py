@@ -112,7 +112,7 @@ F2 = Section(
 # ---------------------------------------------------------------------------------------------- findings 3, 4
 PAPER_BPS = (32, 1024)
 """The paper's B_p range (docs/PAPER.md sweep grid, Fig 10 and 21-22: B_p in 32..1024). B_p = 8, below it,
-was in the report's first setup and inflated the measured B_p sensitivity (issue 25)."""
+is left out: it inflates the measured B_p sensitivity."""
 
 
 def bps(p: ClaimsMode) -> tuple[int, ...]:

@@ -1,6 +1,6 @@
 """What every claims section shares: sizes (ClaimsMode), presets, the Section declaration, and the statistics.
 
-Conventions (issue 4, kept): seeds are paired across n (seed s uses problem_seed s, so every n sees the same
+Conventions: seeds are paired across n (seed s uses problem_seed s, so every n sees the same
 problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
 seeds. "record" reward = a run's best-so-far value up to a budget (the record-breaking envelope the paper
 fits, Section 4 step 1), "final" = its value when the budget is spent. n*(C) is always read by the estimator
@@ -342,7 +342,8 @@ def n_star_rows(
     comp = ff._sets(list(at[x])).competitors
     rows = []
     for j, (b, n) in enumerate(zip(at[x], at[by], strict=True)):
-        if n is None or not len(at["set"].iloc[j]):  # no n has data at this budget
+        # no n has data at b (None, or NaN in a numeric column, and an empty set)
+        if n is None or pd.isna(n) or not len(at["set"].iloc[j]):
             continue
         piv = seed_rewards(table, b, metric, "best", by, x)
         m, h = ci(piv[n]) if n in piv.columns else (float("nan"), float("nan"))
@@ -510,7 +511,7 @@ def heldout_contrast(
 
 def paired_contrast(piv: pd.DataFrame, small: Sequence, large: Sequence, k: int = 2) -> dict:
     """heldout_contrast of a seed x n matrix (one arm per n): the best small and large n are chosen by
-    k-fold cross-fitting, so the seeds that pick an n never report its difference (issue 25)."""
+    k-fold cross-fitting, so the seeds that pick an n never report its difference."""
     rr = piv.rename_axis(index="seed", columns="n").stack().rename("reward").reset_index()
     return heldout_contrast(rr, small, large, k=k)
 

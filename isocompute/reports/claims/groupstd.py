@@ -1,4 +1,4 @@
-"""Group-std study (issue 24): does n*(C) rise under a tuned lr, and is the group-std gain w_n(p) the reason?
+"""Group-std study: does n*(C) rise under a tuned lr, and is the group-std gain w_n(p) the reason?
 
 The gain (isocompute/reports/claims/wgain.py) predicts that std-normalised advantages (`scale_rewards=group`)
 re-weight problems toward the extremes of p as n grows, a change of objective that no lr absorbs; against a
@@ -167,9 +167,9 @@ SIZES = {
         batch_ns=(2, 8),
         boot=5,
     ),
-    # issue 24 part 3 (tiny LM, `--backend llm --lm tiny`): easy split, bp 16, both scale arms at one KL
+    # the tiny LM (`--backend llm --lm tiny`): easy split, bp 16, both scale arms at one KL
     # setting (LM_KL), a 5-point lr grid around the tiny LM's default 3e-4, lrs chosen on seeds 0-1 and
-    # reported on 2-5; declared through the same code path. Sized down from the issue's n 2..64 to 2^18 (about
+    # reported on 2-5; declared through the same code path. Sized down from n 2..64 to 2^18 (about
     # 360 runs, ~6 CPU-hours at the tiny LM's ~2,500 rollouts/s per core) to n 2, 8, 32 to 2^16 (180 runs,
     # ~1.5 CPU-hours): n = 32 gets 128 steps at the top budget
     "llm": Size(

@@ -1,4 +1,4 @@
-"""Mechanism measurements (issue 4): gradient noise scale along a run, zero-variance groups, and whether a
+"""Mechanism measurements: gradient noise scale along a run, zero-variance groups, and whether a
 pull toward the initial policy (KL, weight decay) alone moves n*."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def mech_body(x: dict) -> list[str]:
 
 MEASUREMENTS = Section(
     "mechanism",
-    "Mechanism measurements (issue 4)",
+    "Mechanism measurements",
     "Section 5.1: interference; McCandlish et al. 2018 gradient noise scale.",
     studies=_studies,
     measure=mech_measure,

@@ -1,4 +1,4 @@
-"""Mechanism study (issue 12): which simulator ingredients make n*(C) rise under a per-n tuned learning rate.
+"""Mechanism study: which simulator ingredients make n*(C) rise under a per-n tuned learning rate.
 
 Every contrast is one documented simulator knob changed against the reference (`interference`, easy, Adam),
 each swept over n and a half-decade lr grid. The lr of each (n, budget) is chosen on the first `tune` seeds
@@ -480,7 +480,7 @@ def body(x: dict) -> list[str]:
     lines += recipe_lines(x)
     if not any(i["rises"] for i in x["ingredients"]):
         lines += ["", " ".join([
-            '`llm-like` preset (issue 12 item 2): not built. Findings 1, 3, 4 and 7 need n*(C) to',
+            '`llm-like` preset: not built. Findings 1, 3, 4 and 7 need n*(C) to',
             "rise with C under the paper's recipe (one tuned base lr, sqrt(B) rule); the recipe's lr",
             "for each n is one point of that n's lr grid, so its reward is at most the tuned one",
             'shown here, and under the tuned lr none of these ingredients makes a large n beat the',
@@ -551,7 +551,7 @@ def setup(p: ClaimsMode) -> str:
 
 MECHANISMS = Section(
     "mechanisms",
-    "Mechanisms: what makes n*(C) rise under a tuned lr (issue 12)",
+    "Mechanisms: what makes n*(C) rise under a tuned lr",
     "Section 5.1 (interference) and the paper's open question; McCandlish et al. 2018 (noise scale).",
     studies=_studies,
     measure=measure,

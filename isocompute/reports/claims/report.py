@@ -32,9 +32,11 @@ from isocompute.reports.claims.recipe import (
     needs_tuning,
     tuning_spec,
 )
+from isocompute.reports.destinations import docs_option, docs_path
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
-from studies.store import ResultStore, atomic_write_text, check_output_dir, check_output_file
+from studies.files import atomic_write_text, check_output_dir, check_output_file
+from studies.store import ResultStore
 
 SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, MEASUREMENTS,
                                  MECHANISMS)
@@ -168,16 +170,18 @@ def build_report(
     progress: bool = False,
     sections: tuple[Section, ...] = SECTIONS,
     replicate_on: bool = False,
+    docs: bool = False,
 ) -> tuple[str, list[Outcome]]:
     """The report on the plan's seed set, or (`replicate_on`) on it and on the next disjoint set of as many
-    seeds (offset + seeds), each verdict standing only where both agree. Returns (Markdown, outcomes)."""
+    seeds (offset + seeds), each verdict standing only where both agree. Returns (Markdown, outcomes);
+    `docs`: the report is the committed copy, and its quoted command says `--docs`."""
     t0 = time.perf_counter()
     sets = [run_seed_set(plan, results, jobs, echo, progress, sections)]
     if replicate_on:
         second = replace(plan, seed_offset=plan.seed_offset + plan.seeds)
         sets.append(run_seed_set(second, results, jobs, echo, progress, sections))
     outcomes = replicated(sets) if len(sets) > 1 else sets[0].outcomes
-    return render(plan, outcomes, time.perf_counter() - t0, results, sets), outcomes
+    return render(plan, outcomes, time.perf_counter() - t0, results, sets, docs=docs), outcomes
 
 
 def default_results(plan: ClaimsMode) -> Path:
@@ -199,10 +203,14 @@ def section_tops(plan: ClaimsMode, sections) -> dict[str, list[str]]:
     return out
 
 
-def command(plan: ClaimsMode, results: Path | None, replicate_on: bool) -> str:
-    """The command that regenerates this report (options only where they differ from the defaults)."""
+def command_line(plan: ClaimsMode, results: Path | None = None, docs: bool = False,
+                 replicate_on: bool | None = None) -> str:
+    """The `isocompute report claims ...` line that regenerates a report of this plan and results (the seed
+    offset and replication only where they differ from the mode's defaults; `replicate_on` None: the
+    default)."""
     quick = plan.name != "full"
     default_rep = plan.name == "full"
+    replicate_on = default_rep if replicate_on is None else replicate_on
     return (
         "isocompute report claims"
         + (f" --backend {plan.backend}" if plan.backend != "sim" else "")
@@ -212,6 +220,7 @@ def command(plan: ClaimsMode, results: Path | None, replicate_on: bool) -> str:
         + ((" --replicate" if replicate_on else " --no-replicate") if replicate_on != default_rep else "")
         + (f" --results {results}" if results is not None
            and Path(results) != default_results(plan) else "")
+        + (" --docs" if docs else "")
     )
 
 
@@ -258,12 +267,12 @@ def studies_of_name(sets: list[SeedSet], name: str):
 
 
 def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: Path | None = None,
-           sets: list[SeedSet] | None = None) -> str:
+           sets: list[SeedSet] | None = None, docs: bool = False) -> str:
+    """The report's Markdown (`docs`: the committed copy, whose quoted command says `--docs`)."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    quick = plan.name != "full"
     sets = sets or []
     rep = len(sets) > 1
-    cmd = command(plan, results, rep)
+    cmd = command_line(plan, results, docs, rep)
     sizes = f"d = d_val = {plan.d} unless stated" if plan.d else "the backend's d and d_val"
     tops = section_tops(plan, [o.section for o in outcomes])
     top_text = "; ".join(f"{b} for {', '.join(keys)}" for b, keys in tops.items())
@@ -301,7 +310,7 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "later one's that every later set stays above (its factor the least the sets show).",
         ]),
     ]
-    if quick:
+    if plan.name != "full":
         lines += [
             "",
             "**Quick mode**: small budgets, few seeds and small problem sets, for CI. Verdicts here "
@@ -350,9 +359,10 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Markdown file to write (default: docs/CLAIMS.md, or results/CLAIMS-quick.md with --quick); the "
-    "numbers the README quotes go beside it as .json.",
+    help="Markdown file to write (default: results/CLAIMS-<mode>.md, e.g. results/CLAIMS-quick.md with "
+    "--quick); the numbers the README quotes go beside it as .json.",
 )
+@docs_option()
 @click.option(
     "--results",
     "results",
@@ -372,8 +382,8 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
 @click.option("--progress/--no-progress", default=False, help="Progress bar of the runs on stderr.")
 def claims(
-    quick: bool, backend: str, lm: str | None, out: Path | None, results: Path | None, seed_offset: int,
-    replicate: bool | None, jobs: int, progress: bool,
+    quick: bool, backend: str, lm: str | None, out: Path | None, to_docs: bool, results: Path | None,
+    seed_offset: int, replicate: bool | None, jobs: int, progress: bool,
 ) -> None:
     """Run (or reuse) the studies behind each paper claim and write a Markdown report with verdicts."""
     if lm is not None and backend != "llm":
@@ -382,8 +392,10 @@ def claims(
     plan = replace(plan, seed_offset=seed_offset)
     if replicate is None:
         replicate = plan.name == "full"
-    if out is None:
-        out = Path(f"results/CLAIMS-{plan.name}.md") if quick or backend != "sim" else Path("docs/CLAIMS.md")
+    if to_docs and (quick or backend != "sim"):
+        raise click.UsageError("--docs writes docs/CLAIMS.md, the full simulator report: not with --quick or "
+                               "--backend llm (use --out)")
+    out = docs_path("docs/CLAIMS.md", to_docs, out) or out or Path(f"results/CLAIMS-{plan.name}.md")
     results = results or default_results(plan)
     # both destinations are checked before the studies run, so a bad path never costs them
     check_output_file(out)
@@ -391,7 +403,7 @@ def claims(
     try:
         md, outcomes = build_report(
             plan, results, jobs, echo=lambda s: click.echo(s, err=True), progress=progress,
-            replicate_on=replicate,
+            replicate_on=replicate, docs=to_docs,
         )
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
@@ -408,17 +420,19 @@ def claims(
 MECHANISMS_RESULTS = Path("results/claims/sim")
 
 
-def mechanisms_report(quick: bool, results: Path, jobs: int, out: Path, echo=None) -> str:
-    """The mechanisms section (issue 12) alone, rendered as its own report (docs/MECHANISMS.md); the full
-    claims report includes it through SECTIONS. Marked blocks that other generators keep in `out` are
-    carried over (kept_blocks)."""
+def mechanisms_report(quick: bool, results: Path, jobs: int, out: Path, echo=None,
+                      docs: bool = False) -> str:
+    """The mechanisms section alone, rendered as its own report (the committed copy: docs/MECHANISMS.md,
+    `docs`); the full claims report includes it through SECTIONS. Marked blocks that other generators keep
+    in `out` are carried over (kept_blocks)."""
     plan = MODES[("sim", quick)]
     md, _ = build_report(plan, results, jobs, echo=echo, sections=(MECHANISMS,))
     lines = md.splitlines()
     # the report's general paragraph describes the claims plan's sizes; this section states its own
-    lines[0] = f"# Mechanism study (issue 12, {plan.name} mode)"
+    lines[0] = f"# Mechanism study ({plan.name} mode)"
     cmd = " ".join(["isocompute report mechanisms"] + (["--quick"] if quick else [])
-                   + ([f"--results {results}"] if results != MECHANISMS_RESULTS else []))
+                   + ([f"--results {results}"] if results != MECHANISMS_RESULTS else [])
+                   + (["--docs"] if docs else []))
     lines[2] = (f"Generated by `{cmd}` (the mechanisms section of `isocompute report claims`, alone); every "
                 "number is computed from the runs of its declared studies; sizes in the Setup line.")
     return "\n".join(lines) + "\n" + kept_blocks(out)
@@ -435,16 +449,22 @@ def kept_blocks(out: Path) -> str:
 @click.command("mechanisms")
 @click.option("--quick", is_flag=True, help="The quick sizes (machinery only, for CI).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Markdown file to write (default: docs/MECHANISMS.md, or results/MECHANISMS-quick.md with "
-              "--quick).")
+              help="Markdown file to write (default: results/MECHANISMS-full.md, or "
+              "results/MECHANISMS-quick.md with --quick).")
+@docs_option()
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=MECHANISMS_RESULTS,
               show_default=True, help="Results directory of the studies (finished runs are reused).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
-def mechanisms(quick: bool, out: Path | None, results: Path, jobs: int) -> None:
-    """Run (or reuse) the mechanism study of issue 12 and write its section alone as a report."""
-    out = out or Path("results/MECHANISMS-quick.md" if quick else "docs/MECHANISMS.md")
+def mechanisms(quick: bool, out: Path | None, to_docs: bool, results: Path, jobs: int) -> None:
+    """Run (or reuse) the mechanism study (which simulator ingredient makes n*(C) rise under a tuned lr) and
+    write its section alone as a report."""
+    if to_docs and quick:
+        raise click.UsageError("--docs writes docs/MECHANISMS.md, the full study: not with --quick "
+                               "(use --out)")
+    out = docs_path("docs/MECHANISMS.md", to_docs, out) or out or Path(
+        f"results/MECHANISMS-{'quick' if quick else 'full'}.md")
     check_output_file(out)
     check_output_dir(results, what="--results")
-    md = mechanisms_report(quick, results, jobs, out, echo=lambda s: click.echo(s, err=True))
+    md = mechanisms_report(quick, results, jobs, out, echo=lambda s: click.echo(s, err=True), docs=to_docs)
     atomic_write_text(out, md)
     click.echo(f"wrote {out}")

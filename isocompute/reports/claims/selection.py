@@ -1,4 +1,4 @@
-"""Choices made on seeds that are not reported, growth with a direction, and families of tests (issue 25).
+"""Choices made on seeds that are not reported, growth with a direction, and families of tests.
 
 Why: a learning rate, an arm or a base lr picked by the best mean on the same seeds that are then reported
 is a winner's-curse estimate (the pick is, by construction, the luckiest draw; its CI ignores the pick).

@@ -1,5 +1,4 @@
-"""The group-std gain w_n(p): how GRPO's advantage normalisation re-weights a problem of pass rate p
-(issue 24).
+"""The group-std gain w_n(p): how GRPO's advantage normalisation re-weights a problem of pass rate p.
 
 Why it matters: with 0/1 rewards and group-normalised advantages the expected update of one problem is
 w_n(p) times the plain gradient of its pass rate p. If w_n depended on n only through a constant, a tuned lr

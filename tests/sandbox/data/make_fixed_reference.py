@@ -1,4 +1,4 @@
-"""Reference tables of the fixed allocator path, made at commit a0b8ea3 (before issue 13) with
+"""Reference tables of the fixed allocator path, made at commit a0b8ea3 (before the allocators existed) with
 `python tests/sandbox/data/make_fixed_reference.py tests/sandbox/data/fixed_reference.npz`;
 tests/sandbox/test_sim_allocators.py imports CFGS from it (runpy; the main block does not run then)."""
 

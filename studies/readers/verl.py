@@ -30,14 +30,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from isocompute.integrations.common import (
+from studies.config import StudiesError
+from studies.readers.common import (
     build_table,
     files_under,
     merge_geometry,
     need_geometry,
     parse_scalar,
 )
-from studies.config import StudiesError
 
 KEYMAP = {
     "critic/score/mean": "batch_reward",

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from isocompute.integrations import trl, verl
-from isocompute.integrations.common import build_table, files_under, need_geometry
 from studies.config import StudiesError
+from studies.readers import trl, verl
+from studies.readers.common import build_table, files_under, need_geometry
 
 KEYMAP = {
     **{f"train/{k}": v for k, v in trl.KEYMAP.items() if not k.startswith("eval_")},
