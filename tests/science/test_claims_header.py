@@ -35,3 +35,13 @@ def test_header_names_the_seed_offset_and_replication():
     plan = replace(MODES[("sim", True)], seed_offset=3)
     assert command_line(plan, Path("results/claims/sim"), replicate_on=True) == (
         "isocompute report claims --quick --seed-offset 3 --replicate")
+
+
+def test_a_bad_seed_offset_is_one_line_and_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from isocompute.cli import main
+
+    r = CliRunner().invoke(main, ["report", "claims", "--quick", "--seed-offset", "-1", "--results",
+                                  str(tmp_path / "r")])
+    assert r.exit_code == 2 and "--seed-offset" in r.output and not (tmp_path / "r").exists()
