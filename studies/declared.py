@@ -77,6 +77,9 @@ class StudySpec:
     budget: int = 2**18
     """Compute cap in rollouts of every run."""
     seeds: int = 2
+    seed0: int = 0
+    """First seed: the runs use seeds seed0 .. seed0 + seeds - 1 (problem_seed likewise unless `base` fixes
+    it), so a study can be repeated on a disjoint seed set (tuning seeds, a replication)."""
     base: Overrides = ()
     """Overrides shared by every run (e.g. (("kl_coef", 0.05),)): RunConfig fields or backend options."""
     variants: tuple[tuple[str, Overrides], ...] = ()
@@ -141,6 +144,10 @@ def study_configs(st: StudySpec, presets: Mapping[str, Mapping[str, Any]], backe
             seeds=st.seeds,
             budget=base.budget,
         )
+        if st.seed0:
+            cfgs = [c.replace(seed=c.seed + st.seed0,
+                              problem_seed=c.seed + st.seed0 if base.problem_seed is None else c.problem_seed)
+                    for c in cfgs]
         out.extend((label, c) for c in cfgs)
     return out
 

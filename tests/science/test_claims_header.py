@@ -1,11 +1,13 @@
-"""The claims report header names the command that regenerates it (--results when not the default)."""
+"""The claims report header names the command that regenerates it (--results when not the default, the seed
+offset and replication where they differ from the mode's defaults)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from isocompute.reports.claims.common import MODES
-from isocompute.reports.claims.report import render
+from isocompute.reports.claims.report import command_line, render
 
 
 def _cmd(plan, results):
@@ -14,11 +16,32 @@ def _cmd(plan, results):
 
 
 def test_header_names_a_non_default_results_dir():
+    # a full report rendered from one seed set says so: the full report replicates by default
     cmd = _cmd(MODES[("sim", False)], Path("results/mech12"))
-    assert cmd == "isocompute report claims --results results/mech12"
+    assert cmd == "isocompute report claims --no-replicate --results results/mech12"
+    assert command_line(MODES[("sim", False)], Path("results/claims/sim"), replicate_on=True) == (
+        "isocompute report claims")
+    assert command_line(MODES[("sim", False)], Path("results/claims/sim"), docs=True) == (
+        "isocompute report claims --docs")
 
 
 def test_header_omits_the_default_results_dir():
     assert _cmd(MODES[("sim", True)], Path("results/claims/sim")) == "isocompute report claims --quick"
     cmd = _cmd(MODES[("llm", True)], Path("results/claims/llm"))
     assert cmd == "isocompute report claims --backend llm --quick"
+
+
+def test_header_names_the_seed_offset_and_replication():
+    plan = replace(MODES[("sim", True)], seed_offset=3)
+    assert command_line(plan, Path("results/claims/sim"), replicate_on=True) == (
+        "isocompute report claims --quick --seed-offset 3 --replicate")
+
+
+def test_a_bad_seed_offset_is_one_line_and_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from isocompute.cli import main
+
+    r = CliRunner().invoke(main, ["report", "claims", "--quick", "--seed-offset", "-1", "--results",
+                                  str(tmp_path / "r")])
+    assert r.exit_code == 2 and "--seed-offset" in r.output and not (tmp_path / "r").exists()

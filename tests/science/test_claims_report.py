@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from isocompute.cli import main
 from isocompute.reports.claims import QUICK, SECTIONS, VERDICTS
 from isocompute.reports.claims.common import PRESETS, n_star_cell, n_star_rows
-from isocompute.reports.claims.nstar import f1_measure, theory_measure
-from isocompute.reports.claims.report import studies_of
+from isocompute.reports.claims.nstar import RECIPE_ROW, f1_measure, theory_measure
+from isocompute.reports.claims.report import studies_of, tune
 from studies.declared import Tables, study_configs
 from studies.fit.frontier import fit_report
 
@@ -29,14 +29,20 @@ def quick_report(tmp_path_factory):
     out, results = tmp / "CLAIMS.md", tmp / "results"
     res = CliRunner().invoke(main, ["claims", "--quick", "--results", str(results), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    plan = {
-        name: study_configs(st, PRESETS["sim"], "sim") for name, st in studies_of(SECTIONS, QUICK).items()
+    plan = tuned_quick(results)
+    runs = {
+        name: study_configs(st, PRESETS["sim"], "sim") for name, st in studies_of(SECTIONS, plan).items()
     }
-    return res.output, out.read_text(), Tables(results, plan)
+    return res.output, out.read_text(), Tables(results, runs), out
+
+
+def tuned_quick(results):
+    """The quick plan with the base lrs its tuning stage chose (the runs are in `results`: nothing reruns)."""
+    return tune(QUICK, SECTIONS, results, 1, False, lambda s: None)[0]
 
 
 def test_quick_report_has_a_verdict_for_every_claim(quick_report):
-    stdout, md, _ = quick_report
+    stdout, md, _, _ = quick_report
     verdicts = dict(
         line.split(maxsplit=1) for line in stdout.splitlines() if line.split()[:1] and line.split()[0] in KEYS
     )
@@ -49,7 +55,7 @@ def test_quick_report_has_a_verdict_for_every_claim(quick_report):
 
 
 def test_quick_report_says_it_is_quick_and_reproduces_the_theory(quick_report):
-    _, md, _ = quick_report
+    _, md, _, _ = quick_report
     assert "Quick mode" in md and f"Seeds: {QUICK.seeds}" in md
     m = re.search(r'<a id="theory"></a>.*?\*\*Verdict: ([^.]+)\.', md, re.S)
     assert m.group(1) == "reproduced"
@@ -58,8 +64,8 @@ def test_quick_report_says_it_is_quick_and_reproduces_the_theory(quick_report):
 def test_reported_n_star_is_the_frontier_of_fit_report(quick_report):
     """The n* of the report at any compute is the n, and its set the set, of `isocompute fit`'s frontier on
     the same table."""
-    _, _, tables = quick_report
-    table = tables[QUICK.study("inter").name]
+    _, _, tables, out = quick_report
+    table = tables[tuned_quick(out.parent / "results").study("inter").name]
     rep = fit_report(table, extrapolate=False)
     pts = rep["frontier"][::5]
     rows = n_star_rows(table, [p["compute"] for p in pts])
@@ -70,16 +76,36 @@ def test_reported_n_star_is_the_frontier_of_fit_report(quick_report):
 def test_reported_rewards_are_the_seed_records_of_the_runs(quick_report):
     """Theory rows: reward = mean over seeds of each n* run's best train_mean up to the budget; the f1 per-n
     table: the final val_mean of each run at the top budget."""
-    _, md, tables = quick_report
-    x = theory_measure(tables, QUICK)
+    _, md, tables, out = quick_report
+    plan = tuned_quick(out.parent / "results")
+    x = theory_measure(tables, plan)
     tab = tables[f"{QUICK.name}/tabular"]
     for r in x["rows"]:
         runs = tab[(tab["n"] == r["n_star"]) & (tab["compute"] <= r["budget"])]
         assert r["mean"] == pytest.approx(runs.groupby("run_id")["train_mean"].max().mean(), abs=1e-12)
-        assert f"{n_star_cell(r)} ({r['mean']:.3f} ± {r['ci']:.3f})" in md
-    f1 = f1_measure(tables, QUICK)
-    inter = tables[QUICK.study("inter").name]
+        assert f"{n_star_cell(r)} ({r['mean']:.3f} ± {r['ci']:.3f}" in md
+    f1 = f1_measure(tables, plan)
+    inter = tables[plan.study("inter").name]
     last = inter.sort_values("compute").groupby("run_id").tail(1)
-    for n, (m, _) in f1["per_n"]["preset lr (final)"].items():
+    for n, (m, _) in f1["per_n"][f"{RECIPE_ROW} (final)"].items():
         assert m == pytest.approx(last.loc[last["n"] == n, "val_mean"].mean(), abs=1e-12)
-    assert np.isfinite(f1["treatments"]["preset lr"]["record"]["diff"])
+    assert np.isfinite(f1["treatments"][RECIPE_ROW]["record"]["diff"])
+
+
+def test_quick_report_json_makes_a_true_readme_paragraph_and_caption(quick_report):
+    """The README generator on a quick report's JSON: it quotes finding 1's interval under the recipe with
+    its base lr, and says "grows with compute" only where that verdict is reproduced."""
+    import json
+
+    from isocompute.reports import readme
+
+    stdout, md, _, out = quick_report
+    summary = json.loads(out.with_suffix(".json").read_text())
+    f1 = summary["f1"]["recipe"]
+    par = readme.claims_paragraph(summary)
+    cap = readme.headline_caption(summary)
+    assert f"base lr {f1['base_lr']:g} chosen on tuning seeds" in par
+    assert f"{f1['gain']['estimate']:+.4f} [{f1['gain']['lo']:+.4f}, {f1['gain']['hi']:+.4f}]" in par
+    assert f"finding 1: {summary['verdicts']['f1']}" in par or f"Easy): {summary['verdicts']['f1']}" in par
+    assert ("grows with compute" in cap) == (summary["verdicts"]["f1"] == "reproduced")
+    assert "constant lr" in cap

@@ -1,35 +1,107 @@
-"""The claims report's verdict rules (isocompute/reports/claims/), each on hand-made numbers that give each
-verdict."""
+"""The claims report's verdict rules (isocompute/reports/claims/), each on hand-made intervals that give each
+verdict: reproduced only where the key quantity's interval clears the rule's threshold, not reproduced only
+where it clears the opposite one, inconclusive otherwise; no rule reads two point estimates."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from isocompute.reports.claims import allocation, measurements, nstar, pass1
-from isocompute.reports.claims.common import noise_scale_from_pieces, paired_contrast, polarisation, robust
+from isocompute.reports.claims.common import (
+    heldout_contrast,
+    noise_scale_from_pieces,
+    paired_contrast,
+    polarisation,
+)
+from isocompute.reports.claims.judge import (
+    EQUIVALENCE_MARGIN,
+    NAN_INTERVAL,
+    Interval,
+    Rule,
+    combine,
+    judge,
+    replicate,
+    seed_bootstrap,
+    t_interval,
+)
 
-NAN = float("nan")
+R, N, I = "reproduced", "not reproduced", "inconclusive"
+
+
+def iv(est: float, half: float = 0.005, k: int = 8) -> Interval:
+    """An interval est ± half (95%), 0.8 of it at 90%."""
+    return Interval(est, est - half, est + half, est - 0.8 * half, est + 0.8 * half, k)
+
+
+UP, DOWN, FLAT = iv(0.03), iv(-0.03), iv(0.0, 0.02)
+"""Intervals wholly above 0, wholly below 0, and across 0."""
+
+
+def c(interval: Interval) -> dict:
+    return {"n_small": 8, "n_large": 128, "diff": interval.estimate, "iv": interval, "wins": 8, "seeds": 8,
+            "per_seed": {}}
 
 
 def rows(*ns):
-    return [{"budget": 2.0 ** (10 + 2 * i), "n_star": n, "mean": 0.5, "ci": 0.01} for i, n in enumerate(ns)]
+    return [{"budget": 2.0 ** (10 + 2 * i), "n_star": n, "set": [n], "mean": 0.5, "ci": 0.01,
+             "competitors": 3} for i, n in enumerate(ns)]
 
 
-def c(diff, z, seeds=8):
-    return {
-        "n_small": 8,
-        "n_large": 128,
-        "diff": diff,
-        "se": diff / z if z else NAN,
-        "z": z,
-        "ci": 0.01,
-        "wins": seeds,
-        "seeds": seeds,
-    }
+# ---------------------------------------------------------------------------------------------- the judge
+def test_judge_above_below_and_equivalence_give_each_verdict():
+    up = Rule("q")
+    assert [judge(up, x).verdict for x in (UP, DOWN, FLAT, NAN_INTERVAL)] == [R, N, I, I]
+    down = Rule("q", kind="below")
+    assert [judge(down, x).verdict for x in (DOWN, UP, FLAT)] == [R, N, I]
+    # a threshold other than 0, with the opposite threshold below it: between the two is inconclusive
+    drop = Rule("q", threshold=0.01, opposite=0.0)
+    assert [judge(drop, x).verdict for x in (iv(0.02), iv(-0.02), iv(0.005, 0.004))] == [R, N, I]
+    eq = Rule("q", kind="equivalent", margin=0.01)
+    assert judge(eq, iv(0.002, 0.006)).verdict == R  # 90% interval inside ±0.01
+    assert judge(eq, iv(0.03, 0.01)).verdict == N  # 95% interval beyond +0.01
+    assert judge(eq, iv(-0.03, 0.01)).verdict == N
+    assert judge(eq, iv(0.008, 0.01)).verdict == I  # straddles the margin
+    assert EQUIVALENCE_MARGIN > 0
+
+
+def test_rule_refuses_overlapping_thresholds_and_no_margin():
+    with pytest.raises(ValueError):
+        Rule("q", threshold=0.0, opposite=0.01)
+    with pytest.raises(ValueError):
+        Rule("q", kind="below", threshold=0.0, opposite=-0.01)
+    with pytest.raises(ValueError):
+        Rule("q", kind="equivalent", margin=0.0)
+    with pytest.raises(ValueError):
+        Rule("q", kind="sideways")
+
+
+def test_combine_and_replicate():
+    assert combine([R, R]) == R and combine([N, N]) == N
+    assert combine([R, N]) == "partly" and combine([R, I]) == I and combine([]) == I
+    assert replicate(R, R) == R and replicate(R, I) == "does not replicate"
+
+
+def test_t_interval_is_the_t_interval():
+    from scipy import stats
+
+    v = np.array([0.1, 0.12, 0.09, 0.13, 0.11])
+    out = t_interval(v)
+    lo, hi = stats.t.interval(0.95, v.size - 1, loc=v.mean(), scale=stats.sem(v))
+    assert out.estimate == pytest.approx(v.mean()) and (out.lo, out.hi) == pytest.approx((lo, hi))
+    lo90, hi90 = stats.t.interval(0.90, v.size - 1, loc=v.mean(), scale=stats.sem(v))
+    assert (out.lo90, out.hi90) == pytest.approx((lo90, hi90))
+    assert not t_interval([0.3]).finite and judge(Rule("q"), t_interval([0.3])).verdict == I
+
+
+def test_seed_bootstrap_is_deterministic_and_covers_the_mean():
+    rng = np.random.default_rng(1)
+    wide = pd.DataFrame({"a": rng.normal(0.5, 0.1, 16), "b": rng.normal(0.4, 0.1, 16)})
+    stat = lambda w: float(w["a"].mean() - w["b"].mean())  # noqa: E731
+    one, two = seed_bootstrap(wide, stat, reps=500), seed_bootstrap(wide, stat, reps=500)
+    assert one == two and one.lo < one.estimate < one.hi and one.lo < one.lo90 < one.hi90 < one.hi
+    assert one.method == "bootstrap" and one.k == 16
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -39,43 +111,19 @@ def test_paired_contrast_uses_per_seed_differences():
     d = np.array([0.1, 0.12, 0.09, 0.13])
     assert (out["n_small"], out["n_large"], out["wins"], out["seeds"]) == (4, 64, 4, 4)
     assert out["diff"] == pytest.approx(d.mean()) and out["se"] == pytest.approx(d.std(ddof=1) / 2)
-
-
-def test_robust_needs_growth_size_significance_and_eight_seeds():
-    assert robust([8, 32, 128], c(0.03, 4))
-    assert not robust([8, 16, 32], c(0.03, 4))  # 4x growth
-    assert not robust([8, 32, 128], c(0.01, 4))  # too small
-    assert not robust([8, 32, 128], c(0.03, 2))  # not significant
-    assert not robust([8, 32, 128], c(0.03, 4, seeds=3))
-    assert not robust([128, 32, 8], c(0.03, 4))  # a falling n* is not growth
-    assert not robust([32, 8, 8, 2], c(0.03, 4))
-
-
-def test_a_falling_sequence_is_not_growth_in_any_rule():
-    from isocompute.reports.claims.common import growth, growth_text
-
-    assert growth([32, 8, 8, 2]) == pytest.approx(1 / 16) and growth_text(1 / 16) == "1/16x (falls)"
-    assert nstar.f10_verdict({"rows_tokens": rows(32, 8, 2), "n_star_rollouts": [32, 8, 2]})[0] == (
-        "not reproduced")
-    x = {"rows": {"32": [{"n_star": 64, "mean": 0.5}, {"n_star": 4, "mean": 0.7}]}, "range_n": 0.05}
-    assert allocation.f4_verdict(x)[0] == "partly"  # only the B_p spread holds; n* fell 16x
-    assert "1/16x (falls)" in allocation.f4_verdict(x)[1]
-    f11 = {"objectives": {"ppo": {"n_star": [64, 4], "contrast": c(0.05, 5)}}}
-    assert nstar.f11_verdict(f11)[0] == "not reproduced"
+    assert out["iv"] == t_interval(list(out["per_seed"].values()))
+    assert sorted(out["per_seed"]) == [0, 1, 2, 3]
 
 
 def test_contrast_arms_are_chosen_on_held_out_seeds():
     """Seed 0 makes n = 2 look best among the small n; chosen on the other fold, n = 4 is reported for
     the fold holding seed 0, so seed 0's luck cannot choose the arm it reports."""
-    from isocompute.reports.claims.common import heldout_contrast
-
     rows_ = []
     for s in range(6):
         for n, v in ((2, 0.40 + (0.5 if s == 0 else 0.0)), (4, 0.45), (64, 0.55 + 0.01 * s)):
             rows_.append({"seed": s, "n": n, "reward": v})
     rr = pd.DataFrame(rows_)
     out = heldout_contrast(rr, [2, 4], [64])
-    # fold 0 (seeds 0, 2, 4) is tuned on seeds 1, 3, 5: n = 4; fold 1 on seeds 0, 2, 4: n = 2 (seed 0's luck)
     assert out["n_small"] == "4/2" and out["seeds"] == 6
     d = [0.55 - 0.45, 0.57 - 0.45, 0.59 - 0.45, 0.56 - 0.40, 0.58 - 0.40, 0.60 - 0.40]
     assert out["diff"] == pytest.approx(np.mean(d))
@@ -96,134 +144,134 @@ def test_polarisation_and_noise_scale():
     assert est["b_simple"] == pytest.approx(5.0, rel=0.03)
 
 
+def test_f2_tilt_is_the_per_seed_slope_on_log2_n():
+    piv = pd.DataFrame({2: [0.1, 0.2], 8: [0.3, 0.2], 32: [0.5, 0.2]})
+    assert list(allocation.tilt(piv)) == pytest.approx([0.1, 0.0])
+
+
+def test_f3_f4_ranges_and_spread_of_a_seed_matrix():
+    cols = pd.MultiIndex.from_tuples([(32, 2), (32, 8), (128, 2), (128, 8)], names=["bp", "n"])
+    wide = pd.DataFrame([[0.5, 0.6, 0.52, 0.7], [0.5, 0.6, 0.52, 0.7]], columns=cols)
+    over_n, over_bp = allocation.ranges(wide)
+    assert over_n == pytest.approx((0.1 + 0.18) / 2) and over_bp == pytest.approx((0.02 + 0.1) / 2)
+    assert allocation.bp_spread(wide) == pytest.approx(0.1)
+
+
 # ---------------------------------------------------------------------------------------------- sections
 def test_theory_verdict():
-    assert nstar.theory_verdict({"rows": rows(2, 4, 2), "two_smallest": [2, 4]})[0] == "reproduced"
-    assert nstar.theory_verdict({"rows": rows(2, 8), "two_smallest": [2, 4]})[0] == "not reproduced"
+    x = {"rows": rows(2, 4, 2), "two_smallest": [2, 4]}
+    assert [nstar.theory_verdict(x | {"gain": g})[0] for g in (DOWN, UP, FLAT)] == [R, N, I]
 
 
-def _f1(pre, env, sq, tab_ok, seeds=8):
+def _f1(recipe: Interval, envelope: Interval = FLAT, preset: Interval = UP) -> dict:
     tr = {
-        nstar.PRESET: {"rows": rows(8, 32, 256), "robust": pre},
-        nstar.SQRT_TUNED: {"rows": rows(2), "robust": sq},
-        nstar._untuned(0.1): {"rows": rows(8, 64, 512), "robust": True},  # a sensitivity row never counts
+        nstar.RECIPE_ROW: {"rows": rows(2, 8, 32), "record": c(recipe), "final": c(recipe)},
+        nstar.constant_label(0.1, 0.1): {"rows": rows(8, 64, 512), "record": c(preset), "final": c(preset),
+                                         "sensitivity": True},
+        nstar.ENVELOPE: {"rows": rows(2, 4), "record": c(envelope), "final": c(envelope)},
     }
-    if env is not None:
-        tr[nstar.ENVELOPE] = {"rows": rows(8), "robust": env}
-    return {"treatments": tr, "tabular_ok": tab_ok, "max_n": 512, "seeds": seeds}
+    return {"treatments": tr, "tabular_ok": True, "max_n": 512, "seeds": 8, "main": nstar.RECIPE_ROW}
 
 
-def test_f1_verdict():
-    assert nstar.f1_verdict(_f1(True, True, True, True))[0] == "reproduced"
-    assert nstar.f1_verdict(_f1(True, False, False, True))[0] == "partly"
-    assert nstar.f1_verdict(_f1(True, True, True, False))[0] == "not reproduced"  # the control fails
-    assert nstar.f1_verdict(_f1(False, False, False, True))[0] == "not reproduced"
-    assert nstar.f1_verdict(_f1(False, False, True, True))[0] == "partly"  # the tuned sqrt rule counts
-    # llm: no tabular control (None) does not block, a missing envelope counts as no
-    v, why = nstar.f1_verdict(_f1(True, None, False, None, seeds=1))
-    assert v == "partly" and "tabular control: n/a" in why and "needs 8" in why
+def test_f1_verdict_reads_the_recipe_only():
+    assert nstar.f1_verdict(_f1(UP))[0] == R
+    assert nstar.f1_verdict(_f1(DOWN))[0] == N
+    assert nstar.f1_verdict(_f1(FLAT))[0] == I
+    # the envelope and the preset's constant lr (a sensitivity row) never decide it
+    v, why = nstar.f1_verdict(_f1(FLAT, envelope=UP, preset=UP))
+    assert v == I and "under the lr envelope reproduced" in why and "sensitivity" in why
+    # the llm plans read their backend's own recipe
+    x = _f1(UP) | {"main": nstar.BACKEND_ROW}
+    x["treatments"] = {nstar.BACKEND_ROW: x["treatments"][nstar.RECIPE_ROW]}
+    assert nstar.f1_verdict(x | {"tabular_ok": None})[0] == R
+
+
+def _f2(easy: Interval, hard: Interval) -> dict:
+    def ds(t):
+        return {m: {"n_star": 8, "set": [8]} for m in ("best_k", "worst_k", "mean")} | {"tilt": t}
+
+    return {"k": 4, "datasets": {"easy": ds(easy), "hard": ds(hard)}}
 
 
 def test_f2_verdict():
-    def x(e, h):
-        return {
-            "k": 4,
-            "datasets": {
-                ds: {m: {"n_star": v} for m, v in zip(("best_k", "worst_k"), p, strict=True)}
-                for ds, p in (("easy", e), ("hard", h))
-            },
-        }
-
-    assert allocation.f2_verdict(x((8, 32), (32, 8)))[0] == "reproduced"
-    assert allocation.f2_verdict(x((8, 32), (8, 8)))[0] == "partly"
-    assert allocation.f2_verdict(x((32, 32), (8, 8)))[0] == "not reproduced"  # ties count as no
+    assert allocation.f2_verdict(_f2(UP, DOWN))[0] == R
+    assert allocation.f2_verdict(_f2(DOWN, UP))[0] == N
+    assert allocation.f2_verdict(_f2(UP, UP))[0] == "partly"
+    assert allocation.f2_verdict(_f2(UP, FLAT))[0] == I
 
 
 def test_f3_verdict():
-    def x(ns, rn, rb):
-        return {"rows": [{"n_star": n} for n in ns], "range_n": rn, "range_bp": rb, "bps": [32, 128, 512]}
+    def x(gain, sens):
+        return {"rows": rows(4, 8), "gain": c(gain), "sens": sens, "bps": [32, 128, 512]}
 
-    assert allocation.f3_verdict(x([4, 8, 16], 0.1, 0.05))[0] == "reproduced"
-    assert allocation.f3_verdict(x([4, 4, 4], 0.1, 0.05))[0] == "partly"  # sensitivity only
-    assert allocation.f3_verdict(x([4, 8], 0.01, 0.05))[0] == "partly"  # 2x monotone
-    assert allocation.f3_verdict(x([8, 4], 0.01, 0.05))[0] == "not reproduced"
+    assert allocation.f3_verdict(x(UP, UP))[0] == R
+    assert allocation.f3_verdict(x(DOWN, DOWN))[0] == N
+    assert allocation.f3_verdict(x(UP, DOWN))[0] == "partly"
+    assert allocation.f3_verdict(x(FLAT, UP))[0] == I
 
 
-def test_f4_verdict():
-    def x(grow, best, rn):
-        return {
-            "rows": {
-                str(bp): [{"n_star": 2, "mean": 0.5}, {"n_star": 2 * g, "mean": b}]
-                for bp, g, b in zip((8, 32), grow, best, strict=True)
-            },
-            "range_n": rn,
-        }
+def test_f4_verdict_needs_every_b_p_and_an_equivalent_spread():
+    def x(gains, spread):
+        return {"rows": {str(bp): rows(2, 32) for bp in (32, 128)},
+                "gains": {str(bp): c(g) for bp, g in zip((32, 128), gains, strict=True)},
+                "spread": spread, "spread_final": spread, "range_n_final": 0.1}
 
-    assert allocation.f4_verdict(x((4, 8), (0.70, 0.71), 0.05))[0] == "reproduced"
-    assert allocation.f4_verdict(x((4, 2), (0.70, 0.71), 0.05))[0] == "partly"
-    assert allocation.f4_verdict(x((1, 2), (0.60, 0.80), 0.05))[0] == "not reproduced"
+    small, big = iv(0.003, 0.004), iv(0.05, 0.01)
+    assert allocation.f4_verdict(x((UP, UP), small))[0] == R
+    assert allocation.f4_verdict(x((DOWN, DOWN), big))[0] == N
+    assert allocation.f4_verdict(x((UP, UP), big))[0] == "partly"  # n* rises, but B_p matters
+    assert allocation.f4_verdict(x((UP, FLAT), small))[0] == I
+    assert allocation.f4_verdict(x((UP, UP), iv(0.008, 0.01)))[0] == I  # the spread straddles the margin
 
 
 def test_f5_verdict():
     def x(train, val):
-        out = []
-        for split, d in (("train", train), ("val", val)):
-            if d is not None:
-                out.append({"C": 1, "split": split, "stat": "zero_frac", "diff": d})
+        out = [{"C": 1, "split": s, "stat": "zero_frac", "diff": d}
+               for s, d in (("train", train), ("val", val)) if d is not None]
         return {"rows": out, "top": 1}
 
-    assert pass1.f5_verdict(x((0.1, 0.02), (0.1, 0.05)))[0] == "reproduced"
-    assert pass1.f5_verdict(x((0.1, 0.02), (0.01, 0.05)))[0] == "partly"
-    assert pass1.f5_verdict(x((-0.1, 0.02), (-0.01, 0.05)))[0] == "not reproduced"
-    assert pass1.f5_verdict(x(None, (0.1, 0.05)))[0] == "reproduced"  # llm: validation snapshots only
+    assert pass1.f5_verdict(x(UP, UP))[0] == R
+    assert pass1.f5_verdict(x(DOWN, DOWN))[0] == N
+    assert pass1.f5_verdict(x(UP, DOWN))[0] == "partly"
+    assert pass1.f5_verdict(x(UP, FLAT))[0] == I
+    assert pass1.f5_verdict(x(None, UP))[0] == R  # llm: validation snapshots only
 
 
 def test_f6_verdict_is_never_a_reproduction():
-    v, why = nstar.f6_verdict({"models": {"a": [2, 8], "b": [2, 2]}})
+    v, why = nstar.f6_verdict({"models": {"a": {"rows": rows(2, 8)}, "b": {"rows": rows(2, 2)}}})
     assert v == "not applicable to a simulator" and "a: 4x" in why and "b: 1x" in why
 
 
 def test_f7_verdict():
-    def x(ns_small, drop, rise):
-        return {
-            "d": {"big": 1024, "small": 128},
-            "by_d": {
-                "1024": {"n_star": [8, 128], "drop": (0.0, NAN)},
-                "128": {"n_star": ns_small, "drop": (drop, NAN), "rise": (rise, NAN)},
-            },
-        }
+    def x(gap, drop, rise):
+        return {"d": {"big": 1024, "small": 128}, "gap": gap,
+                "by_d": {"1024": {"drop": iv(0.0)}, "128": {"drop": drop, "rise": rise}}}
 
-    assert pass1.f7_verdict(x([8, 32], 0.03, 0.02))[0] == "reproduced"
-    assert pass1.f7_verdict(x([8, 512], 0.03, 0.02))[0] == "partly"
-    assert pass1.f7_verdict(x([8, 512], 0.005, 0.02))[0] == "not reproduced"
+    assert pass1.f7_verdict(x(DOWN, iv(0.03), UP))[0] == R
+    assert pass1.f7_verdict(x(UP, iv(0.0), DOWN))[0] == N
+    assert pass1.f7_verdict(x(DOWN, iv(0.0), DOWN))[0] == "partly"
+    assert pass1.f7_verdict(x(DOWN, iv(0.012, 0.005), UP))[0] == I  # the drop's interval holds 0.01
 
 
 def test_f8_verdict_is_at_most_partly():
     def x(hard, easy):
-        return {"large_min": 32, "halves": {"hard": {"n_star": hard}, "easy": {"n_star": easy}}}
+        return {"large_min": 32, "halves": {"hard": {"gain": c(hard)}, "easy": {"gain": c(easy)}}}
 
-    assert pass1.f8_verdict(x(128, 32))[0] == "partly"
-    assert pass1.f8_verdict(x(8, 128))[0] == "not reproduced"
+    assert pass1.f8_verdict(x(UP, UP))[0] == "partly"
+    assert pass1.f8_verdict(x(DOWN, DOWN))[0] == N
+    assert pass1.f8_verdict(x(UP, FLAT))[0] == I
 
 
 def test_f9_verdict_is_the_papers_ordering():
-    def r(d13, d32, h=0.002):
-        return {"d13": (d13, h), "d32": (d32, h), "d12": (d13 + d32, h), "values": {}}
+    def x(d13, d12, d32):
+        r = {"d13": d13, "d12": d12, "d32": d32, "values": {}}
+        return {"names": ["256/256", "64/256", "64/64"], "record": r, "final": r}
 
-    def x(rec, fin=None):
-        return {"names": ["256/256", "64/256", "64/64"], "record": rec, "final": fin or rec}
-
-    # (1) > (3) ~ (2): large n beats both, the baseline explains a small share of the gain
-    assert allocation.f9_verdict(x(r(0.02, 0.002)))[0] == "reproduced"
-    # the first setup's rule (64/256 > 64/64 required) is gone: a baseline that helps nothing still reproduces
-    assert allocation.f9_verdict(x(r(0.02, -0.001)))[0] == "reproduced"
-    # a baseline that explains most of the gain: (3) is not ~ (2)
-    assert allocation.f9_verdict(x(r(0.005, 0.02)))[0] == "partly"
-    # (1) beats (2) but not (3): partly
-    assert allocation.f9_verdict(x(r(0.001, 0.02)))[0] == "partly"
-    assert allocation.f9_verdict(x(r(-0.01, -0.01)))[0] == "not reproduced"
-    why = allocation.f9_verdict(x(r(0.02, 0.002), r(-0.01, 0.0)))[1]
-    assert "Final reward: above both no" in why
+    same, apart = iv(0.001, 0.004), iv(0.03, 0.01)
+    assert allocation.f9_verdict(x(UP, UP, same))[0] == R  # (1) > (3) ~ (2)
+    assert allocation.f9_verdict(x(DOWN, DOWN, apart))[0] == N
+    assert allocation.f9_verdict(x(UP, UP, apart))[0] == "partly"  # the baseline alone matters
+    assert allocation.f9_verdict(x(UP, FLAT, same))[0] == I
 
 
 def test_f9_charges_the_decoupled_baseline_as_the_paper():
@@ -233,7 +281,6 @@ def test_f9_charges_the_decoupled_baseline_as_the_paper():
     dec = dict(specs["64/256"].base)
     assert dec["n_est"] == 256 and specs["64/256"].bp == (128,) and specs["256/256"].bp == (128,)
     assert allocation.paper_charge(64, 256) == 256
-    # its budget pays for the steps of 256 rollouts per problem per step, as the 256/256 run gets
     assert specs["64/256"].budget * 256 // (64 + 256) == specs["256/256"].budget
     tab = pd.DataFrame({"n": [64, 64], "compute": [320.0 * 128, 640.0 * 128]})
     assert list(allocation._charged(tab, 256)["compute"]) == [256.0 * 128, 512.0 * 128]
@@ -250,28 +297,22 @@ def test_findings_3_and_4_stay_in_the_papers_b_p_range():
 
 
 def test_f10_verdict():
-    def x(ns):
-        return {"rows_tokens": rows(*ns), "n_star_rollouts": ns}
+    def x(g):
+        return {"rows_tokens": rows(8, 32), "n_star_rollouts": rows(8, 32), "gain": c(g), "stake": None}
 
-    assert nstar.f10_verdict(x([8, 8, 32]))[0] == "reproduced"
-    assert nstar.f10_verdict(x([8, 32, 16]))[0] == "partly"  # 4x but not monotone
-    assert nstar.f10_verdict(x([8, 8, 8]))[0] == "not reproduced"
+    assert [nstar.f10_verdict(x(g))[0] for g in (UP, DOWN, FLAT)] == [R, N, I]
 
 
 def test_f11_verdict():
     def x(a, b):
-        return {
-            "objectives": {
-                "ppo": {"n_star": [8, 8 * a[0]], "contrast": c(a[1], a[2])},
-                "cispo": {"n_star": [8, 8 * b[0]], "contrast": c(b[1], b[2])},
-            }
-        }
+        return {"objectives": {k: {"n_star": rows(8, 32), "contrast": c(v), "final": c(v)}
+                               for k, v in (("ppo", a), ("cispo", b))}}
 
-    assert nstar.f11_verdict(x((4, 0.05, 5), (8, 0.03, 3)))[0] == "reproduced"
-    assert nstar.f11_verdict(x((4, 0.05, 5), (2, 0.03, 3)))[0] == "partly"
-    assert nstar.f11_verdict(x((4, -0.05, 5), (8, 0.03, 2)))[0] == "not reproduced"
+    assert nstar.f11_verdict(x(UP, UP))[0] == R
+    assert nstar.f11_verdict(x(DOWN, DOWN))[0] == N
+    assert nstar.f11_verdict(x(UP, DOWN))[0] == "partly"
+    assert nstar.f11_verdict(x(UP, FLAT))[0] == I
 
 
 def test_mechanism_is_measured_only():
     assert measurements.mech_verdict({})[0] == "measured"
-    assert math.isfinite(1.0)

@@ -36,19 +36,53 @@ def test_readme_blocks_are_generated_from_their_data():
     cj = ROOT / readme.CLAIMS_JSON
     summary = json.loads(cj.read_text()) if cj.exists() else None
     assert f"{readme.CLAIMS_BEGIN}\n{readme.claims_paragraph(summary)}\n{readme.CLAIMS_END}" in text
+    assert f"{readme.CAPTION_BEGIN}\n{readme.headline_caption(summary)}\n{readme.CAPTION_END}" in text
     fp32, bf16 = (json.loads((ROOT / p).read_text()) for p in readme.ROLLOUT_JSONS)
     assert f"{readme.ROLLOUT_MARK}\n{readme.rollout_paragraph(fp32, bf16)}\n{readme.ROLLOUT_MARK}" in text
 
 
-def test_claims_paragraph_quotes_the_summary():
-    c = {"n_small": 8, "n_large": 256, "diff": 0.0264, "ci": 0.0106, "wins": 8, "seeds": 8}
-    s = {"plan": "full", "seeds": 8, "verdicts": {"theory": "reproduced", "f1": "partly", "f5": "reproduced"},
-         "f1": {"preset": {"lr": {"lr": 0.1}, "n_star": [8, 32, 256], "record": c, "final": c},
-                "envelope": {"record": c | {"diff": 0.0001}, "final": None},
-                "sqrt": {"record": c | {"diff": -0.02}, "base": "0.001"}},
-         "mechanisms": {"rises": [], "of": 7}}
+def _gain(est, lo, hi):
+    return {"n_small": 8, "n_large": 256, "estimate": est, "lo": lo, "hi": hi, "lo90": lo, "hi90": hi,
+            "seeds": 8}
+
+
+def _summary(f1: str, gain: dict) -> dict:
+    return {"version": readme.SUMMARY_VERSION, "plan": "full", "seeds": 8, "seed_sets": ["0..7", "8..15"],
+            "verdicts": {"theory": "reproduced", "f1": f1, "f5": "reproduced"},
+            "f1": {"recipe": {"base_lr": 0.001, "gain": gain, "n_star": ["2", "2-4", "32-128"],
+                              "stake_top": {"estimate": 0.0004, "lo": -0.0002, "hi": 0.001, "within": True}},
+                   "envelope": {"gain": _gain(-0.0005, -0.0014, 0.0004)},
+                   "preset": {"lr": 0.1, "gain": _gain(0.0264, 0.0158, 0.0370),
+                              "n_star": ["8", "64", "256"]}},
+            "mechanisms": {"rises": [], "of": 7}}
+
+
+def test_claims_paragraph_quotes_the_summary_and_says_which_lr():
+    s = _summary("inconclusive", _gain(-0.0000, -0.0018, 0.0018))
     p = readme.claims_paragraph(s)
-    assert "n* goes from 8 to 256" in p and "+0.0264 ± 0.0106" in p and "+0.0001 ± 0.0106" in p
-    assert "-0.0200 ± 0.0106" in p and "chosen 0.001" in p and "0 of the 7" in p
-    assert "finding 1: partly" in p
-    assert "+0." not in readme.claims_paragraph(None)
+    assert "base lr 0.001 chosen on tuning seeds" in p and "Easy): inconclusive" in p
+    s["by_set"] = {"f1": [["0..7", "inconclusive"], ["8..15", "reproduced"]]}
+    s["verdicts"]["f1"] = "does not replicate"
+    p2 = readme.claims_paragraph(s)
+    assert "Easy): does not replicate (seeds 0..7: inconclusive; seeds 8..15: reproduced)" in p2
+    assert "(numbers: seeds 0..7)" in p2
+    assert "-0.0000 [-0.0018, +0.0018] (95% CI over 8 seeds, not distinguishable from 0)" in p
+    assert "+0.0004 [-0.0002, +0.0010] (inside the equivalence margin)" in p
+    assert "lr envelope" in p and "-0.0005 [-0.0014, +0.0004]" in p
+    assert "constant lr 0.1 (a sensitivity row, not a verdict)" in p and "+0.0264 [+0.0158, +0.0370]" in p
+    assert "two disjoint sets of 8 seeds (0..7 and 8..15)" in p and "0 of the 7" in p
+
+
+def test_headline_caption_says_grows_only_where_the_recipe_reproduces():
+    demo = {"seeds": 8, "bp": 32, "budget": 2**18, "lr": 0.1}
+    no = readme.headline_caption(_summary("inconclusive", _gain(0.0, -0.002, 0.002)), demo)
+    assert "grows with compute" not in no and "verdict on finding 1 is inconclusive" in no
+    assert "default constant lr 0.1" in no and "budget 2^18" in no
+    yes = readme.headline_caption(_summary("reproduced", _gain(0.02, 0.01, 0.03)), demo)
+    assert "n*(C) grows with compute" in yes and "+0.0200 [+0.0100, +0.0300]" in yes
+
+
+def test_a_summary_that_predates_the_recipe_is_quoted_without_numbers():
+    old = {"plan": "full", "seeds": 8, "verdicts": {"f1": "partly"}, "f1": {"preset": {}}}
+    for text in (readme.claims_paragraph(old), readme.claims_paragraph(None), readme.headline_caption(old)):
+        assert not readme.stray_numbers(text.replace("lr 0.1", "")) and "grows with compute" not in text

@@ -4,26 +4,29 @@ decoupled baselines (9)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from isocompute.reports.claims.common import (
-    BOOT,
+    TOP_GAIN,
     ClaimsMode,
     Section,
     budget_text,
     ci,
+    contrast,
+    contrast_text,
     fmt,
     growth,
     growth_text,
-    monotone,
+    n_star_cell,
     n_star_rows,
     n_star_table,
     seed_rewards,
     setup_text,
-    stars,
-    yes,
+    stars_text,
 )
+from isocompute.reports.claims.judge import Rule, combine, judge, parts_text, seed_bootstrap, t_interval
 from studies.declared import StudySpec, Tables
-from studies.fit.frontier import FrontierFit, run_rewards, sensitivity, sensitivity_summary
+from studies.fit.frontier import run_rewards
 
 METRICS = ("best_k", "worst_k", "mean")
 
@@ -35,22 +38,44 @@ def _f2(p: ClaimsMode) -> dict:
     }
 
 
+F2_EASY = Rule("tilt toward large n of worst@4 minus that of best@4 on Easy (per seed: slope of the "
+               "top-budget record reward on log2 n)", kind="above")
+F2_HARD = Rule("the same tilt difference on Hard", kind="below")
+"""Finding 2's key quantity: how much more a metric favours large n than another, as the per-seed difference
+of the slopes of reward on log2 n (n* itself is an argmax; the tilt is its smooth, seed-paired version). On
+Easy worst@4 should favour larger n than best@4 (n sharpens: above 0); on Hard the reverse (n expands
+coverage: below 0)."""
+
+
+def tilt(piv) -> np.ndarray:
+    """Per seed (rows of a seed x n matrix of rewards): the OLS slope of reward on log2 n."""
+    x = np.log2(np.asarray(piv.columns, dtype=float))
+    xc = x - x.mean()
+    y = piv.to_numpy(dtype=float)
+    return (y - y.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
+
+
 def f2_measure(t: Tables, p: ClaimsMode) -> dict:
     out = {}
     for ds, st in _f2(p).items():
-        out[ds] = {m: n_star_rows(t[st.name], [p.side_top], f"val_{m}")[0] for m in METRICS}
+        tab = t[st.name]
+        out[ds] = {m: n_star_rows(tab, [p.side_top], f"val_{m}")[0] for m in METRICS}
+        slopes = {m: tilt(seed_rewards(tab, float(p.side_top), f"val_{m}", "best").dropna())
+                  for m in ("best_k", "worst_k")}
+        out[ds]["tilt"] = t_interval(slopes["worst_k"] - slopes["best_k"])
     return {"datasets": out, "k": 4}
 
 
 def f2_verdict(x: dict) -> tuple[str, str]:
-    e, h, k = x["datasets"]["easy"], x["datasets"]["hard"], x["k"]
-    easy_ok = e["worst_k"]["n_star"] > e["best_k"]["n_star"]
-    hard_ok = h["best_k"]["n_star"] > h["worst_k"]["n_star"]
-    v = "reproduced" if easy_ok and hard_ok else "partly" if easy_ok or hard_ok else "not reproduced"
+    parts = {"easy": judge(F2_EASY, x["datasets"]["easy"]["tilt"]),
+             "hard": judge(F2_HARD, x["datasets"]["hard"]["tilt"])}
+    v = combine([j.verdict for j in parts.values()])
+    e, h = x["datasets"]["easy"], x["datasets"]["hard"]
     return v, (
-        f"rule: easy n*(worst@{k}) > n*(best@{k}) and hard n*(best@{k}) > n*(worst@{k}); easy: "
-        f"{yes(easy_ok)}, hard: {yes(hard_ok)} (n* of each metric's frontier at the top budget; ties "
-        "count as no)."
+        f"rule: {F2_EASY.text()}; {F2_HARD.text()}; both needed. {parts_text(parts)}. n* per metric at the "
+        f"top budget (not in the verdict): easy best@4 {n_star_cell(e['best_k'])}, worst@4 "
+        f"{n_star_cell(e['worst_k'])}; hard best@4 {n_star_cell(h['best_k'])}, worst@4 "
+        f"{n_star_cell(h['worst_k'])}."
     )
 
 
@@ -63,20 +88,22 @@ F2 = Section(
     verdict=f2_verdict,
     body=lambda x: (
         [
-            "| dataset | n* for best@k (pass@k) | n* for worst@k (all k correct) | n* for mean |",
-            "|---|---|---|---|",
+            "| dataset | n* for best@k (pass@k) | n* for worst@k (all k correct) | n* for mean | tilt of "
+            "worst@k minus best@k (per log2 n, 95% CI) |",
+            "|---|---|---|---|---|",
         ]
         + [
             f"| {ds} | "
-            + " | ".join(f"{r[m]['n_star']} ({fmt(r[m]['mean'], r[m]['ci'])})" for m in METRICS)
-            + " |"
+            + " | ".join(f"{n_star_cell(r[m])} ({fmt(r[m]['mean'], r[m]['ci'])})" for m in METRICS)
+            + f" | {r['tilt'].text()} |"
             for ds, r in x["datasets"].items()
         ]
     ),
     setup=lambda p: setup_text(
         p,
         _f2(p)["easy"],
-        f"; dataset easy and hard; n in {list(p.side_ns)}; k=4; record metric at the top budget",
+        f"; dataset easy (KL + entropy) and hard (neither), each with its own tuned base lr; n in "
+        f"{list(p.side_ns)}; k=4; record metric at the top budget",
     ),
     refused="the llm backend needs calibrated easy and hard splits (isocompute llm calibrate) first",
 )
@@ -103,15 +130,17 @@ def _fixed(p: ClaimsMode) -> StudySpec:
     B = _batch(p)
     lo, hi = PAPER_BPS[0], min(PAPER_BPS[1], p.d or B)
     ns = tuple(n for n in (2, 4, 8, 16, 32, 64, 128, 256) if lo <= B // n <= hi)
+    name = f"{p.name}/fixed-batch-{B}"
     return StudySpec(
-        f"{p.name}/fixed-batch-{B}",
+        name,
         kind="fixed-batch",
         preset="interference",
         n=ns,
         batch=(B,),
         budget=p.side_top,
         seeds=p.seeds,
-        base=p.over(),
+        seed0=p.seed_offset,
+        base=p.over(**p.lr_overrides(name, "easy")),
     )
 
 
@@ -119,63 +148,84 @@ def _joint(p: ClaimsMode) -> dict[int, StudySpec]:
     return {bp: p.study(f"side-inter-bp{bp}", n=p.side_ns, budget=p.side_top, bp=bp) for bp in bps(p)}
 
 
-def _sens(t: Tables, p: ClaimsMode) -> dict:
-    """Mean range of the record (and final) reward at the top budget over n (bp fixed) and over bp (n
-    fixed)."""
-    import pandas as pd
+def _joint_rewards(t: Tables, p: ClaimsMode, stat: str = "best"):
+    """Seed x (bp, n) matrix of the joint study's rewards at the top budget (record or final)."""
 
     tab = pd.concat([t[st.name] for st in _joint(p).values()], ignore_index=True)
+    rr = run_rewards(tab, keys=("bp", "n", "seed"), budget=float(p.side_top), stat=stat)
+    return rr.pivot_table(index="seed", columns=["bp", "n"], values="reward").dropna()
+
+
+def ranges(wide) -> tuple[float, float]:
+    """(mean range over n at fixed B_p, mean range over B_p at fixed n) of the seed-mean rewards of a seed x
+    (bp, n) matrix: the paper's sensitivity (Fig 10), studies.fit.frontier.sensitivity on the same numbers."""
+    m = wide.mean(axis=0).unstack("n")
+    over_n = (m.max(axis=1) - m.min(axis=1)).mean()
+    over_bp = (m.max(axis=0) - m.min(axis=0)).mean()
+    return float(over_n), float(over_bp)
+
+
+def bp_spread(wide) -> float:
+    """Spread over B_p of the best reward: max over B_p minus min over B_p of (max over n of the seed-mean
+    reward)."""
+    best = wide.mean(axis=0).unstack("n").max(axis=1)
+    return float(best.max() - best.min())
+
+
+def _sens(t: Tables, p: ClaimsMode) -> dict:
+    """Sensitivity of the record (and final) reward at the top budget: the mean ranges over n and over B_p,
+    and their difference with its seed-bootstrap interval (judge.seed_bootstrap)."""
     out = {}
     for stat, tag in (("best", ""), ("final", "_final")):
-        s = sensitivity_summary(sensitivity(tab, "val_mean", ("n", "bp"), budget=p.side_top, stat=stat))
-        out |= {f"range_n{tag}": s.get("n", float("nan")), f"range_bp{tag}": s.get("bp", float("nan"))}
+        wide = _joint_rewards(t, p, stat)
+        rn, rb = ranges(wide)
+        out |= {f"range_n{tag}": rn, f"range_bp{tag}": rb,
+                f"sens{tag}": seed_bootstrap(wide, lambda w: float(np.subtract(*ranges(w))))}
     return out
+
+
+F3_GAIN = Rule(f"{TOP_GAIN}, at fixed total batch B = bp n (top M)", kind="above")
+F3_SENS = Rule("mean range of the reward over n minus that over B_p (top budget, record reward, seed "
+               "bootstrap)", kind="above")
+"""Finding 3's key quantities: n*(M) rising to a large n shows as the large-n gain at the largest M; and the
+reward is more sensitive to n than to B_p when the difference of their ranges lies above 0."""
 
 
 def f3_measure(t: Tables, p: ClaimsMode) -> dict:
     B = _batch(p)
-    tab = t[_fixed(p).name]
+    st = _fixed(p)
+    tab = t[st.name]
     ms = [4**k for k in range(8) if B * 4**k <= p.side_top]
-    ff = FrontierFit(metric="val_mean", by="n", x="m").fit(tab)
-    at = ff.n_star_at(ms)
-    rows = []
-    for m, n in zip(at["m"], at["n"], strict=True):
-        if n is None:
-            continue
-        piv = seed_rewards(tab, float(m), stat="best", x="m")
-        mean, h = ci(piv[n])
-        rows.append({"m": int(m), "n_star": int(n), "bp_star": B // int(n), "mean": mean, "ci": h})
-    return {"batch": B, "rows": rows, **_sens(t, p), "bps": list(bps(p))}
+    rows = [r | {"m": int(r["budget"]), "bp_star": B // int(r["n_star"])}
+            for r in n_star_rows(tab, [float(m) for m in ms], x="m")]
+    gain = contrast(tab, float(p.side_top), p, list(st.n), "best")
+    return {"batch": B, "rows": rows, "gain": gain, **_sens(t, p), "bps": list(bps(p))}
 
 
 def f3_verdict(x: dict) -> tuple[str, str]:
-    s = [r["n_star"] for r in x["rows"]]
-    mono, rises = monotone(s), growth(s)
-    sens_ok = x["range_n"] > x["range_bp"]
-    if mono and rises >= 4 and sens_ok:
-        v = "reproduced"
-    elif (mono and rises >= 2) or sens_ok:
-        v = "partly"
-    else:
-        v = "not reproduced"
+    parts = {"n*(M) rises": judge(F3_GAIN, x["gain"]["iv"]),
+             "n matters more than B_p": judge(F3_SENS, x["sens"])}
+    v = combine([j.verdict for j in parts.values()])
     return v, (
-        f"rule: n*(M) non-decreasing and rising >= 4x (last / first M), and reward more sensitive to n than "
-        f"to B_p (B_p in the paper's range, {x['bps']}). n*(M) = {s} "
-        f"({'monotone' if mono else 'not monotone'}, {growth_text(rises)}); range over n "
-        f"{x['range_n']:.4f} vs over B_p {x['range_bp']:.4f} (record reward; final: "
-        f"{x.get('range_n_final', float('nan')):.4f} vs {x.get('range_bp_final', float('nan')):.4f})."
+        f"rule: {F3_GAIN.text()}; {F3_SENS.text()} (B_p in the paper's range, {x['bps']}); both needed (one "
+        f"of each: partly). {parts_text(parts)}. n*(M) (not in the verdict): {stars_text(x['rows'])}; final "
+        f"reward: range over n {x.get('range_n_final', float('nan')):.4f} vs over B_p "
+        f"{x.get('range_bp_final', float('nan')):.4f}."
     )
 
 
 def f3_body(x: dict) -> list[str]:
     return (
         ["| steps M (= C / B) | n* | B_p* | reward ± CI |", "|---|---|---|---|"]
-        + [f"| {r['m']} | {r['n_star']} | {r['bp_star']} | {fmt(r['mean'], r['ci'])} |" for r in x["rows"]]
+        + [f"| {r['m']} | {n_star_cell(r)} | {r['bp_star']} | {fmt(r['mean'], r['ci'])} |" for r in x["rows"]]
         + [
             "",
+            f"Top-M gain of large n at B = {x['batch']}: {contrast_text(x['gain'])}.",
+            "",
             f"Sensitivity at the top budget (record val_mean, seed means): mean range over n at fixed "
-            f"B_p = {x['range_n']:.4f}; mean range over B_p in {x['bps']} at fixed n = {x['range_bp']:.4f}. "
-            f"Final val_mean: {x.get('range_n_final', float('nan')):.4f} over n, "
+            f"B_p = {x['range_n']:.4f}; mean range over B_p in {x['bps']} at fixed n = {x['range_bp']:.4f}; "
+            f"difference {x['sens'].text()} (95% seed bootstrap). Final val_mean: "
+            f"{x.get('range_n_final', float('nan')):.4f} over n, "
             f"{x.get('range_bp_final', float('nan')):.4f} over B_p.",
         ]
     )
@@ -193,37 +243,45 @@ F3 = Section(
     setup=lambda p: setup_text(
         p,
         _fixed(p),
-        f"; B = bp*n = {_batch(p)}; n in {list(_fixed(p).n)}; record val_mean, n* of the frontier in M",
+        f"; B = bp*n = {_batch(p)} (the sqrt rule gives every n one lr); n in {list(_fixed(p).n)}; record "
+        "val_mean, n* in M",
     ),
 )
 
 
+F4_GAIN = Rule(f"{TOP_GAIN}, at each B_p", kind="above")
+F4_SPREAD = Rule("spread over B_p of the best reward at the top budget (max minus min over B_p of the best "
+                 "seed-mean record over n; seed bootstrap)", kind="equivalent")
+"""Finding 4's key quantities: n* still rises to a large n at every B_p (finding 1's gain per B_p), and B_p
+matters little: the spread of the best reward over B_p is equivalent to 0 within the margin stated in
+judge.EQUIVALENCE_MARGIN (TOST)."""
+
+
 def f4_measure(t: Tables, p: ClaimsMode) -> dict:
-    rows = {bp: n_star_rows(t[st.name], p.budgets(p.side_top), boot=BOOT) for bp, st in _joint(p).items()}
-    sens = _sens(t, p)
-    final = {}
+    small = [n for n in p.side_ns if n <= p.small_max]
+    rows, gains = {}, {}
     for bp, st in _joint(p).items():
-        r = run_rewards(t[st.name], keys=("n", "seed"), budget=float(p.side_top), stat="final")
-        final[str(bp)] = float(r.groupby("n")["reward"].mean().max())
-    return {"rows": {str(bp): r for bp, r in rows.items()}, "range_n": sens["range_n"],
-            "range_n_final": sens["range_n_final"], "best_final": final}
+        tab = t[st.name]
+        rows[str(bp)] = n_star_rows(tab, p.budgets(p.side_top), small=small)
+        gains[str(bp)] = contrast(tab, float(p.side_top), p, p.side_ns, "best")
+    out = {"rows": rows, "gains": gains}
+    for stat, tag in (("best", ""), ("final", "_final")):
+        wide = _joint_rewards(t, p, stat)
+        out[f"spread{tag}"] = seed_bootstrap(wide, bp_spread)
+        out[f"range_n{tag}"] = ranges(wide)[0]
+    return out
 
 
 def f4_verdict(x: dict) -> tuple[str, str]:
-    growths = {bp: growth(stars(r)) for bp, r in x["rows"].items()}
-    best = {bp: r[-1]["mean"] for bp, r in x["rows"].items()}
-    spread = max(best.values()) - min(best.values())
-    grow_ok = all(g >= 4 for g in growths.values())
-    little = spread < x["range_n"]
-    fin = x.get("best_final") or {}
-    fspread = (max(fin.values()) - min(fin.values())) if fin else float("nan")
-    v = "reproduced" if grow_ok and little else "partly" if grow_ok or little else "not reproduced"
+    parts = {f"B_p={bp}": judge(F4_GAIN, g["iv"]) for bp, g in x["gains"].items()}
+    parts["B_p spread"] = judge(F4_SPREAD, x["spread"])
+    v = combine([j.verdict for j in parts.values()])
     return v, (
-        f"rule: n* grows >= 4x (last / first budget) for every B_p (the paper's range 32..1024) and the "
-        f"spread of the best reward over B_p is smaller than the mean range over n. Growth per B_p: "
-        f"{', '.join(f'{bp}: {growth_text(g)}' for bp, g in growths.items())}"
-        f"; spread over B_p {spread:.4f} vs range over n {x['range_n']:.4f} (record reward; final: "
-        f"{fspread:.4f} vs {x.get('range_n_final', float('nan')):.4f})."
+        f"rule: {F4_GAIN.text()}; {F4_SPREAD.text()}; all needed (a mix: partly). {parts_text(parts)}. "
+        f"Growth of n* where determined (not in the verdict): "
+        + ", ".join(f"{bp}: {growth_text(growth(r))}" for bp, r in x["rows"].items())
+        + f"; final reward: spread over B_p {x['spread_final'].text()}, mean range over n "
+        f"{x.get('range_n_final', float('nan')):.4f}."
     )
 
 
@@ -238,13 +296,17 @@ F4 = Section(
         n_star_table({f"B_p={bp}": r for bp, r in x["rows"].items()})
         + [
             "",
-            "Best reward at the top budget per B_p (record reward of n*; best final reward over n): "
-            + ", ".join(f"B_p={bp}: {r[-1]['mean']:.4f}; {x.get('best_final', {}).get(bp, float('nan')):.4f}"
-                        for bp, r in x["rows"].items()),
+            "Top-budget gain of large n per B_p: "
+            + "; ".join(f"B_p={bp}: {contrast_text(g)}" for bp, g in x["gains"].items()),
+            "",
+            f"Spread over B_p of the best reward at the top budget: {x['spread'].text()} (record, 95% seed "
+            f"bootstrap; 90%: [{x['spread'].lo90:+.4f}, {x['spread'].hi90:+.4f}]); mean range over n "
+            f"{x['range_n']:.4f}.",
         ]
     ),
     setup=lambda p: setup_text(
-        p, _joint(p)[32], f"; bp in {list(bps(p))}; n in {list(p.side_ns)}; record val_mean"
+        p, _joint(p)[32], f"; bp in {list(bps(p))}, each with its own tuned base lr; n in {list(p.side_ns)}; "
+        "record val_mean"
     ),
 )
 
@@ -292,7 +354,8 @@ def _charged(tab, n_est: int):
 
 def f9_measure(t: Tables, p: ClaimsMode) -> dict:
     """Record and final reward of each variant at the smallest final (paper-charged) compute of all runs,
-    paired over seeds: (1) large n minus decoupled (3), (3) minus small n (2), and (1) minus (2)."""
+    paired over seeds: (1) large n minus decoupled (3), (3) minus small n (2), and (1) minus (2), each a
+    t-interval over seeds."""
     specs = _f9(p)
     tabs = {k: _charged(t[st.name], dict(st.base).get("n_est", 0)) for k, st in specs.items()}
     C = min(float(tab.groupby("run_id")["compute"].max().min()) for tab in tabs.values())
@@ -303,42 +366,35 @@ def f9_measure(t: Tables, p: ClaimsMode) -> dict:
         key = "record" if stat == "best" else "final"
         out[key] = {
             "values": {k: ci(v) for k, v in vals.items()},
-            "d13": ci((vals[names[0]] - vals[names[1]]).dropna()),
-            "d32": ci((vals[names[1]] - vals[names[2]]).dropna()),
-            "d12": ci((vals[names[0]] - vals[names[2]]).dropna()),
+            "d13": t_interval((vals[names[0]] - vals[names[1]]).dropna()),
+            "d32": t_interval((vals[names[1]] - vals[names[2]]).dropna()),
+            "d12": t_interval((vals[names[0]] - vals[names[2]]).dropna()),
         }
     return out
 
 
-def _above(d: tuple[float, float]) -> bool:
-    """A paired difference (mean, 95% half-width) whose CI lies above 0."""
-    m, h = d
-    return bool(np.isfinite(m) and np.isfinite(h) and m - h > 0)
+F9_BEATS = Rule("record reward of large n minus the other variant (paired)", kind="above")
+F9_SAME = Rule("record reward of the decoupled baseline (3) minus small n (2) (paired)", kind="equivalent")
+"""Finding 9's key quantities, Fig 26's ordering (1) > (3) ~ (2): the large-n run beats both others, and the
+better baseline alone changes little: (3) - (2) equivalent to 0 within judge.EQUIVALENCE_MARGIN (TOST)."""
 
 
-def f9_order(r: dict) -> dict:
-    """Fig 26's ordering (1) > (3) ~ (2) on one metric: (1) beats both with 95% CIs above 0, and the better
-    baseline's gain (3) - (2) is under half of large n's gain (1) - (2) ("better baselines help a little;
-    most of the gain is exploration")."""
-    d12, d13, d32 = r["d12"][0], r["d13"][0], r["d32"][0]
-    beats = _above(r["d13"]) and _above(r["d12"])
-    small = bool(np.isfinite(d32) and d12 > 0 and abs(d32) < 0.5 * d12)
-    return {"beats": beats, "baseline_small": small, "share": d32 / d12 if d12 else float("nan"),
-            "ok": beats and small, "d13": d13}
+def f9_parts(r: dict, names: list[str]) -> dict:
+    """The three judgements of one metric (record or final)."""
+    return {f"{names[0]} − {names[1]}": judge(F9_BEATS, r["d13"]),
+            f"{names[0]} − {names[2]}": judge(F9_BEATS, r["d12"]),
+            f"{names[1]} − {names[2]}": judge(F9_SAME, r["d32"])}
 
 
 def f9_verdict(x: dict) -> tuple[str, str]:
     n = x["names"]
-    rec, fin = f9_order(x["record"]), f9_order(x["final"])
-    v = "reproduced" if rec["ok"] else "partly" if rec["beats"] or _above(x["record"]["d12"]) else (
-        "not reproduced")
+    parts = f9_parts(x["record"], n)
+    fin = f9_parts(x["final"], n)
+    v = combine([j.verdict for j in parts.values()])
     return v, (
-        f"rule (Fig 26's ordering (1) > (3) ~ (2), record reward): {n[0]} beats {n[1]} and {n[2]} with 95% "
-        f"CIs above 0, and the baseline's gain {n[1]} − {n[2]} is under half of {n[0]} − {n[2]}; partly: "
-        f"{n[0]} beats {n[2]} only, or the baseline explains half or more. {n[0]} above both: "
-        f"{yes(rec['beats'])}; baseline share of the gain {rec['share']:.2f} (under 0.5: "
-        f"{yes(rec['baseline_small'])}). Final reward: above both {yes(fin['beats'])}, share "
-        f"{fin['share']:.2f}."
+        f"rule (Fig 26's ordering (1) > (3) ~ (2), record reward): {F9_BEATS.text()}, for {n[0]} against "
+        f"{n[1]} and {n[2]}; {F9_SAME.text()}; all needed (a mix: partly). {parts_text(parts)}. Final reward "
+        "(not in the verdict): " + ", ".join(f"{k} {j.verdict}" for k, j in fin.items()) + "."
     )
 
 
@@ -353,8 +409,9 @@ def f9_body(x: dict) -> list[str]:
         r = x[key]
         lines += [
             "",
-            f"Paired differences ({lab}): (1) − (3) {n[0]} − {n[1]} = {fmt(*r['d13'], 4)}; (3) − (2) "
-            f"{n[1]} − {n[2]} = {fmt(*r['d32'], 4)}; (1) − (2) {n[0]} − {n[2]} = {fmt(*r['d12'], 4)}.",
+            f"Paired differences ({lab}, 95% t-interval): (1) − (3) {n[0]} − {n[1]} = {r['d13'].text()}; "
+            f"(3) − (2) {n[1]} − {n[2]} = {r['d32'].text()} (90%: [{r['d32'].lo90:+.4f}, "
+            f"{r['d32'].hi90:+.4f}]); (1) − (2) {n[0]} − {n[2]} = {r['d12'].text()}.",
         ]
     lines += [
         "",
@@ -378,7 +435,8 @@ F9 = Section(
     body=f9_body,
     setup=lambda p: setup_text(
         p, next(iter(_f9(p).values())),
-        f"; B_p = {_f9_sizes(p)[2]}; variants {list(_f9(p))} (n_est = separate baseline rollouts)"
+        f"; B_p = {_f9_sizes(p)[2]}; variants {list(_f9(p))} (n_est = separate baseline rollouts), each with "
+        "its own tuned base lr"
     ),
     refused="the llm adapter does not implement n_est (decoupled baselines) yet",
 )

@@ -20,12 +20,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from isocompute.reports.claims.judge import NAN_INTERVAL, Interval, equivalent, t_interval
+from isocompute.reports.claims.recipe import RECIPE, TUNE_SEED0, regularisation
 from isocompute.reports.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
 from studies.declared import CPU_LLM, StudySpec, Tables
 from studies.fit.frontier import FrontierFit, run_rewards
 
-VERDICTS = ("reproduced", "partly", "not reproduced", "not applicable to a simulator", "measured")
+VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive", "does not replicate",
+            "not applicable to a simulator", "measured")
+"""Every verdict a section may give (judge.py: the first five come from intervals; 'does not replicate' where
+two seed sets disagree)."""
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "sim": {
@@ -61,10 +66,9 @@ class ClaimsMode:
     lrs: tuple[float, ...]
     """Constant learning rates of finding 1's lr study (empty: the preset's lr only)."""
     sqrt_lrs: tuple[float, ...]
-    """Base lrs (at batch bp n = 256) of the sqrt rule: the constant-lr grid, so the base lr is tuned on the
-    same grid and held-out seeds as the envelope."""
-    untuned_sqrt: tuple[float, ...] = ()
-    """Base lrs also shown one by one, untuned (the earlier fixed choices): a sensitivity check only."""
+    """Grid of the recipe's base lr (the lr at batch bp n = 256 under the sqrt rule), tuned on the tuning
+    seeds for every recipe study (recipe.py); the constant-lr grid of the envelope, so both are tuned on one
+    grid. Empty: no recipe (the llm plans)."""
     bp: int = 32
     small_max: int = 8
     large_min: int = 32
@@ -72,11 +76,35 @@ class ClaimsMode:
     """(small n, large n) of the pass@1 distribution comparison (finding 5)."""
     lm: str | None = None
     """The llm backend's model (`--lm`; None: SmolLM2's CPU preset); its PRESETS key when set."""
+    tune_seeds: int = 2
+    """Tuning seeds of the recipe's base lr (recipe.TUNE_SEED0 + seed_offset onward), never reported."""
+    seed_offset: int = 0
+    """Reported seeds are seed_offset .. seed_offset + seeds - 1 (`--seed-offset`); tuning seeds shift too."""
+    tuned: tuple[tuple[str, float], ...] = ()
+    """(study name, base lr) chosen by the tuning stage (report.build_report): the recipe studies' lrs."""
 
     @property
     def presets(self) -> dict[str, dict[str, Any]]:
         """PRESETS of this plan: the backend's, or the tiny LM's for lm = "tiny"."""
         return PRESETS[self.lm or self.backend]
+
+    @property
+    def recipe(self) -> bool:
+        """Whether the plan's studies follow the paper's recipe with a tuned base lr (recipe.py): on the
+        simulator with a base-lr grid; the llm plans run their backend's own recipe and lr."""
+        return self.backend == "sim" and bool(self.sqrt_lrs)
+
+    @property
+    def reported_seeds(self) -> list[int]:
+        return list(range(self.seed_offset, self.seed_offset + self.seeds))
+
+    @property
+    def tuning_seeds(self) -> list[int]:
+        return list(range(TUNE_SEED0 + self.seed_offset, TUNE_SEED0 + self.seed_offset + self.tune_seeds))
+
+    def seeds_text(self) -> str:
+        """'0..7' (the reported seeds)."""
+        return f"{self.seed_offset}..{self.seed_offset + self.seeds - 1}"
 
     def budgets(self, top: int) -> list[int]:
         """Budgets 4x apart up to `top`, at most six, from 2^10 (below it the largest n has not stepped)."""
@@ -91,6 +119,17 @@ class ClaimsMode:
             base = {"d": self.d, "d_val": self.d, "snapshots": False} if self.d else {"snapshots": False}
         return tuple(sorted((base | kw).items()))
 
+    def lr_overrides(self, full_name: str, dataset: str, lr: float | str = RECIPE) -> dict[str, Any]:
+        """The RunConfig overrides of a study's lr (see `study`): for the recipe the sqrt rule, the
+        dataset's regularisation and, once the tuning stage has chosen it, the base lr of `full_name`."""
+        if lr == RECIPE and self.recipe:
+            extra: dict[str, Any] = regularisation(dataset) | {"lr_rule": "sqrt"}
+            chosen = dict(self.tuned).get(full_name)
+            if chosen is not None:
+                extra["lr"] = chosen
+            return extra
+        return {"lr": float(lr)} if isinstance(lr, int | float) else {}
+
     def study(
         self,
         name: str,
@@ -99,11 +138,18 @@ class ClaimsMode:
         budget: int | None = None,
         dataset: str = "easy",
         bp: int | None = None,
+        lr: float | str = RECIPE,
         **kw: Any,
     ) -> StudySpec:
-        """An n-vs-m StudySpec at this plan's sizes (name prefixed by the plan, so sizes never mix)."""
+        """An n-vs-m StudySpec at this plan's sizes and seeds (name prefixed by the plan, so sizes never mix).
+
+        `lr`: RECIPE (default) trains with the paper's recipe (recipe.py: sqrt rule, the base lr the tuning
+        stage chose for this study, KL + entropy on Easy; explicit kw win); PRESET_LR with the preset's own
+        lr; a number with that constant lr. Plans without the recipe (llm) treat RECIPE as PRESET_LR."""
+        full = f"{self.name}/{name}"
+        extra = self.lr_overrides(full, dataset, lr)
         return StudySpec(
-            f"{self.name}/{name}",
+            full,
             kind="n-vs-m",
             preset=preset,
             dataset=dataset,
@@ -111,7 +157,8 @@ class ClaimsMode:
             bp=(bp or self.bp,),
             budget=budget or self.top,
             seeds=self.seeds,
-            base=self.over(**kw),
+            seed0=self.seed_offset,
+            base=self.over(**(extra | kw)),
         )
 
 
@@ -126,7 +173,6 @@ FULL = ClaimsMode(
     d=1024,
     lrs=(3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
     sqrt_lrs=(3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
-    untuned_sqrt=(0.03, 0.1),
 )
 QUICK = ClaimsMode(
     "quick",
@@ -138,8 +184,8 @@ QUICK = ClaimsMode(
     side_ns=(2, 8, 32, 128),
     d=256,
     lrs=(0.03, 0.1),
-    sqrt_lrs=(0.03, 0.1),
-    untuned_sqrt=(0.1,),
+    sqrt_lrs=(0.003, 0.03),
+    tune_seeds=1,
 )
 LLM_QUICK = ClaimsMode(
     "llm-quick",
@@ -281,12 +327,14 @@ def n_star_rows(
     by: str = "n",
     x: str = "compute",
     boot: int = 0,
+    small: Sequence[int] | None = None,
 ) -> list[dict]:
     """Per budget (ascending): n* by the estimator of `isocompute fit` (studies.fit.nstar, through
     `FrontierFit.n_star_at`): "n_star" the best n (highest seed-mean record), "set" every n the seeds
     cannot tell from it, "n_lo" / "n_hi" its smallest and largest member, "undetermined" (a tie, or the only n
     with data), "competitors" (n with data at the budget); and the record reward of the best over seeds
-    (mean, CI). `boot`: resamples of the runs (0: studies.fit.nstar.REPS)."""
+    (mean, CI). `boot`: resamples of the runs (0: studies.fit.nstar.REPS). `small` given: also "stake", the
+    reward n* gains over the best of those small n (`stakes`)."""
     from studies.fit.nstar import REPS, set_text
 
     ff = FrontierFit(metric=metric, by=by, x=x, reps=boot or REPS).fit(table)
@@ -294,7 +342,8 @@ def n_star_rows(
     comp = ff._sets(list(at[x])).competitors
     rows = []
     for j, (b, n) in enumerate(zip(at[x], at[by], strict=True)):
-        if n is None or pd.isna(n):  # no n has data at b (a numeric column holds that as NaN)
+        # no n has data at b (None, or NaN in a numeric column, and an empty set)
+        if n is None or pd.isna(n) or not len(at["set"].iloc[j]):
             continue
         piv = seed_rewards(table, b, metric, "best", by, x)
         m, h = ci(piv[n]) if n in piv.columns else (float("nan"), float("nan"))
@@ -303,7 +352,60 @@ def n_star_rows(
                      "set_text": set_text(members, list(ff.curves_)),
                      "n_lo": min(members), "n_hi": max(members), "competitors": int(comp[j]),
                      "undetermined": not bool(at["determined"].iloc[j])})
+    if small and rows and "seed" in table.columns and table["seed"].nunique() >= 2:
+        for r, iv in zip(rows, stakes(table, [r["budget"] for r in rows], small, metric, by, x), strict=True):
+            r["stake"] = iv
     return rows
+
+
+def stakes(
+    table: pd.DataFrame,
+    budgets: Sequence[float],
+    small: Sequence[int],
+    metric: str = "val_mean",
+    by: str = "n",
+    x: str = "compute",
+    k: int = 2,
+) -> list[Interval]:
+    """The reward at stake beside n*: per budget, what following the frontier's n* gains over the best
+    small n, as an interval over seeds, with both choices made on seeds that are not reported. k-fold
+    cross-fitting (selection.seed_folds): on each fold's tuning seeds the frontier's n*
+    (FrontierFit.n_star_at, the estimator of `isocompute fit`) and the small n with the best seed-mean record
+    at the budget; on its reporting seeds, per seed, the record reward of that n* minus that small n's. The
+    pooled per-seed differences give a t-interval (0 where n* is that small n)."""
+    seeds = sorted(int(v) for v in table["seed"].unique())
+    folds = seed_folds(seeds, k)
+    per: list[list[float]] = [[] for _ in budgets]
+    for tune, rep in folds:
+        part = table.loc[table["seed"].astype(int).isin(tune)]
+        at = FrontierFit(metric=metric, by=by, x=x).fit(part).n_star_at(list(budgets))
+        for j, b in enumerate(budgets):
+            nstar = at[by].iloc[j]
+            if nstar is None:
+                continue
+            piv = seed_rewards(table, b, metric, "best", by, x)
+            cand = [v for v in small if v in piv.columns]
+            if not cand or nstar not in piv.columns:
+                continue
+            tune_means = piv.loc[piv.index.astype(int).isin(tune), cand].mean()
+            if tune_means.isna().all():
+                continue
+            best_small = tune_means.idxmax()
+            r = piv.loc[piv.index.astype(int).isin(rep)]
+            per[j] += list((r[nstar] - r[best_small]).dropna().to_numpy(dtype=float))
+    return [t_interval(v) for v in per]
+
+
+def stake_text(iv: Interval | None) -> str:
+    """'stake +0.0041 [+0.0012, +0.0070]', with '(within ±0.01)' where TOST shows it below the margin."""
+    if iv is None or not np.isfinite(iv.estimate):
+        return "stake n/a"
+    if iv.estimate == 0 and iv.lo == 0 and iv.hi == 0:
+        return "stake 0: n* is the best small n"
+    from isocompute.reports.claims.judge import EQUIVALENCE_MARGIN
+
+    eq = f" (within ±{EQUIVALENCE_MARGIN:g})" if equivalent(iv) else ""
+    return f"stake {iv.text()}{eq}"
 
 
 def n_star_cell(r: dict) -> str:
@@ -326,7 +428,7 @@ BOOT = 200
 """Seed-bootstrap replicates of n* in the claims tables (studies.fit.bootstrap)."""
 
 NO_CONTRAST = {"diff": float("nan"), "se": float("nan"), "z": float("nan"), "ci": float("nan"), "wins": 0,
-               "seeds": 0}
+               "seeds": 0, "iv": NAN_INTERVAL, "per_seed": {}}
 
 
 def _one_of(values: list):
@@ -382,7 +484,8 @@ def heldout_contrast(
         picks.append((ns_, nl_, arms[ns_], arms[nl_]))
     if not picks:
         return dict(NO_CONTRAST)
-    diff = pd.concat(diffs).to_numpy(dtype=float)
+    per_seed = pd.concat(diffs)
+    diff = per_seed.to_numpy(dtype=float)
     if diff.size == 0:
         return dict(NO_CONTRAST)
     se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("nan")
@@ -397,6 +500,8 @@ def heldout_contrast(
         "wins": int((diff > 0).sum()),
         "seeds": int(diff.size),
         "selection": how,
+        "iv": t_interval(diff),
+        "per_seed": {int(k): float(v) for k, v in per_seed.items()},
     }
     if arm:
         out["arm_small"] = _one_of([p[2] for p in picks])
@@ -418,44 +523,57 @@ def contrast(
     ns: Sequence[int],
     stat: str = "best",
     metric: str = "val_mean",
+    x: str = "compute",
 ) -> dict:
-    """paired_contrast of the plan's small n (<= small_max) vs large n (>= large_min) at `budget`."""
-    piv = seed_rewards(table, budget, metric, stat)
+    """paired_contrast of the plan's small n (<= small_max) vs large n (>= large_min) at `budget` (of `x`:
+    compute or tokens)."""
+    piv = seed_rewards(table, budget, metric, stat, x=x)
     return paired_contrast(
         piv, [n for n in ns if n <= plan.small_max], [n for n in ns if n >= plan.large_min]
     )
 
 
+def mean_contrast(table: pd.DataFrame, budgets: Sequence[float], plan: ClaimsMode, ns: Sequence[int],
+                  metric: str = "val_mean") -> dict:
+    """`contrast` (record reward) at each budget, and "iv": the t-interval over seeds of each seed's mean over
+    the budgets of its contrast (every budget's arms chosen by cross-fitting): one quantity for a claim
+    about all budgets at once."""
+    cs = [contrast(table, float(b), plan, ns, "best", metric) for b in budgets]
+    per: dict[int, list[float]] = {}
+    for c in cs:
+        for sd, v in c.get("per_seed", {}).items():
+            per.setdefault(sd, []).append(v)
+    full = [float(np.mean(v)) for v in per.values() if len(v) == len(cs)]
+    return {"by_budget": cs, "iv": t_interval(full)}
+
+
+TOP_GAIN = "top-budget gain of large n: record reward of the best large n minus the best small n, paired"
+"""The key quantity of the n*-rise claims (findings 1, 3, 4, 8, 10, 11): where n* rises to a large n, a
+large n beats every small n at the top budget. Arms (best small n <= small_max, best large n >= large_min) are
+chosen by 2-fold cross-fitting over the reported seeds, so no seed reports an arm it chose."""
 def contrast_text(c: dict) -> str:
+    """'n=256 − n=8: +0.0264 [+0.0158, +0.0370], larger n wins on 8/8 seeds' (95% t-interval)."""
     if "n_small" not in c:
         return "n/a"
-    return (
-        f"n={c['n_large']} − n={c['n_small']}: {c['diff']:+.4f} ± {c['ci']:.4f} (95% CI), "
-        f"{c['z']:.1f} SE, larger n wins on {c['wins']}/{c['seeds']} seeds"
-    )
-
-
-def robust(n_stars: Sequence[int], c: dict, seeds_needed: int = 8) -> bool:
-    """The robust claim-2 effect: n* grows >= 8x (`growth`: where determined, for rows of
-    `n_star_rows`), and at the top budget the best large n beats the best small n (both chosen on held-out
-    seeds) by >= 0.02 and >= 3 SE over >= 8 reported seeds."""
-    d, z = c.get("diff", float("nan")), c.get("z", float("nan"))
-    return bool(growth(n_stars) >= 8 and d >= 0.02 and z >= 3 and c.get("seeds", 0) >= seeds_needed)
+    return (f"n={c['n_large']} − n={c['n_small']}: {c['iv'].text()}, larger n wins on "
+            f"{c['wins']}/{c['seeds']} seeds")
 
 
 def n_star_table(rows_by_label: dict[str, list[dict]]) -> list[str]:
-    """Markdown: one row per budget, one 'n* [95% bootstrap interval] (reward ± CI)' column per label."""
+    """Markdown: one row per budget, one 'n* (reward ± CI; stake [95% interval])' column per label (the stake
+    where the rows carry one: what n* gains over the best small n, `stakes`)."""
     labels = list(rows_by_label)
     budgets = sorted({r["budget"] for rows in rows_by_label.values() for r in rows})
     lines = [
-        "| budget C | " + " | ".join(f"{lab}: n* (reward ± CI)" for lab in labels) + " |",
+        "| budget C | " + " | ".join(f"{lab}: n* (reward ± CI; stake)" for lab in labels) + " |",
         "|" + "---|" * (len(labels) + 1),
     ]
     for b in budgets:
         cells = []
         for lab in labels:
             r = next((r for r in rows_by_label[lab] if r["budget"] == b), None)
-            cells.append("n/a" if r is None else f"{n_star_cell(r)} ({fmt(r['mean'], r['ci'])})")
+            st = f"; {stake_text(r['stake'])}" if r is not None and "stake" in r else ""
+            cells.append("n/a" if r is None else f"{n_star_cell(r)} ({fmt(r['mean'], r['ci'])}{st})")
         lines.append(f"| {budget_text(b)} | " + " | ".join(cells) + " |")
     return lines
 

@@ -14,25 +14,30 @@ from isocompute.reports.claims.common import (
     growth_text,
     n_star_rows,
     setup_text,
-    stars,
+    stars_text,
 )
 from studies.declared import Tables
 
 GNS_N = 128
 REGULARISERS = (
-    ("none", {}),
-    ("kl_coef=0.1", {"kl_coef": 0.1}),
-    ("kl_coef=1", {"kl_coef": 1.0}),
-    ("adamw weight_decay=0.01", {"optimizer": "adamw", "weight_decay": 0.01}),
-    ("adamw weight_decay=0.1", {"optimizer": "adamw", "weight_decay": 0.1}),
+    ("none", {"kl_coef": 0.0, "entropy_coef": 0.0}),
+    ("recipe (KL + entropy on Easy)", {}),
+    ("kl_coef=0.1", {"kl_coef": 0.1, "entropy_coef": 0.0}),
+    ("kl_coef=1", {"kl_coef": 1.0, "entropy_coef": 0.0}),
+    ("adamw weight_decay=0.01",
+     {"optimizer": "adamw", "weight_decay": 0.01, "kl_coef": 0.0, "entropy_coef": 0.0}),
+    ("adamw weight_decay=0.1",
+     {"optimizer": "adamw", "weight_decay": 0.1, "kl_coef": 0.0, "entropy_coef": 0.0}),
 )
+"""The pulls toward the initial policy of the confound study, each on top of the recipe's sqrt rule with its
+own tuned base lr: none, the recipe's own (KL + entropy), stronger KL, decoupled weight decay."""
 
 
 def _confound(p: ClaimsMode) -> dict:
     out = {}
     for model in ("tabular", "interference"):
         for reg, kw in REGULARISERS:
-            tag = "-".join(f"{k}{v}" for k, v in kw.items()) or "plain"
+            tag = "-".join(f"{k}{v}" for k, v in kw.items() if v) or ("plain" if kw else "recipe")
             out[(model, reg)] = p.study(
                 f"side-{model}-{tag}", preset=model, n=p.side_ns, budget=p.side_top, **kw
             )
@@ -50,7 +55,7 @@ def mech_probe(store, t: Tables, p: ClaimsMode) -> None:
         t,
         p.study("inter").name,
         "gns",
-        lambda c: c.n == gns_n and c.seed == 0,
+        lambda c: c.n == gns_n and c.seed == p.seed_offset,
         probes.noise_scale_along,
     )
 
@@ -65,7 +70,7 @@ def mech_measure(t: Tables, p: ClaimsMode) -> dict:
     conf = {}
     for (model, reg), st in _confound(p).items():
         metric = "train_mean" if model == "tabular" else "val_mean"
-        conf[f"{model} ({metric})|{reg}"] = stars(n_star_rows(t[st.name], p.budgets(p.side_top), metric))
+        conf[f"{model} ({metric})|{reg}"] = n_star_rows(t[st.name], p.budgets(p.side_top), metric)
     return {
         "gns": gns,
         "chosen_batch": [(r["budget"], p.bp * r["n_star"]) for r in rows],
@@ -81,7 +86,8 @@ def mech_verdict(x: dict) -> tuple[str, str]:
 def mech_body(x: dict) -> list[str]:
     g = x["gns"]
     lines = [
-        f"Gradient noise scale B_simple = tr(Sigma)/|G|^2 along one n={g['n']} run (seed 0; one sample = one "
+        f"Gradient noise scale B_simple = tr(Sigma)/|G|^2 along one n={g['n']} run (the first reported seed, "
+        "under the recipe; one sample = one "
         "problem with its n rollouts; times n = rollouts; sandbox.train_snapshots + gradient_pieces):",
         "",
         "| step | compute | B_simple (groups) | B_simple x n (rollouts) | zero-variance groups |",
@@ -94,7 +100,7 @@ def mech_body(x: dict) -> list[str]:
     ]
     lines += [
         "",
-        "Chosen batch along the frontier (preset, record): "
+        "Chosen batch along the frontier (recipe, record): "
         + ", ".join(f"{budget_text(b)}: bp*n* = {v}" for b, v in x["chosen_batch"]),
     ]
     lines += [
@@ -104,14 +110,15 @@ def mech_body(x: dict) -> list[str]:
     ]
     lines += [
         "",
-        "KL / weight-decay confound (same sweeps with a pull toward the initial policy):",
+        "KL / weight-decay confound (the same sweeps with a pull toward the initial policy, each under the "
+        "sqrt rule with its own tuned base lr):",
         "",
-        "| model | regulariser | n* per budget (record) | growth (last / first) |",
+        "| model | regulariser | n* per budget (record) | growth (where determined) |",
         "|---|---|---|---|",
     ]
-    for key, s in x["confound"].items():
+    for key, rows in x["confound"].items():
         model, reg = key.split("|")
-        lines.append(f"| {model} | {reg} | {', '.join(map(str, s))} | {growth_text(growth(s))} |")
+        lines.append(f"| {model} | {reg} | {stars_text(rows)} | {growth_text(growth(rows))} |")
     return lines
 
 

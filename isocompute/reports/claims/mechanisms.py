@@ -82,12 +82,19 @@ class Size:
     budget: int
     seeds: int
     tune: int
-    """Seeds 0..tune-1 choose the lr; seeds tune..seeds-1 are reported."""
+    """Seeds seed0..seed0+tune-1 choose the lr; the rest of seed0..seed0+seeds-1 are reported."""
     d: int
     big_k: int = 1024
     """K of the `bigK` ingredient (quick mode: 64, the machinery only; K = 1024 costs ~25 s CPU per run)."""
     lr_pick: tuple[int, ...] | None = None
     """Indices of the lr grids to run (None: all)."""
+    seed0: int = 0
+    """First seed (the claims report's k-th seed set starts at k * seeds, `size_of`)."""
+
+    @property
+    def tune_end(self) -> int:
+        """Seeds below this are tuning seeds (the study's seeds start at seed0)."""
+        return self.seed0 + self.tune
 
 
 SIZES = {
@@ -137,7 +144,11 @@ INGREDIENTS = (
 
 
 def size_of(p: ClaimsMode) -> Size:
-    return SIZES["full" if p.name == "full" else "quick"]
+    """The mechanism study's size for a claims plan; its seed set follows the plan's (`--seed-offset`): the
+    plan's k-th set of seeds (offset k * plan seeds) is this study's k-th (seed0 = k * its own seeds), so two
+    sets never share a seed."""
+    s = SIZES["full" if p.name == "full" else "quick"]
+    return replace(s, seed0=(p.seed_offset // p.seeds) * s.seeds)
 
 
 def ing_size(ing: Ingredient, s: Size) -> Size:
@@ -158,7 +169,8 @@ def spec(p: ClaimsMode, ing: Ingredient) -> StudySpec:
         over["K"] = s.big_k
     base = {"d": s.d, "d_val": s.d, "snapshots": False} | over
     return StudySpec(f"{p.name}/mech12-{ing.key}", kind="n-vs-m", preset=ing.preset, dataset=ing.dataset,
-                     n=s.ns, bp=(p.bp,), budget=s.budget, seeds=s.seeds, base=tuple(sorted(base.items())),
+                     n=s.ns, bp=(p.bp,), budget=s.budget, seeds=s.seeds, seed0=s.seed0,
+                     base=tuple(sorted(base.items())),
                      variants=tuple((f"lr={lr:g}", (("lr", lr),)) for lr in _lrs(ing, s)))
 
 
@@ -210,7 +222,7 @@ def measure_recipe(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> di
         return None
     top = float(s.budget)
     rr = run_rewards(table, ing.metric, keys=("variant", "n", "seed"), budget=top, stat="best")
-    tune = rr.loc[rr["seed"] < s.tune]
+    tune = rr.loc[rr["seed"] < s.tune_end]
     score = {}
     for base, arm in arms.items():
         sel = [tune.loc[(tune["n"] == n) & (tune["variant"] == f"lr={lr:g}"), "reward"].mean()
@@ -218,7 +230,7 @@ def measure_recipe(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> di
         score[base] = float(np.nanmean(sel))
     base = max(score, key=score.get)
     arm = arms[base]
-    rep = table.loc[table["seed"] >= s.tune]
+    rep = table.loc[table["seed"] >= s.tune_end]
     keep = rep.loc[[arm.get(int(n)) is not None and v == f"lr={arm[int(n)]:g}"
                     for n, v in zip(rep["n"], rep["variant"], strict=True)]]
     bs = budgets(s)
@@ -232,9 +244,9 @@ def measure_recipe(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> di
     small, large = [n for n in s.ns if n <= SMALL_MAX], [n for n in s.ns if n >= LARGE_MIN]
     for stat, key in (("best", "contrast"), ("final", "final")):
         r = run_rewards(arm_rows, ing.metric, keys=("n", "seed"), budget=top, stat=stat)
-        out[key] = heldout_contrast(r, small, large, tune_seeds=range(s.tune))
+        out[key] = heldout_contrast(r, small, large, tune_seeds=range(s.seed0, s.tune_end))
         if stat == "best":
-            piv = r.loc[r["seed"] >= s.tune].pivot_table(index="seed", columns="n", values="reward")
+            piv = r.loc[r["seed"] >= s.tune_end].pivot_table(index="seed", columns="n", values="reward")
     out["per_n"] = {int(n): ci(piv[n]) for n in piv.columns}
     st = [v for v in out[ing.metric] if v is not None]
     c = out["contrast"]
@@ -268,13 +280,13 @@ def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
     bs = budgets(s)
     # an n whose first step costs more than b has no reward at b: no lr to choose there
     chosen = {b: ser.loc[[n for n in ser.index if bp * n <= b]]
-              for b in bs for ser in [tuned_lr(table, ing.metric, b, s.tune)]}
+              for b in bs for ser in [tuned_lr(table, ing.metric, b, s.tune_end)]}
     edges = [(int(n), budget_text(b), _lr_value(lab)) for b, ser in chosen.items() for n, lab in ser.items()
              if _lr_value(lab) in (min(grid), max(grid))]
-    edge_detail = [edge_cell(table, ing.metric, b, s.tune, int(n), _lr_value(lab), grid, chosen[b], s.d)
+    edge_detail = [edge_cell(table, ing.metric, b, s.tune_end, int(n), _lr_value(lab), grid, chosen[b], s.d)
                    for b, ser in chosen.items() for n, lab in ser.items()
                    if _lr_value(lab) in (min(grid), max(grid))]
-    rep = table.loc[table["seed"] >= s.tune]
+    rep = table.loc[table["seed"] >= s.tune_end]
     arms = {(int(n), lab) for ser in chosen.values() for n, lab in ser.items()}
     keep = rep.loc[[(int(n), v) in arms for n, v in zip(rep["n"], rep["variant"], strict=True)]].copy()
     order = {lab: i for i, lab in enumerate(f"lr={lr:g}" for lr in grid)}
@@ -290,9 +302,9 @@ def measure_one(table: pd.DataFrame, ing: Ingredient, s: Size, bp: int) -> dict:
         # all seeds at each n's tuned lr: the best small and large n are chosen on the tuning seeds too
         rr = run_rewards(table, ing.metric, keys=("variant", "n", "seed"), budget=top, stat=stat)
         sel = pd.concat([rr.loc[(rr["n"] == n) & (rr["variant"] == lab)] for n, lab in pick.items()])
-        cs[stat] = heldout_contrast(sel, small, large, tune_seeds=range(s.tune))
+        cs[stat] = heldout_contrast(sel, small, large, tune_seeds=range(s.seed0, s.tune_end))
         if stat == "best":
-            piv = sel.loc[sel["seed"] >= s.tune].pivot_table(index="seed", columns="n", values="reward")
+            piv = sel.loc[sel["seed"] >= s.tune_end].pivot_table(index="seed", columns="n", values="reward")
     c = cs["best"]
     per_n = {int(n): ci(piv[n]) for n in piv.columns}
     zv = None
@@ -341,18 +353,18 @@ def mech_probe(store, t: Tables, p: ClaimsMode) -> None:
     s = size_of(p)
     ref = INGREDIENTS[0]
     name = spec(p, ref).name
-    lab = tuned_lr(t[name], ref.metric, float(s.budget), s.tune).get(GNS_N)
+    lab = tuned_lr(t[name], ref.metric, float(s.budget), s.tune_end).get(GNS_N)
     if lab is None:
         return
     lr = _lr_value(lab)
-    probes.record(store, t, name, "gns", lambda c: c.n == GNS_N and c.seed == s.tune and c.lr == lr,
+    probes.record(store, t, name, "gns", lambda c: c.n == GNS_N and c.seed == s.tune_end and c.lr == lr,
                   probes.noise_scale_along)
 
 
 def measure(t: Tables, p: ClaimsMode) -> dict:
     s = size_of(p)
     out = {"ingredients": [], "size": {"ns": list(s.ns), "budget": s.budget, "tune": s.tune,
-                                       "reported": s.seeds - s.tune, "d": s.d}}
+                                       "reported": s.seeds - s.tune, "d": s.d, "seed0": s.seed0}}
     for ing in INGREDIENTS:
         out["ingredients"].append(measure_one(t[spec(p, ing).name], ing, s, p.bp))
     ref = out["ingredients"][0]
@@ -395,7 +407,8 @@ def verdict(x: dict) -> tuple[str, str]:
 def body(x: dict) -> list[str]:
     sz = x["size"]
     lines = [
-        f"lr tuned per n and budget on seeds 0..{sz['tune'] - 1}, reported on {sz['reported']} other seeds; "
+        f"lr tuned per n and budget on seeds {sz.get('seed0', 0)}..{sz.get('seed0', 0) + sz['tune'] - 1}, "
+        f"reported on {sz['reported']} other seeds; "
         f"n in {sz['ns']}; budgets {', '.join(budget_text(b) for b in x['ingredients'][0]['budgets'])}; "
         f"d = d_val = {sz['d']} (the coverage pair: its own n, budgets and lrs, Setup line; budgets 4x apart "
         "up to its top). Effect = this contrast minus its reference's (`ref` unless named; ± combined 95% "
@@ -453,7 +466,8 @@ def body(x: dict) -> list[str]:
             cells.append(("n/a" if r is None else fmt(*r)) + ("" if z is None else f" (zv {z[0]:.2f})"))
         lines.append(f"| {i['key']} | " + " | ".join(cells) + " |")
     if x.get("gns_track"):
-        lines += ["", f"Noise scale along the reference's n={GNS_N} run at its tuned lr (seed {sz['tune']}) "
+        lines += ["", f"Noise scale along the reference's n={GNS_N} run at its tuned lr (seed "
+                  f"{sz.get('seed0', 0) + sz['tune']}) "
                   "vs "
                   "the frontier's batch bp * n*(C) at the nearest budget:", "",
                   "| compute | B_simple x n (rollouts) | bp * n* | ratio |", "|---|---|---|---|"]

@@ -12,17 +12,26 @@ import datetime as _dt
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import click
 
 from isocompute.reports.claims.allocation import F2, F3, F4, F9
 from isocompute.reports.claims.common import MODES, VERDICTS, ClaimsMode, Section, budget_text
+from isocompute.reports.claims.judge import EQUIVALENCE_MARGIN, replicate
 from isocompute.reports.claims.measurements import MEASUREMENTS
 from isocompute.reports.claims.mechanisms import MECHANISMS
 from isocompute.reports.claims.nstar import F1, F6, F10, F11, THEORY
 from isocompute.reports.claims.pass1 import F5, F7, F8
+from isocompute.reports.claims.recipe import (
+    ENTROPY_COEF,
+    KL_COEF,
+    Choice,
+    choose_base_lr,
+    needs_tuning,
+    tuning_spec,
+)
 from isocompute.reports.destinations import docs_option, docs_path
 from studies.config import StudiesError
 from studies.declared import Tables, run_studies
@@ -35,13 +44,26 @@ SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10
 
 @dataclass
 class Outcome:
-    """One section's result: its numbers and verdict, or the one line why it was refused on this backend."""
+    """One section's result: its numbers and verdict, or the one line why it was refused on this backend.
+    `by_set`: (reported seeds, verdict, reason) per seed set; with two sets `verdict` is their replication
+    (judge.replicate) and `numbers` / `setup` are the first set's."""
 
     section: Section
     setup: str = ""
     numbers: dict | None = None
     verdict: str = "refused"
     reason: str = ""
+    by_set: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass
+class SeedSet:
+    """One seed set's report: the plan with its tuned base lrs, each section's outcome, the tuning choices
+    (recipe study name -> recipe.Choice)."""
+
+    plan: ClaimsMode
+    outcomes: list[Outcome]
+    choices: dict[str, Choice] = field(default_factory=dict)
 
 
 def studies_of(sections, plan: ClaimsMode) -> dict:
@@ -55,32 +77,53 @@ def studies_of(sections, plan: ClaimsMode) -> dict:
     return out
 
 
-def build_report(
+def tune(plan: ClaimsMode, sections, results: Path, jobs: int | None, progress: bool, echo
+         ) -> tuple[ClaimsMode, dict[str, Choice]]:
+    """The tuning stage: every recipe study of the sections (recipe.needs_tuning) runs its base-lr grid on the
+    tuning seeds; the plan comes back with each study's chosen base lr (ClaimsMode.tuned)."""
+    todo = {name: st for name, st in studies_of(sections, plan).items() if needs_tuning(st)}
+    if not todo:
+        return plan, {}
+    specs = {name: tuning_spec(st, plan.sqrt_lrs, plan.tune_seeds, plan.tuning_seeds[0])
+             for name, st in todo.items()}
+    specs = {sp.name: sp for sp in specs.values()}
+    echo(f"tuning stage: {len(specs)} recipe studies x {len(plan.sqrt_lrs)} base lrs on seeds "
+         f"{plan.tuning_seeds[0]}..{plan.tuning_seeds[-1]}")
+    runs = run_studies(specs, results, plan.presets, plan.backend, jobs, progress, study="claims",
+                       desc="claims tuning runs")
+    tables = Tables(results, runs)
+    choices = {}
+    for name, st in todo.items():
+        sp = f"{name}/tune"
+        expected: dict[str, int] = {}
+        for label, _ in runs[sp]:
+            expected[label] = expected.get(label, 0) + 1
+        choices[name] = choose_base_lr(tables[sp], st, plan.sqrt_lrs, plan.tuning_seeds, plan.reported_seeds,
+                                       expected)
+    return replace(plan, tuned=tuple(sorted((k, c.lr) for k, c in choices.items()))), choices
+
+
+def run_seed_set(
     plan: ClaimsMode,
     results: Path,
     jobs: int | None = None,
     echo=None,
     progress: bool = False,
     sections: tuple[Section, ...] = SECTIONS,
-    docs: bool = False,
-) -> tuple[str, list[Outcome]]:
-    """Run or reuse every study of the sections that apply to the plan's backend, measure, judge, render
-    (`docs`: the report is the committed copy, and its quoted command says `--docs`)."""
+) -> SeedSet:
+    """One seed set: tune the recipe's base lrs, run or reuse every study of the sections that apply to the
+    plan's backend, record in-run measurements, measure and judge each section."""
     echo = echo or (lambda s: None)
-    t0 = time.perf_counter()
     live = [s for s in sections if plan.backend in s.backends]
+    plan, choices = tune(plan, live, results, jobs, progress, echo)
     studies = studies_of(live, plan)
-    echo(f"{len(studies)} studies, {sum(st.seeds for st in studies.values())}+ runs ({plan.name})")
-    tplan = run_studies(
-        studies,
-        results,
-        plan.presets,
-        plan.backend,
-        jobs,
-        progress,
-        study="claims",
-        desc="claims runs",
-    )
+    untuned = [name for name, st in studies.items() if needs_tuning(st)]
+    if untuned:
+        raise RuntimeError(f"recipe studies without a tuned base lr: {', '.join(untuned)}")
+    echo(f"{len(studies)} studies, {sum(st.seeds for st in studies.values())}+ runs ({plan.name}, seeds "
+         f"{plan.seeds_text()})")
+    tplan = run_studies(studies, results, plan.presets, plan.backend, jobs, progress, study="claims",
+                        desc="claims runs")
     tables = Tables(results, tplan)
     with ResultStore(results, study="claims") as store:
         for s in live:
@@ -96,9 +139,49 @@ def build_report(
         verdict, reason = s.verdict(nums)
         if verdict not in VERDICTS:
             raise RuntimeError(f"section {s.key} gave verdict {verdict!r}, not one of {VERDICTS}")
-        outcomes.append(Outcome(s, s.setup(plan), nums, verdict, reason))
-        echo(f"{s.key}: {verdict}")
-    return render(plan, outcomes, time.perf_counter() - t0, results, docs=docs), outcomes
+        outcomes.append(Outcome(s, s.setup(plan), nums, verdict, reason,
+                                ((plan.seeds_text(), verdict, reason),)))
+        echo(f"{s.key}: {verdict} (seeds {plan.seeds_text()})")
+    return SeedSet(plan, outcomes, choices)
+
+
+def replicated(sets: list[SeedSet]) -> list[Outcome]:
+    """Per section, the first set's outcome with every set's verdict and, as its verdict, their replication:
+    the common verdict where all sets agree, else "does not replicate"."""
+    out = []
+    for parts in zip(*(ss.outcomes for ss in sets), strict=True):
+        first = parts[0]
+        if first.numbers is None:
+            out.append(first)
+            continue
+        by_set = tuple(b for o in parts for b in o.by_set)
+        verdict = first.verdict
+        for o in parts[1:]:
+            verdict = replicate(verdict, o.verdict)
+        out.append(replace(first, verdict=verdict, by_set=by_set))
+    return out
+
+
+def build_report(
+    plan: ClaimsMode,
+    results: Path,
+    jobs: int | None = None,
+    echo=None,
+    progress: bool = False,
+    sections: tuple[Section, ...] = SECTIONS,
+    replicate_on: bool = False,
+    docs: bool = False,
+) -> tuple[str, list[Outcome]]:
+    """The report on the plan's seed set, or (`replicate_on`) on it and on the next disjoint set of as many
+    seeds (offset + seeds), each verdict standing only where both agree. Returns (Markdown, outcomes);
+    `docs`: the report is the committed copy, and its quoted command says `--docs`."""
+    t0 = time.perf_counter()
+    sets = [run_seed_set(plan, results, jobs, echo, progress, sections)]
+    if replicate_on:
+        second = replace(plan, seed_offset=plan.seed_offset + plan.seeds)
+        sets.append(run_seed_set(second, results, jobs, echo, progress, sections))
+    outcomes = replicated(sets) if len(sets) > 1 else sets[0].outcomes
+    return render(plan, outcomes, time.perf_counter() - t0, results, sets, docs=docs), outcomes
 
 
 def default_results(plan: ClaimsMode) -> Path:
@@ -106,24 +189,100 @@ def default_results(plan: ClaimsMode) -> Path:
     return Path("results/claims") / (plan.lm or plan.backend)
 
 
-def command_line(plan: ClaimsMode, results: Path | None = None, docs: bool = False) -> str:
-    """The `isocompute report claims ...` line that regenerates a report of this plan and results."""
+def section_tops(plan: ClaimsMode, sections) -> dict[str, list[str]]:
+    """{top budget text: [section keys]}: each section's top budget, the largest budget of its studies that
+    is a power of two (finding 9's decoupled-baseline study has its budget raised to pay for its extra
+    rollouts, and is charged at the others')."""
+    out: dict[str, list[str]] = {}
+    for s in sections:
+        if plan.backend not in s.backends:
+            continue
+        bs = [st.budget for st in s.studies(plan)]
+        top = max((b for b in bs if b & (b - 1) == 0), default=max(bs))
+        out.setdefault(budget_text(top), []).append(s.key)
+    return out
+
+
+def command_line(plan: ClaimsMode, results: Path | None = None, docs: bool = False,
+                 replicate_on: bool | None = None) -> str:
+    """The `isocompute report claims ...` line that regenerates a report of this plan and results (the seed
+    offset and replication only where they differ from the mode's defaults; `replicate_on` None: the
+    default)."""
+    quick = plan.name != "full"
+    default_rep = plan.name == "full"
+    replicate_on = default_rep if replicate_on is None else replicate_on
     return (
         "isocompute report claims"
         + (f" --backend {plan.backend}" if plan.backend != "sim" else "")
         + (f" --lm {plan.lm}" if plan.lm else "")
-        + (" --quick" if plan.name != "full" else "")
+        + (" --quick" if quick else "")
+        + (f" --seed-offset {plan.seed_offset}" if plan.seed_offset else "")
+        + ((" --replicate" if replicate_on else " --no-replicate") if replicate_on != default_rep else "")
         + (f" --results {results}" if results is not None
            and Path(results) != default_results(plan) else "")
         + (" --docs" if docs else "")
     )
 
 
+def recipe_lines(sets: list[SeedSet]) -> list[str]:
+    """The tuning stage's choices: per recipe study, its dataset's regularisation and the base lr each seed
+    set's tuning seeds chose (grid edges flagged)."""
+    if not any(ss.choices for ss in sets):
+        return []
+    plan = sets[0].plan
+    names = sorted({n for ss in sets for n in ss.choices})
+    head = " | ".join(f"base lr (tuning seeds {ss.plan.tuning_seeds[0]}..{ss.plan.tuning_seeds[-1]})"
+                      for ss in sets)
+    lines = ["", '## The recipe: base lrs chosen on tuning seeds <a id="recipe"></a>', "",
+             " ".join([
+                 "Every section below trains with the paper's recipe unless its Setup line says otherwise",
+                 "(the tabular theory at its preset lr, constant-lr sensitivity rows, the mechanism",
+                 "study's per-n tuned lrs) (isocompute/reports/claims/recipe.py): Adam,",
+                 "lr = base * sqrt(bp n / 256), KL",
+                 f"({KL_COEF:g}) + entropy ({ENTROPY_COEF:g}) on Easy and neither on Hard and the mixes,",
+                 "no warm-up (the simulator has none); each study's base lr is the point of the grid",
+                 ", ".join(f"{v:g}" for v in plan.sqrt_lrs),
+                 "with the best mean over its n of the top-budget record reward on tuning seeds that no",
+                 "section reports. Constant-lr rows are labelled sensitivity rows.",
+             ]), "",
+             f"| study | dataset | regularisation | {head} |", "|---|---|---|" + "---|" * len(sets)]
+    for name in names:
+        st = studies_of_name(sets, name)
+        base = dict(st.base)
+        reg = ", ".join(f"{k} {base[k]:g}" for k in ("kl_coef", "entropy_coef") if base.get(k)) or "none"
+        cells = [ss.choices[name].text() if name in ss.choices else "-" for ss in sets]
+        lines.append(f"| {name.split('/', 1)[1]} | {st.dataset} | {reg} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def studies_of_name(sets: list[SeedSet], name: str):
+    """The tuned StudySpec called `name` in the first seed set that declares it."""
+    for ss in sets:
+        live = [s for s in SECTIONS if ss.plan.backend in s.backends]
+        for s in live:
+            for st in s.studies(ss.plan):
+                if st.name == name:
+                    return st
+    raise KeyError(name)
+
+
 def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: Path | None = None,
-           docs: bool = False) -> str:
+           sets: list[SeedSet] | None = None, docs: bool = False) -> str:
+    """The report's Markdown (`docs`: the committed copy, whose quoted command says `--docs`)."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    cmd = command_line(plan, results, docs)
-    sizes = f"d = d_val = {plan.d}" if plan.d else "the backend's d and d_val"
+    sets = sets or []
+    rep = len(sets) > 1
+    cmd = command_line(plan, results, docs, rep)
+    sizes = f"d = d_val = {plan.d} unless stated" if plan.d else "the backend's d and d_val"
+    tops = section_tops(plan, [o.section for o in outcomes])
+    top_text = "; ".join(f"{b} for {', '.join(keys)}" for b, keys in tops.items())
+    if rep:
+        seeds = (f"Seeds: {len(sets)} disjoint sets of {plan.seeds} ("
+                 + " and ".join(ss.plan.seeds_text() for ss in sets)
+                 + "), each paired across n (problem_seed = seed); every verdict is made on each set and "
+                 "stands only where they agree, else it reads 'does not replicate' with both.")
+    else:
+        seeds = f"Seeds: {plan.seeds} ({plan.seeds_text()}), paired across n (problem_seed = seed)."
     lines = [
         f"# Claims report ({plan.name} mode, {plan.backend} backend{f', lm {plan.lm}' if plan.lm else ''})",
         "",
@@ -136,15 +295,18 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "gallery (studies/fit/nstar.py): the n with the best seed-mean record reward at the budget, and",
             "the set of n whose 90% interval (runs resampled) reaches the best's, printed 'a-b tie' where",
             "the seeds cannot tell them apart.",
-            f"Seeds: {plan.seeds} (0..{plan.seeds - 1}), paired across n (problem_seed = seed); ± is a 95%",
-            f"t-interval over seeds. Top budget {budget_text(plan.top)} rollouts for finding 1 and theory,",
-            f"{budget_text(plan.side_top)} elsewhere; {sizes}; B_p = {plan.bp} unless stated. 'record' =",
+            seeds,
+            "Each verdict's rule names its key quantity and judges its interval",
+            "(isocompute/reports/claims/judge.py): 'reproduced' only where the 95% interval clears the",
+            "rule's threshold, 'not reproduced' only where it clears the opposite one, else 'inconclusive';",
+            f"'no difference' rules are equivalence tests (TOST, margin ±{EQUIVALENCE_MARGIN:g}). Beside",
+            "every n*, the stake: what n* gains over the best small n, with its interval.",
+            f"Top budgets (rollouts): {top_text}; {sizes}; B_p = {plan.bp} unless stated. 'record' =",
             "best-so-far reward up to the budget (oracle early stopping), 'final' = reward when the",
-            "budget is spent; verdicts that use one show the other beside it. Every lr, base lr and arm",
+            "budget is spent; verdicts use the record and show the final beside. Every lr, base lr and arm",
             "(best small and large n of a contrast) is chosen on seeds that are not reported",
-            "(isocompute/reports/claims/selection.py: 2-fold cross-fitting, or the tuning seeds of the "
-            "mechanism",
-            "study). Growth of n* counts only where n* is determined: a rise from one budget's set to a",
+            "(isocompute/reports/claims/selection.py: 2-fold cross-fitting, or separate tuning seeds).",
+            "Growth of n* counts only where n* is determined: a rise from one budget's set to a",
             "later one's that every later set stays above (its factor the least the sets show).",
         ]),
     ]
@@ -154,15 +316,31 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "**Quick mode**: small budgets, few seeds and small problem sets, for CI. Verdicts here "
             "test the machinery, not the science; see the full report.",
         ]
-    lines += ["", "## Verdicts", "", "| claim | verdict |", "|---|---|"]
-    lines += [f"| [{o.section.title}](#{o.section.key}) | {o.verdict} |" for o in outcomes]
+    lines += ["", "## Verdicts", ""]
+    if rep:
+        lines += ["| claim | " + " | ".join(f"seeds {ss.plan.seeds_text()}" for ss in sets) + " | verdict |",
+                  "|---|" + "---|" * (len(sets) + 1)]
+        for o in outcomes:
+            per = [b[1] for b in o.by_set] or ["refused"] * len(sets)
+            lines.append(f"| [{o.section.title}](#{o.section.key}) | " + " | ".join(per)
+                         + f" | {o.verdict} |")
+    else:
+        lines += ["| claim | verdict |", "|---|---|"]
+        lines += [f"| [{o.section.title}](#{o.section.key}) | {o.verdict} |" for o in outcomes]
+    lines += recipe_lines(sets)
     for o in outcomes:
         s = o.section
         lines += ["", f'## {s.title} <a id="{s.key}"></a>', "", f"Paper: {s.paper}", ""]
         if o.numbers is None:
             lines += [f"**Verdict: refused.** {o.reason}"]
             continue
-        lines += [f"Setup: {o.setup}", ""] + s.body(o.numbers) + ["", f"**Verdict: {o.verdict}.** {o.reason}"]
+        lines += [f"Setup: {o.setup}", ""] + s.body(o.numbers)
+        if len(o.by_set) > 1:
+            lines += ["", f"**Verdict: {o.verdict}.** " + " ".join(
+                f"Seeds {seeds_}: {v}. {why}" for seeds_, v, why in o.by_set)]
+            lines += ["", f"(Tables above: seeds {o.by_set[0][0]}.)"]
+        else:
+            lines += ["", f"**Verdict: {o.verdict}.** {o.reason}"]
     return "\n".join(lines) + "\n"
 
 
@@ -195,16 +373,25 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
 @click.option("--lm", type=click.Choice(["smollm2", "tiny"]), default=None,
               help="Model of --backend llm: smollm2 (default: the CPU-sized SmolLM2 preset) or tiny (the "
               "shipped 0.2M-parameter LM; bp 16, n 2..32 to 2^14 rollouts: claims.common.TINY_QUICK).")
+@click.option("--seed-offset", type=click.IntRange(0, 10**6), default=0, show_default=True,
+              help="Report on seeds K..K+S-1 (S the mode's seed count); the recipe's tuning seeds shift by K "
+              "too. With --replicate the second set starts at K+S.")
+@click.option("--replicate/--no-replicate", default=None,
+              help="Also run the next disjoint seed set (K+S..K+2S-1) and let a verdict stand only where "
+              "both sets agree (default: on for the full report, off with --quick and on --backend llm).")
 @click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
 @click.option("--progress/--no-progress", default=False, help="Progress bar of the runs on stderr.")
 def claims(
     quick: bool, backend: str, lm: str | None, out: Path | None, to_docs: bool, results: Path | None,
-    jobs: int, progress: bool,
+    seed_offset: int, replicate: bool | None, jobs: int, progress: bool,
 ) -> None:
     """Run (or reuse) the studies behind each paper claim and write a Markdown report with verdicts."""
     if lm is not None and backend != "llm":
         raise click.UsageError("--lm takes --backend llm")
     plan = MODES[("tiny" if lm == "tiny" else backend, quick)]
+    plan = replace(plan, seed_offset=seed_offset)
+    if replicate is None:
+        replicate = plan.name == "full"
     if to_docs and (quick or backend != "sim"):
         raise click.UsageError("--docs writes docs/CLAIMS.md, the full simulator report: not with --quick or "
                                "--backend llm (use --out)")
@@ -215,7 +402,8 @@ def claims(
     check_output_dir(results, what="--results")
     try:
         md, outcomes = build_report(
-            plan, results, jobs, echo=lambda s: click.echo(s, err=True), progress=progress, docs=to_docs
+            plan, results, jobs, echo=lambda s: click.echo(s, err=True), progress=progress,
+            replicate_on=replicate, docs=to_docs,
         )
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
