@@ -7,6 +7,7 @@ as any sweep.
 
     isocompute report llm-study --out results/llm-nvm [--seeds 3] [--budget 512] [--jobs 1]
     isocompute report llm-study --report results/llm-nvm --docs docs/llm_study/nvm [--sim-seeds 8]
+    isocompute report llm-study --report docs/llm_study/nvm/table.csv   # from the committed table
 
 The report (generated from the stored runs, nothing typed) writes into --docs: table.csv (every row of every
 finished run), fit.json / fit.txt (`isocompute fit` on the base-lr grid), frontier.png (`isocompute plot`),
@@ -59,14 +60,24 @@ def grid_configs(seeds: int, budget: int, bp: int = 8) -> list[RunConfig]:
 
 
 def runs_table(results: str) -> pd.DataFrame:
-    """Every finished run's rows (the lock-free reader of `isocompute fit`, so a report can be made while
-    the study still runs), with its base lr (`lr_base`) from its stored record."""
+    """Every finished run's rows with its base lr (`lr_base`), d_val, k and wall_s: from a results directory
+    (the lock-free reader of `isocompute fit` and each run's stored record, so a report can be made while the
+    study still runs), or from the report's own committed table.csv (which carries `lr_base`), so the report
+    can be regenerated where the store is not kept."""
     from studies.io import load_table
     from studies.store import finished_records
 
+    if Path(results).is_file():
+        table = pd.read_csv(results)
+        if "lr_base" not in table:
+            raise StudiesError(f"{results}: not this report's table.csv (no lr_base column)")
+        return table
     table = load_table(results)
-    lr = {r: float(rec["config"]["lr"]) for r, rec in finished_records(Path(results)).items()}
-    table["lr_base"] = table.run_id.map(lr)
+    recs = finished_records(Path(results))
+    table["lr_base"] = table.run_id.map({r: float(rec["config"]["lr"]) for r, rec in recs.items()})
+    for col in ("d_val", "k"):
+        table[col] = table.run_id.map({r: rec["config"].get(col) for r, rec in recs.items()})
+    table["wall_s"] = table.run_id.map({r: rec.get("wall_s") for r, rec in recs.items()})
     return table
 
 
@@ -96,12 +107,17 @@ def _sim_fit(budget: int, bp: int, seeds: int) -> dict:
 
 
 def _frontier_lines(rep: dict, every: int = 4) -> list[str]:
-    """Markdown rows of every `every`-th frontier grid point and the last."""
+    """Rows of a frontier table: compute, the best's reward, and n* as the set the seeds cannot tell from
+    the best (studies.fit.nstar; '(tie)' where it has several members)."""
+    from studies.fit.nstar import set_text
+
     out = []
     fr = rep.get("frontier", [])
     for f in [x for i, x in enumerate(fr) if i % every == 0 or i == len(fr) - 1]:
         if f.get("n") is not None and f.get("reward") is not None:
-            out.append(f"| {f['compute']:.0f} | {f['reward']:.3f} | {f['n']} |")
+            members = f.get("set") or [f["n"]]
+            tie = " (tie)" if len(members) > 1 else ""
+            out.append(f"| {f['compute']:.0f} | {f['reward']:.3f} | {set_text(members, NS)}{tie} |")
     return out
 
 
@@ -110,13 +126,13 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
     from studies.cli import print_fit_report
     from studies.fit.frontier import FrontierFit, fit_report
     from studies.fit.plots import plot_frontier
-    from studies.store import finished_records
 
     out = Path(docs)
     out.mkdir(parents=True, exist_ok=True)
     table = runs_table(results)
+    source = results  # quoted in the generated README as the command that made it
     keep = ["run_id", "n", "bp", "seed", "lr_base", "lr", "m", "compute", "tokens", "batch_reward",
-            "val_mean", "val_best_k", "val_worst_k"]
+            "val_mean", "val_best_k", "val_worst_k", "d_val", "k", "wall_s"]
     table[[c for c in keep if c in table]].sort_values(["lr_base", "n", "seed", "compute"]).to_csv(
         out / "table.csv", index=False, float_format="%.6g")
     main_grid = table[table.lr_base == BASE_LR]
@@ -140,8 +156,10 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
     means = {n: float(v.mean()) for n, v in best.items() if len(v)}
     n_best = max(means, key=means.get) if means else None
     start = float(table[table.compute == 0].val_mean.mean())
+    from studies.fit.nstar import change_text, set_text
+
     fr = [f for f in rep["frontier"] if f.get("n") is not None]
-    lo, hi = (fr[0], fr[-1]) if fr else (None, None)
+    last = fr[-1] if fr else None
     sim_fr = [f for f in sim["frontier"] if f.get("n") is not None]
     # Is the best n at the budget distinguishable from the smallest n? Paired SE over seeds when there are
     # two or more; with one seed only the evaluation's own sampling SE (d_val problems x k samples each,
@@ -154,20 +172,19 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
         se = float((top[both] - small[both]).std(ddof=1) / np.sqrt(len(both)))
         how = f"paired over {len(both)} seeds"
     else:
-        rec = next(iter(finished_records(Path(results)).values()))["config"]
-        draws = int(rec["d_val"]) * int(rec["k"])
+        draws = int(table.d_val.iloc[0]) * int(table.k.iloc[0]) if {"d_val", "k"} <= set(table) else 0
         p1, p2 = float(top.mean()), float(small.mean())
-        se = float(np.sqrt(p1 * (1 - p1) / draws + p2 * (1 - p2) / draws))
+        se = float(np.sqrt(p1 * (1 - p1) / draws + p2 * (1 - p2) / draws)) if draws else float("nan")
         how = f"1 seed: evaluation sampling SE only, {draws} draws per value"
-    clear = n_best is not None and n_best != NS[0] and diff > 2 * se
-    moved = lo is not None and hi["n"] > lo["n"]
+    # n* read as the project's one estimator does (studies.fit.nstar): the set of n the seeds cannot tell
+    # from the best at the budget, and a rise only where it is determined
+    members = (last.get("set") or [last["n"]]) if last else []
+    rise = change_text(rep.get("n_star", {}).get("change", {}), "n", NS, fmt=lambda c: f"{c:.0f}")
     verdict = (
-        f"the fitted frontier's n* goes from {lo['n']} at C = {lo['compute']:.0f} to {hi['n']} at C = "
-        f"{hi['compute']:.0f}, and at the budget n = {n_best} beats n = {NS[0]} by {diff:+.3f} +- {se:.3f} "
-        f"({how}): " + ("n*(C) rises here" if moved and clear else
-                        "not distinguishable from noise, so this study does not show n*(C) rising"
-                        if moved else "n*(C) does not rise here")
-        if lo is not None else "no frontier could be fitted")
+        f"n* at C = {last['compute']:.0f} is {{{set_text(members, NS)}}}"
+        f"{' (a tie: the seeds cannot tell these n apart)' if len(members) > 1 else ''}; {rise}; at the "
+        f"budget n = {n_best} beats n = {NS[0]} by {diff:+.3f} +- {se:.3f} ({how})"
+        if last is not None else "no frontier could be fitted")
     var_rows = []
     for n in (NS[0], NS[-1]):
         a = fin[(fin.lr_base == BASE_LR) & (fin.n == n)].set_index("seed").val_mean
@@ -178,15 +195,15 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
             diff = b[both] - a[both]
             cells += [_mean_se(b) if len(b) else "-", _mean_se(diff) if len(diff) else "-"]
         var_rows.append(f"| {n} | " + " | ".join(cells) + " |")
-    from studies.store import finished_records
-
-    w = [float(r.get("wall_s") or 0) for r in finished_records(Path(results)).values() if r.get("wall_s")]
-    walls = (min(w), max(w)) if w else (float("nan"), float("nan"))
+    w = [float(v) for v in table.groupby("run_id").wall_s.first().dropna()] if "wall_s" in table else []
+    took = (f"took {min(w) / 60:.0f}-{max(w) / 60:.0f} minutes (wall_s of the run records)" if w else
+            "took minutes (the run records' wall_s, which the committed table.csv lacks; the report made "
+            "from the store, git show ee87b08:docs/llm_study/nvm/README.md, read 5-27)")
     lr_head = " | ".join(f"lr {v:.3g} | difference" for v in LR_VARIANTS)
     md = [
         "# Real-model n-vs-m study",
         "",
-        "Generated by `isocompute report llm-study --report results/llm-nvm --docs docs/llm_study/nvm` from",
+        f"Generated by `isocompute report llm-study --report {source} --docs docs/llm_study/nvm` from",
         "the runs of `isocompute report llm-study --out results/llm-nvm --seeds 3 --budget 512` (one",
         "in-process sweep, one vLLM engine, through studies.executors.run_sweep into a ResultStore).",
         "",
@@ -235,8 +252,8 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
         "## What was cut from the planned study, and why",
         "",
         "The issue asks for n in {2, 4, 8, 16, 32}, budget >= 2^12 rollouts, 3 seeds and a base lr from a",
-        f"short pilot. A float32 run of this grid took {walls[0] / 60:.0f}-{walls[1] / 60:.0f} minutes at",
-        f"C = {budget} on this shared 2-core CPU (wall_s of the run records), so C = 2^12 would take",
+        f"short pilot. A float32 run of this grid {took} at",
+        f"C = {budget} on this shared 2-core CPU, so C = 2^12 would take",
         f"{4096 / budget:.0f}x that per run: the budget is cut to {budget}, and n = 32 (2 steps at bp 8",
         "within 512 rollouts) is left out. The base lr was not piloted first; the",
         "x3 / /3 bracket above, at the smallest and largest n, is the check made instead. 3 seeds were run.",
@@ -245,12 +262,12 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
         "",
     ]
     (out / "README.md").write_text("\n".join(md))
+    sim_at_budget = (f"{{{set_text(sim_fr[-1].get('set') or [sim_fr[-1]['n']], NS)}}}" if sim_fr else "-")
     summary = (f"A real n-vs-m study on this CPU (SmolLM2-135M, easy split, bp {bp}, n "
                f"{NS[0]}..{NS[-1]}, C = {budget} rollouts, seeds {len(seeds)}; "
                f"[docs/llm_study/nvm](docs/llm_study/nvm/README.md)): {verdict}; at the budget the best n is "
                f"{n_best} (val avg@4 {means.get(n_best, float('nan')):.3f} from {start:.3f} at C = 0); "
-               f"the simulator's n* at the same bp and budget: "
-               f"{sim_fr[-1]['n'] if sim_fr else '-'}.")
+               f"the simulator's n* at the same bp and budget: {sim_at_budget}.")
     if readme:
         write_marked_block(Path(readme), "<!-- llm-study:begin -->", "<!-- llm-study:end -->", summary)
     return {"verdict": verdict, "n_best": n_best, "summary": summary}
@@ -265,8 +282,9 @@ def run_grid(out: Path, seeds: int, budget: int, bp: int, jobs: int) -> SweepSum
 @click.command("llm-study")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Results directory to run the study into.")
-@click.option("--report", "report_of", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Results directory to report on (writes --docs and README.md's llm-study paragraph).")
+@click.option("--report", "report_of", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Results directory to report on, or the report's own table.csv (the committed "
+                   "docs/llm_study/nvm/table.csv); writes --docs and README.md's llm-study paragraph.")
 @click.option("--docs", type=click.Path(file_okay=False, path_type=Path), default=Path("docs/llm_study/nvm"),
               show_default=True, help="Directory of the generated report.")
 @click.option("--sim-seeds", type=click.IntRange(1), default=8, show_default=True,

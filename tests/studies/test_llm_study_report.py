@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from isocompute.reports import llm_study
-from studies.config import RunConfig
+from studies.config import RunConfig, StudiesError
 from studies.executors import run_sweep
 from studies.store import ResultStore
 
@@ -53,3 +54,19 @@ def test_report_is_generated_from_the_stored_runs(tmp_path, monkeypatch):
     assert "old" not in text and out["summary"] in text and text.startswith("intro\n") and "rest" in text
     md = (docs / "README.md").read_text()
     assert out["verdict"] in md and "| 16 |" in md
+    # the report regenerates from its own committed table.csv (no store) with the same verdict, and the
+    # verdict reads n* at the budget as the one estimator's set (studies.fit.nstar)
+    from studies.fit.nstar import n_star_sets, set_text
+
+    again = llm_study.report(str(docs / "table.csv"), str(tmp_path / "docs2"), sim_seeds=2, readme=None)
+    assert again["verdict"] == out["verdict"]
+    ns = n_star_sets(table[table.lr_base == 0.1], "val_mean", "n")
+    assert f"is {{{set_text(ns.sets[-1], llm_study.NS)}}}" in out["verdict"]
+    assert pd.read_csv(tmp_path / "docs2" / "table.csv").equals(table)
+
+
+def test_report_refuses_a_table_that_is_not_its_own(tmp_path):
+    bad = tmp_path / "t.csv"
+    pd.DataFrame({"run_id": ["a"], "n": [2], "compute": [0], "val_mean": [0.1]}).to_csv(bad, index=False)
+    with pytest.raises(StudiesError, match="no lr_base column"):
+        llm_study.runs_table(str(bad))
