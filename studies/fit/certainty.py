@@ -55,16 +55,23 @@ def grid_edge(value: float | None, grid: Sequence[float]) -> str | None:
     return None
 
 
-def edge_note(value: float, grid: Sequence[float], by: str = "n", where: str = "at the budget") -> str | None:
+def edge_note(value: float, grid: Sequence[float], by: str = "n", where: str = "at the budget",
+              members: Sequence | None = None) -> str | None:
+    """One line when `value` sits on an edge of `grid` (`grid_edge`). With `members` (the set the seeds
+    cannot tell from the best) of more than one configuration, the line names the best as the best measured
+    and the set beside it, so it never reads as a lone n* the set contradicts."""
     side = grid_edge(value, grid)
     if side is None:
         return None
     g = sorted(float(v) for v in grid)
+    many = members is not None and len(members) > 1
+    head = (f"the best measured {by} {where} is {value:g}, inside the set {{{set_text(members, grid)}}} the "
+            f"seeds cannot tell apart, and" if many else f"{by}* {where} is {value:g},")
     if side == "upper":
-        return (f"{by}* {where} is {value:g}, the largest {by} tried: the optimum may lie beyond; extend the "
-                f"grid (e.g. --{by} ...,{2 * g[-1]:g},{4 * g[-1]:g})")
-    return (f"{by}* {where} is {value:g}, the smallest {by} tried: the optimum may lie below; extend the "
-            f"grid (e.g. --{by} {max(MIN_N, g[0] / 2):g},...)")
+        return (f"{head} the largest {by} tried: the optimum may lie beyond; extend the grid (e.g. --{by} "
+                f"...,{2 * g[-1]:g},{4 * g[-1]:g})")
+    return (f"{head} the smallest {by} tried: the optimum may lie below; extend the grid (e.g. --{by} "
+            f"{max(MIN_N, g[0] / 2):g},...)")
 
 
 # ----------------------------------------------------------------------------------- flat set and regret
@@ -128,7 +135,7 @@ def assess(ns: NStar, j: int = -1, metric: str = "val_mean", by: str = "n", mode
     if numeric_keys(ns.keys) and not ns.none_improved:
         grid = [float(v) for v in competing]
         out["edge"] = grid_edge(float(best), grid)
-        e = edge_note(float(best), grid, by)
+        e = edge_note(float(best), grid, by, members=members)
         if e:
             notes.append(e)
         f = flat_note(members, best, out["reward_interval"], by, ns.level, grid)

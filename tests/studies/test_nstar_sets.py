@@ -264,3 +264,16 @@ def test_help_defaults_are_read_from_the_code_that_applies_them():
 
     assert f"[default: {WARN_FACTOR} (studies.fit.plan.WARN_FACTOR)]" in " ".join(
         invoke("plan", "--help").stdout.split())
+
+
+def test_an_edge_beside_a_tie_set_names_the_set_not_a_lone_n_star():
+    from studies.fit.certainty import edge_note
+
+    grid = [16, 32, 64, 128, 256]
+    lone = edge_note(256, grid)
+    assert lone.startswith("n* at the budget is 256, the largest n tried") and "extend the grid" in lone
+    tied = edge_note(256, grid, members=[16, 32, 64, 128, 256])
+    assert "n* at the budget is 256" not in tied
+    assert tied.startswith("the best measured n at the budget is 256, inside the set {16-256}")
+    assert "extend the grid" in tied
+    assert edge_note(64, grid, members=[16, 64]) is None  # no edge, no line
