@@ -186,6 +186,21 @@ def test_f1_verdict_reads_the_recipe_only():
     assert nstar.f1_verdict(x | {"tabular_ok": None})[0] == R
 
 
+def test_large_n_wins_only_by_at_least_one_point():
+    """A gain of large n resolved above 0 but below one point of pass@1 (MIN_GAIN) is not the paper's claim:
+    every "large n wins" rule (findings 1, 3, 4, 8, 10, 11) reads the same threshold."""
+    from isocompute.reports.claims.judge import MIN_GAIN
+
+    tiny, straddle = iv(0.003, 0.002), iv(0.015, 0.01)  # [0.001, 0.005] and [0.005, 0.025]
+    assert MIN_GAIN == EQUIVALENCE_MARGIN == 0.01
+    assert nstar.f1_verdict(_f1(tiny))[0] == N
+    assert nstar.f1_verdict(_f1(straddle))[0] == I
+    for rule in (nstar.F1_RULE, nstar.F10_RULE, nstar.F11_RULE, allocation.F3_GAIN, allocation.F4_GAIN,
+                 pass1.F8_RULE):
+        assert judge(rule, tiny).verdict == N and judge(rule, UP).verdict == R, rule.quantity
+        assert "above +0.01" in rule.text()
+
+
 def _f2(easy: Interval, hard: Interval) -> dict:
     def ds(t):
         return {m: {"n_star": 8, "set": [8]} for m in ("best_k", "worst_k", "mean")} | {"tilt": t}

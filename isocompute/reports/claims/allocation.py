@@ -24,7 +24,15 @@ from isocompute.reports.claims.common import (
     setup_text,
     stars_text,
 )
-from isocompute.reports.claims.judge import Rule, combine, judge, parts_text, seed_bootstrap, t_interval
+from isocompute.reports.claims.judge import (
+    MIN_GAIN,
+    Rule,
+    combine,
+    judge,
+    parts_text,
+    seed_bootstrap,
+    t_interval,
+)
 from studies.declared import StudySpec, Tables
 from studies.fit.frontier import run_rewards
 
@@ -184,7 +192,7 @@ def _sens(t: Tables, p: ClaimsMode) -> dict:
     return out
 
 
-F3_GAIN = Rule(f"{TOP_GAIN}, at fixed total batch B = bp n (top M)", kind="above")
+F3_GAIN = Rule(f"{TOP_GAIN}, at fixed total batch B = bp n (top M)", kind="above", threshold=MIN_GAIN)
 F3_SENS = Rule("mean range of the reward over n minus that over B_p (top budget, record reward, seed "
                "bootstrap)", kind="above")
 """Finding 3's key quantities: n*(M) rising to a large n shows as the large-n gain at the largest M; and the
@@ -249,7 +257,7 @@ F3 = Section(
 )
 
 
-F4_GAIN = Rule(f"{TOP_GAIN}, at each B_p", kind="above")
+F4_GAIN = Rule(f"{TOP_GAIN}, at each B_p", kind="above", threshold=MIN_GAIN)
 F4_SPREAD = Rule("spread over B_p of the best reward at the top budget (max minus min over B_p of the best "
                  "seed-mean record over n; seed bootstrap)", kind="equivalent")
 """Finding 4's key quantities: n* still rises to a large n at every B_p (finding 1's gain per B_p), and B_p

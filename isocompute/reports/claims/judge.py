@@ -41,6 +41,12 @@ EQUIVALENCE_MARGIN = 0.01
 """Margin of every "no difference" rule, in reward (pass@1): one point of validation pass@1, about 10 of the
 1024 validation problems of the full report. A difference inside it is too small to matter for allocation;
 fixed here before the runs it judges."""
+MIN_GAIN = EQUIVALENCE_MARGIN
+"""Threshold of every "large n wins" rule (the top-budget gain of large n, `common.TOP_GAIN`): reproduced only
+when the 95% interval of the gain lies above one point of pass@1, not reproduced when it lies below it. A rise
+of n* whose reward at stake is under the margin below which the report calls two allocations equivalent
+does not make the paper's allocation claim, however resolved the interval; the same margin on both sides
+keeps the verdicts exclusive."""
 BOOT_REPS = 2000
 """Resamples of the seeds in `seed_bootstrap` (percentile intervals; the statistics are milliseconds)."""
 
@@ -221,6 +227,6 @@ def equivalent(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> bool:
     return bool(iv.finite and -margin < iv.lo90 and iv.hi90 < margin)
 
 
-__all__ = ["BOOT_REPS", "EQUIVALENCE_MARGIN", "INCONCLUSIVE", "Interval", "Judgement", "NAN_INTERVAL",
-           "NOT_REPRODUCED", "NO_REPLICATION", "PARTLY", "REPRODUCED", "Rule", "combine", "equivalent",
-           "judge", "parts_text", "replicate", "seed_bootstrap", "t_interval"]
+__all__ = ["BOOT_REPS", "EQUIVALENCE_MARGIN", "INCONCLUSIVE", "Interval", "Judgement", "MIN_GAIN",
+           "NAN_INTERVAL", "NOT_REPRODUCED", "NO_REPLICATION", "PARTLY", "REPRODUCED", "Rule", "combine",
+           "equivalent", "judge", "parts_text", "replicate", "seed_bootstrap", "t_interval"]
