@@ -157,6 +157,26 @@ def test_tiny_defaults_and_engine_checks():
     assert v.engine == "vllm" and v.max_model_len == SIZES["tiny"].max_position_embeddings
 
 
+def test_the_model_family_is_decided_once_per_config(saved, tmp_path):
+    """family_of: a shipped name, a folder saved by the tiny module (whatever its name) or anything else (an
+    HF LM); LLMConfig.family is that answer, computed once and kept out of the config's fields."""
+    from llm_backend.family import family_of, folder_family
+
+    tiny, folder, hf = family_of("tiny"), family_of(str(saved)), family_of(None)
+    assert (tiny.is_tiny, tiny.shipped, tiny.folder, tiny.splits_sub, tiny.own_splits) == (
+        True, "tiny", None, "tiny", None)
+    assert (folder.is_tiny, folder.shipped, folder.splits_sub, folder.own_splits) == (
+        True, None, "tiny", saved / "splits")
+    assert (hf.is_tiny, hf.engine, hf.splits_sub, hf.own_splits) == (False, "vllm", "", None)
+    assert not family_of(tmp_path).is_tiny and family_of("smollm2") == hf
+    assert folder_family(saved) == folder and folder_family(PACKAGED_MODELS / "tiny").is_tiny
+    assert (tiny.engine_error("kv"), tiny.engine_error("vllm"), hf.engine_error("hf")) == (None, None, None)
+    assert "tiny" in hf.engine_error("kv") and "kv" in tiny.engine_error("hf")
+    c = config_for(str(saved))
+    assert c.family == folder and c.family is c.family and c.engine == "kv"
+    assert "family" not in c.to_dict() and c == config_for(str(saved))
+
+
 @pytest.fixture(scope="module")
 def small_run_cfg():
     return config_for("tiny", dataset="easy", n=4, bp=4, budget=64, d=16, d_val=8, n_evals=1,
