@@ -161,7 +161,7 @@ def rollout_compare(lm: str, bp: int, n: int, reps: int, peak: float, try_vllm: 
     from llm_backend.engines import HFEngine
     from llm_backend.model import load_model, load_tokenizer, resolve_model
     from llm_backend.problems import load_problems
-    from llm_backend.tiny_sampler import KVEngine
+    from llm_backend.tiny.sampler import KVEngine
 
     path = resolve_model(lm)
     cfg = config_for(lm, dataset="easy")
@@ -211,7 +211,7 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     from llm_backend.model import load_model, load_tokenizer, resolve_model
     from llm_backend.packed import make_packed_batch
     from llm_backend.problems import load_problems
-    from llm_backend.tiny_sampler import KVEngine
+    from llm_backend.tiny.sampler import KVEngine
 
     path = resolve_model(lm)
     cfg = config_for(lm, dataset="easy", n=n, bp=bp, budget=bp * n)

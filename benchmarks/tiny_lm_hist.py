@@ -34,7 +34,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from llm_backend.tiny_tasks import cell_of
+    from llm_backend.tiny.tasks import cell_of
 
     data, out = Path(a.data), Path(a.out)
     df = pd.read_csv(data / "calibration.csv")

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 PHASES = {
-    "sampling": [("llm_backend/tiny_sampler.py", "generate")],
+    "sampling": [("llm_backend/tiny/sampler.py", "generate")],
     "reward": [("llm_backend/tasks.py", "reward")],
     "batch": [("llm_backend/batch.py", "build_batch")],
     "forward+backward": [("llm_backend/trainer.py", "backward")],
@@ -74,7 +74,7 @@ def _eval_part(stats: pstats.Stats, func: str) -> float:
     """Seconds of `func` called from evaluation.evaluate (through its callers' records)."""
     out = 0.0
     for (f, _, name), v in stats.stats.items():
-        if name == func and (f.endswith("tiny_sampler.py") or f.endswith("tasks.py")):
+        if name == func and (f.endswith("tiny/sampler.py") or f.endswith("tasks.py")):
             for caller, cv in v[4].items():
                 if caller[0].endswith("evaluation.py"):
                     out += cv[3]

@@ -78,7 +78,7 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 )
 @click.option("--model", default=None, help="Local HF causal-LM folder (default: the prepared SmolLM2).")
 @click.option("--lm", default=None,
-              help="tiny or small (the shipped tiny LMs, their own task family: llm_backend/tiny_tasks.py; "
+              help="tiny or small (the shipped tiny LMs, their own task family: llm_backend/tiny/tasks.py; "
                    "--digits/--terms/--operations then unused), smollm2, or a folder (as --model).")
 @click.option("--cache-dir", default=None, help="Cache root of the prepared model and default --out.")
 @click.option("--out", default=None,
@@ -89,7 +89,7 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 @click.option(
     "--count", type=int, default=64, show_default=True,
     help="Problems per (digits, terms, operations) cell; a tiny LM: per task cell (12 cells, "
-    "llm_backend/tiny_tasks.py POOL_CELLS).",
+    "llm_backend/tiny/tasks.py POOL_CELLS).",
 )
 @click.option(
     "--digits", default="1", show_default=True, help="Comma-separated digits per operand, e.g. 1,2,2x1."
@@ -152,19 +152,18 @@ def calibrate(
     until,
 ) -> None:
     from llm_backend.calibrate import parse_digits
-    from llm_backend.model import ModelError, cache_root, is_tiny, resolve_model, tiny_name
+    from llm_backend.family import family_of
+    from llm_backend.model import ModelError, cache_root, resolve_model
 
     if lm is not None and model is not None:
         _fail("give --lm or --model, not both")
     model = lm if lm is not None else model
-    tiny = is_tiny(model)
-    if tiny and engine == "hf":
-        _fail("the tiny LMs calibrate with --engine kv (or vllm)")
-    engine = engine or ("kv" if tiny else "vllm")
-    if engine == "kv" and not tiny:
-        _fail("--engine kv samples the tiny LMs only (--lm tiny or small)")
-    max_new_tokens = max_new_tokens if max_new_tokens is not None else (10 if tiny else 24)
-    temperature = temperature if temperature is not None else (1.0 if tiny else 0.7)
+    family = family_of(model)
+    engine = engine or family.engine
+    if (why := family.engine_error(engine)) is not None:
+        _fail(why)
+    max_new_tokens = max_new_tokens if max_new_tokens is not None else family.calibrate_tokens
+    temperature = temperature if temperature is not None else family.calibrate_temperature
 
     try:
         dig = [parse_digits(x.strip()) for x in str(digits).split(",") if x.strip()]
@@ -199,14 +198,14 @@ def calibrate(
             _fail(f"--until names splits of {', '.join(SPLITS)} with counts >= 1, got {until!r}")
     from pathlib import Path as _Path
 
-    sub = (tiny_name(model) or "tiny") if tiny else ""
     try:
-        path = resolve_model(model, cache_dir)
+        path = resolve_model(model, cache_dir, family)
     except ModelError as e:
         _fail(str(e))
-    splits = _Path(out) if out else (_Path(cache_dir) if cache_dir else cache_root()) / "splits" / sub
-    if tiny and not out and not tiny_name(model):
-        splits = path / "splits"  # a pretrained folder keeps the splits calibrated on it
+    root = _Path(cache_dir) if cache_dir else cache_root()
+    splits = _Path(out) if out else root / "splits" / family.splits_sub
+    if family.own_splits is not None and not out:
+        splits = family.own_splits  # a pretrained folder keeps the splits calibrated on it
     _writable_dir(splits, "--out")
 
     from llm_backend.calibrate import calibrate as do_calibrate
@@ -215,27 +214,27 @@ def calibrate(
     from llm_backend.model import load_model, load_tokenizer
 
     try:
-        if tiny:
-            from llm_backend import tiny_tasks
+        if family.is_tiny:
+            from llm_backend.tiny import tasks as tiny_tasks
 
             problems = tiny_tasks.suite(count, seed, tiny_tasks.POOL_CELLS, tiny_tasks.POOL_SHARES)
         else:
             problems = problem_suite(count, dig, trm, ops, seed)
     except ValueError as e:
         _fail(str(e))
-    if tiny and only is not None:
+    if family.is_tiny and only is not None:
         _fail("--measure-only selects operation sets of the SmolLM2 suite; the tiny suite has none")
     out_dir = splits
     msg = f"{len(problems)} problems; progress in {out_dir / 'progress.jsonl'} (rerun to resume)"
     click.echo(msg, err=True)
-    tok = load_tokenizer(path)
+    tok = load_tokenizer(path, family)
     if splits_only:
         counts = do_calibrate(
             problems, None, tok, out_dir, samples, max_new_tokens, temperature, val_frac, seed, chunk, False,
             measure=False,
         )
     else:
-        m = load_model(path, device)
+        m = load_model(path, device, family)
         eng = make_engine(engine, m, tok, str(path), seed=seed, device=device, dtype=dtype)
         try:
             counts = do_calibrate(
@@ -266,7 +265,7 @@ def pretrain(size, out, steps, batch, lr, seed, threads, as_json) -> None:
     from pathlib import Path
 
     from llm_backend.model import cache_root
-    from llm_backend.tiny_model import SIZES
+    from llm_backend.tiny.model import SIZES
 
     if size not in SIZES:
         _fail(f"unknown --lm {size!r} for pretraining; choose one of {', '.join(SIZES)}")
@@ -278,10 +277,10 @@ def pretrain(size, out, steps, batch, lr, seed, threads, as_json) -> None:
         _fail(f"need 0 <= --seed < 2^32 and 0 <= --threads <= 256, got {seed}, {threads}")
     folder = Path(out) if out else cache_root() / "models" / size
     _writable_dir(folder.parent, "--out")
-    from llm_backend.pretrain import DEFAULTS
-    from llm_backend.pretrain import pretrain as do_pretrain
-    from llm_backend.tiny_model import save_folder
-    from llm_backend.tiny_tokenizer import CharTokenizer
+    from llm_backend.tiny.model import save_folder
+    from llm_backend.tiny.pretrain import DEFAULTS
+    from llm_backend.tiny.pretrain import pretrain as do_pretrain
+    from llm_backend.tiny.tokenizer import CharTokenizer
 
     cfg = DEFAULTS[size]
     cfg = replace(cfg, seed=seed, threads=threads, **{k: v for k, v in

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from isocompute.contract import options
 from isocompute.contract.allocspec import AllocatorError
@@ -11,6 +12,7 @@ from isocompute.contract.options import ADV_STDS as ADV_STD
 from isocompute.contract.options import OBJECTIVES, SCALE_REWARDS, ZERO_PASS1
 from llm_backend.allocators import parse as parse_allocator
 from llm_backend.engines import DTYPES, ENGINES
+from llm_backend.family import ModelFamily, family_of
 
 __all__ = ["ADV_STD", "CPU_DTYPE", "DATASETS", "LOSS_AGG", "OBJECTIVES", "SCALE_REWARDS", "TINY_DEFAULTS",
            "TRAIN_LAYOUTS", "ZERO_PASS1", "ConfigError", "LLMConfig", "config_for", "cpu_dtype", "validate"]
@@ -58,13 +60,13 @@ class LLMConfig(EngineConfig):
 
     # --- model and engine ---
     model: str | None = None
-    """Local HF causal-LM folder, or a shipped tiny LM by name (tiny, small: llm_backend/tiny_model.py);
+    """Local HF causal-LM folder, or a shipped tiny LM by name (tiny, small: llm_backend/tiny/model.py);
     None = the prepared SmolLM2-135M-Instruct (`isocompute llm prepare`)."""
     cache_dir: str | None = None
     """Cache root for the prepared model and calibrated splits ($ISOCOMPUTE_CACHE or ~/.cache/isocompute)."""
     engine: str = "vllm"
     """Rollout engine: vllm (in-process, weights synced after every step), hf (transformers generate) or kv
-    (batched KV-cache sampling of the tiny LMs, llm_backend/tiny_sampler.py)."""
+    (batched KV-cache sampling of the tiny LMs, llm_backend/tiny/sampler.py)."""
     device: str = "cpu"
     """Trainer device: cpu or cuda[:i]. vLLM runs on whatever its install targets."""
     engine_dtype: str = CPU_DTYPE
@@ -179,6 +181,13 @@ class LLMConfig(EngineConfig):
     def __post_init__(self) -> None:
         validate(self)
 
+    @cached_property
+    def family(self) -> ModelFamily:
+        """The family of `model` (tiny LM or Hugging Face LM, llm_backend/family.py), resolved once for this
+        config and read wherever the two differ: engines, model loading, problems and splits. Not a field:
+        it follows from `model` and stays out of to_dict, equality and the checkpoint key."""
+        return family_of(self.model)
+
     def step_lr(self, step: int) -> float:
         """The lr of GRPO step `step` (1-based; every optimizer update of that step under ppo / cispo):
         effective_lr() times min(1, step / warmup_steps)."""
@@ -201,11 +210,11 @@ TINY_DEFAULTS = {
 }
 """Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling at
 temperature 1 (the distribution the model learned, which the calibration measured), answers of at most 9
-characters + EOS (llm_backend/tiny_tasks.py), the base lr 1e-4 at B_ref = 64 under the sqrt rule that tuning
+characters + EOS (llm_backend/tiny/tasks.py), the base lr 1e-4 at B_ref = 64 under the sqrt rule that tuning
 on held-out seeds chose for every n at 2^14 and 2^16 rollouts (docs/GROUP_STD_TINY.md; the earlier default
 3e-4 collapsed n = 64, docs/tiny_lm/README.md), 256 validation problems (an evaluation costs milliseconds),
 float32 on every CPU (the matmuls are too small for bf16 to pay even with AMX), for `--option
-engine=vllm`, vLLM's context at the model's 64 positions (tiny_model.TinyConfig.max_position_embeddings;
+engine=vllm`, vLLM's context at the model's 64 positions (tiny.model.TinyConfig.max_position_embeddings;
 tested equal), and packed rows of 64 tokens: a group is a prompt of ~7 tokens and completions of ~3, so long
 rows are mostly masked-out attention (at n = 16, bp = 16 the update took 2.3x longer with rows of 512;
 benchmarks/tiny_lm.py)."""
@@ -213,24 +222,15 @@ benchmarks/tiny_lm.py)."""
 
 def config_for(model: str | None = None, **kw) -> LLMConfig:
     """LLMConfig for `model` with its family's defaults (TINY_DEFAULTS for a tiny LM) under `kw`."""
-    from llm_backend.model import is_tiny
-
-    base = dict(TINY_DEFAULTS) if is_tiny(model) else {}
+    base = dict(TINY_DEFAULTS) if family_of(model).is_tiny else {}
     return LLMConfig(model=model, **{**base, **kw})
 
 
 def validate(c: LLMConfig) -> None:
     """Check one config; raise ConfigError with a one-line message quoting the bad values."""
     check_choice("engine", c.engine, ENGINES)
-    if c.engine in ("kv", "hf"):
-        from llm_backend.model import is_tiny
-
-        tiny = is_tiny(c.model)
-        if c.engine == "kv" and not tiny:
-            raise ConfigError("engine 'kv' samples the tiny LMs (--lm tiny or small); use vllm or hf here")
-        if c.engine == "hf" and tiny:
-            raise ConfigError("the tiny LMs sample with engine kv (or vllm); transformers generate is in "
-                              "benchmarks/tiny_lm.py only")
+    if (why := c.family.engine_error(c.engine)) is not None:
+        raise ConfigError(why)
     check_choice("engine_dtype", c.engine_dtype, DTYPES)
     check_choice("train_dtype", c.train_dtype, DTYPES)
     check_options(c)

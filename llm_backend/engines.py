@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 """Phase lines of engine start-up (the CLI shows them on stderr): a vLLM start takes minutes on a CPU."""
 
 ENGINES = ("vllm", "hf", "kv")
-"""kv: batched KV-cache sampling of the tiny LMs (llm_backend/tiny_sampler.py)."""
+"""kv: batched KV-cache sampling of the tiny LMs (llm_backend/tiny/sampler.py)."""
 DTYPES = ("float32", "bfloat16")
 
 
@@ -325,7 +325,7 @@ def cached_engine(
     """The process's vLLM engine for (model_path, dtype, engine options), started on first use.
 
     vLLM start-up costs seconds and one in-process engine per process is what vLLM supports well, so the
-    runs of a sweep with the same model share it (runner.run with engine=None); weights are synced from
+    runs of a sweep with the same model share it (loop.run with engine=None); weights are synced from
     `model` on every hand-out. The engine seed only matters at start-up: generate reseeds per call.
     Engines of other keys are closed first (one engine at a time keeps memory bounded).
     """
@@ -365,7 +365,7 @@ def make_engine(
     if name == "hf":
         return HFEngine(model, tokenizer, device=device, dtype=dtype)
     if name == "kv":
-        from llm_backend.tiny_sampler import KVEngine
+        from llm_backend.tiny.sampler import KVEngine
 
         return KVEngine(model, tokenizer, device=device, dtype=dtype)
     if name == "vllm":

@@ -46,9 +46,9 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     model and engine options (engines.cached_engine; started once, left open for the next run).
     """
     with _torch_threads(cfg):
-        path = resolve_model(cfg.model, cfg.cache_dir)
+        path = resolve_model(cfg.model, cfg.cache_dir, cfg.family)
         train, val = load_problems(cfg)
-        tok = load_tokenizer(path)
+        tok = load_tokenizer(path, cfg.family)
         trainer = Trainer(cfg, path)
         ckpt = Checkpointer(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
         state = RunState.resume(cfg, len(train), ckpt, trainer)

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from isocompute.contract.cache import cache_root
+from llm_backend.family import HF_DEFAULT_NAMES, TINY_NAMES, ModelFamily, family_of, folder_family
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
@@ -88,37 +89,20 @@ def prepare(cache_dir: str | Path | None = None, force: bool = False) -> Path:
 
 PACKAGED_MODELS = Path(__file__).resolve().parent / "models"
 """The shipped tiny LMs (`isocompute llm pretrain`), one HF folder per named size."""
-TINY_NAMES = ("tiny", "small")
-"""--lm names of the shipped tiny LMs (llm_backend/tiny_model.py SIZES)."""
 LM_NAMES = ("smollm2", *TINY_NAMES)
 
 
-def tiny_name(model: str | Path | None) -> str | None:
-    """The named tiny LM `model` asks for ("tiny", "small"), else None."""
-    return str(model) if model is not None and str(model) in TINY_NAMES else None
-
-
-def is_tiny(model: str | Path | None, cache_dir: str | Path | None = None) -> bool:
-    """Whether `model` is a tiny LM: a shipped name or a folder saved by llm_backend/tiny_model.py."""
-    if tiny_name(model):
-        return True
-    if model in (None, "", "smollm2", "default"):
-        return False
-    from llm_backend.tiny_model import is_tiny_folder
-
-    return is_tiny_folder(Path(model).expanduser())
-
-
-def resolve_model(model: str | Path | None = None, cache_dir: str | Path | None = None) -> Path:
+def resolve_model(model: str | Path | None = None, cache_dir: str | Path | None = None,
+                  family: ModelFamily | None = None) -> Path:
     """The HF folder to use: a shipped tiny LM by name, `model` if given, else the prepared default; a
-    one-line error otherwise."""
-    if name := tiny_name(model):
+    one-line error otherwise. `family`: `model`'s (LLMConfig.family), else resolved here."""
+    if name := (family or family_of(model)).shipped:
         path = PACKAGED_MODELS / name
         if not is_hf_folder(path):
             raise ModelError(f"the {name} LM is not in the package; run `isocompute llm pretrain --lm {name} "
                              f"--out {path}`")
         return path
-    if model in ("smollm2", "default"):
+    if model in HF_DEFAULT_NAMES:
         model = None
     if model:
         path = Path(model).expanduser()
@@ -132,12 +116,13 @@ def resolve_model(model: str | Path | None = None, cache_dir: str | Path | None 
     return path
 
 
-def load_tokenizer(path: str | Path):
-    """The folder's tokenizer: our character tokenizer for a tiny LM (no transformers), else AutoTokenizer."""
-    from llm_backend import tiny_tokenizer
+def load_tokenizer(path: str | Path, family: ModelFamily | None = None):
+    """The folder's tokenizer: our character tokenizer for a tiny LM (no transformers), else AutoTokenizer.
+    `family`: the run's (LLMConfig.family), else read from the folder (family.folder_family)."""
+    if (family or folder_family(path)).is_tiny:
+        from llm_backend.tiny import tokenizer
 
-    if tiny_tokenizer.is_char_folder(path):
-        return tiny_tokenizer.load(path)
+        return tokenizer.load(path)
     _offline()
     from transformers import AutoTokenizer
 
@@ -147,13 +132,14 @@ def load_tokenizer(path: str | Path):
     return tok
 
 
-def load_model(path: str | Path, device: str = "cpu"):
+def load_model(path: str | Path, device: str = "cpu", family: ModelFamily | None = None):
     """A float32 causal LM on `device` (float32: CPU training and vLLM log-prob agreement, docs/LLM_NOTES.md).
-    A tiny LM's folder loads into our own module (llm_backend/tiny_model.py: same weights and maths as
-    transformers' LlamaForCausalLM, without its per-call overhead)."""
-    from llm_backend.tiny_model import is_tiny_folder, load_folder
+    A tiny LM's folder loads into our own module (llm_backend/tiny/model.py: same weights and maths as
+    transformers' LlamaForCausalLM, without its per-call overhead). `family`: the run's (LLMConfig.family),
+    else read from the folder (family.folder_family)."""
+    if (family or folder_family(path)).is_tiny:
+        from llm_backend.tiny.model import load_folder
 
-    if is_tiny_folder(path):
         return load_folder(path, device)
     _offline()
     import torch

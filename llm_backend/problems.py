@@ -10,7 +10,7 @@ import numpy as np
 
 from llm_backend import tasks
 from llm_backend.config import ConfigError, LLMConfig
-from llm_backend.model import cache_root, is_tiny, tiny_name
+from llm_backend.model import cache_root
 
 PACKAGED_SPLITS = Path(__file__).resolve().parent / "data"
 """Committed splits calibrated on SmolLM2-135M-Instruct (`isocompute llm calibrate`, see data/README.md)."""
@@ -28,9 +28,9 @@ def _mix(sets: list[list], shares: list[float]) -> list:
 
 def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Problem]]:
     """Train and validation problems; they depend on the data fields, never on `seed` (paired runs)."""
-    tiny = is_tiny(cfg.model)
-    if cfg.dataset == "arith" and tiny:  # the tiny family's cells of `digits` x `digits`, `operations`
-        from llm_backend import tiny_tasks
+    family = cfg.family
+    if cfg.dataset == "arith" and family.is_tiny:  # the tiny task family's cells: digits x digits, operations
+        from llm_backend.tiny import tasks as tiny_tasks
 
         names = {"+": "add", "-": "sub", "*": "mul"}
         cells = [(names[o], cfg.digits, cfg.digits) for o in cfg.operations]
@@ -51,11 +51,11 @@ def load_problems(cfg: LLMConfig) -> tuple[list[tasks.Problem], list[tasks.Probl
     else:
         # a tiny LM's splits are calibrated on it: a folder's own <folder>/splits, else <cache>/splits/<name>
         # and the shipped data/<name>
-        sub = (tiny_name(cfg.model) or "tiny") if tiny else ""
+        sub = family.splits_sub
         roots = [Path(cfg.data_dir)] if cfg.data_dir else [
             cache_root() / "splits" / sub if sub else cache_root() / "splits", PACKAGED_SPLITS / sub]
-        if tiny and not cfg.data_dir and not tiny_name(cfg.model):
-            roots.insert(0, Path(cfg.model).expanduser() / "splits")
+        if family.own_splits is not None and not cfg.data_dir:
+            roots.insert(0, family.own_splits)
         parts = MIXES.get(cfg.dataset, ((cfg.dataset, 1.0),))
         split_sets = []
         for name, _ in parts:

@@ -1,4 +1,4 @@
-"""What a rollout engine returns (llm_backend/engines.py, llm_backend/tiny_sampler.py): a module of its own,
+"""What a rollout engine returns (llm_backend/engines.py, llm_backend/tiny/sampler.py): a module of its own,
 so the engines that produce it and the registry that builds them (engines.make_engine) import it without
 importing each other."""
 

@@ -174,7 +174,7 @@ class Trainer:
 
     def __init__(self, cfg, path):
         self.cfg = cfg
-        self.model = load_model(path, cfg.device)
+        self.model = load_model(path, cfg.device, cfg.family)
         self.model.train()
         bf16 = cfg.train_layout == "packed" and cfg.train_dtype == "bfloat16"
         self.mixed = MasterWeights(self.model) if bf16 else None
@@ -186,7 +186,7 @@ class Trainer:
                                          weight_decay=cfg.weight_decay)
         self.ref = None
         if cfg.kl_coef > 0:
-            self.ref = load_model(path, cfg.device).eval().requires_grad_(False)
+            self.ref = load_model(path, cfg.device, cfg.family).eval().requires_grad_(False)
             if bf16:
                 self.ref = self.ref.to(torch.bfloat16)  # the policy's precision: no rounding floor
 

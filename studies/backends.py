@@ -197,7 +197,7 @@ class LLMAdapter:
         """Config, model folder and problem files, so a sweep fails before its first run, in one line."""
         from llm_backend.config import ConfigError
         from llm_backend.model import ModelError, resolve_model
-        from llm_backend.runner import load_problems
+        from llm_backend.problems import load_problems
 
         c = self.llm_config(cfg)
         try:
@@ -216,8 +216,8 @@ class LLMAdapter:
 
     def run(self, cfg: RunConfig, progress: bool = False) -> RunOutput:
         from llm_backend.config import ConfigError
+        from llm_backend.loop import run
         from llm_backend.model import ModelError
-        from llm_backend.runner import run
 
         try:
             res = run(self.llm_config(cfg), progress=progress)

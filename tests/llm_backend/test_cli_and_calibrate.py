@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from isocompute.contract.schedule import eval_steps
 from llm_backend.calibrate import assign_splits, split_train_val
 from llm_backend.cli import llm
 from llm_backend.model import ModelError, resolve_model
-from llm_backend.runner import _problem_order, eval_steps
+from llm_backend.problems import problem_order
 
 
 def test_missing_model_names_the_prepare_command(tmp_path):
@@ -47,10 +48,10 @@ def test_problem_order_is_a_permutation_per_epoch_and_seeded():
         bp, seed = 3, 5
 
     d = 6
-    first_epoch = _problem_order(C, 1, d) + _problem_order(C, 2, d)
+    first_epoch = problem_order(C, 1, d) + problem_order(C, 2, d)
     assert sorted(first_epoch) == list(range(d))
-    assert _problem_order(C, 3, d) + _problem_order(C, 4, d) != first_epoch  # a fresh order next epoch
-    assert _problem_order(C, 2, d) == _problem_order(C, 2, d)
+    assert problem_order(C, 3, d) + problem_order(C, 4, d) != first_epoch  # a fresh order next epoch
+    assert problem_order(C, 2, d) == problem_order(C, 2, d)
 
 
 def test_calibration_buckets_follow_the_paper_ranges():

@@ -270,7 +270,7 @@ def test_step_changes_parameters_and_zero_advantage_does_not():
 
 
 def test_checkpoint_resume_gives_identical_parameters(tmp_path):
-    from llm_backend.runner import _Checkpointer
+    from llm_backend.checkpoint import Checkpointer
 
     batches = [toy_batch(seed=s)[0] for s in range(4)]
     cfg = Cfg()
@@ -285,12 +285,12 @@ def test_checkpoint_resume_gives_identical_parameters(tmp_path):
     m2, o2 = fresh()
     for b in batches[:2]:
         _adamw_step(m2, b, cfg, o2)
-    ck = _Checkpointer(tmp_path)
+    ck = Checkpointer(tmp_path)
     ck.save(2, m2, o2, {"step": 2})
     del m2, o2  # "killed"
     m3, o3 = tiny_llama(seed=99), None
     o3 = torch.optim.AdamW(m3.parameters(), lr=1e-2, weight_decay=0.01)
-    state = _Checkpointer.load(ck.latest(), m3, o3, "cpu")
+    state = Checkpointer.load(ck.latest(), m3, o3, "cpu")
     assert state["step"] == 2
     for b in batches[2:]:
         _adamw_step(m3, b, cfg, o3)

@@ -35,12 +35,12 @@ def _ctx(d=6, bp=2, n=4, budget=64, spent=0, seed=0):
 
 
 def test_problem_stream_is_the_fixed_paths_order():
-    from llm_backend.runner import _problem_order
+    from llm_backend.problems import problem_order
 
     cfg = LLMConfig(n=2, bp=3, budget=64, seed=5, engine="hf")
     s = al.ProblemStream(5, 7)
     for step in range(1, 8):  # crosses epochs (d = 7 is no multiple of bp = 3)
-        assert s.take(3) == _problem_order(cfg, step, 7)
+        assert s.take(3) == problem_order(cfg, step, 7)
 
 
 def test_knapsack_sizes_from_history_and_prior():
@@ -350,7 +350,7 @@ def _same_tables(a, b):
 def test_fixed_is_todays_path_and_a_no_op_allocator_reproduces_it(tiny_lm, coin_reward):
     """allocator "fixed" (explicit or the default) is the fixed path; skip-zero-var:p=0 (never skips) runs
     the allocator path with the same draws, and gives the same table and parameters bit for bit."""
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     default = run(tiny(tiny_lm))
     explicit = run(tiny(tiny_lm, allocator="fixed"))
@@ -369,7 +369,7 @@ SPECS = ["knapsack", "dynamic-sampling", "skip-zero-var:p=1", "schedule:double@0
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_recorded_compute_and_tokens_are_what_the_engine_generated(spec, tiny_lm, coin_reward, counted):
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     cfg = tiny(tiny_lm, allocator=spec, d=2)  # 2 training problems (p = 1 and p ~ 0.5): both every step
     res = run(cfg)
@@ -397,7 +397,7 @@ def test_recorded_compute_and_tokens_are_what_the_engine_generated(spec, tiny_lm
 def test_allocator_run_resumes_from_a_checkpoint_to_the_same_end(tiny_lm, coin_reward, tmp_path):
     """The allocator's state (rollouts spent, stream position, history) is checkpointed: stopped after step
     1 and resumed, a dynamic-sampling run ends where the uninterrupted one does."""
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     kw = dict(allocator="dynamic-sampling", d=2, checkpoint_every=1)
     full = run(tiny(tiny_lm, checkpoint_dir=str(tmp_path / "a"), **kw))

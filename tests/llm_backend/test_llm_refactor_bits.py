@@ -48,7 +48,10 @@ import numpy as np
 import torch
 torch.set_num_threads(1)
 from llm_backend.config import LLMConfig, config_for
-from llm_backend.runner import run
+try:  # the run loop's module here; the pre-refactor tree has only llm_backend/runner.py
+    from llm_backend.loop import run
+except ImportError:
+    from llm_backend.runner import run
 
 def dump(res, path):
     out = {f"table.{k}": np.asarray(v) for k, v in res.table.items()}

@@ -170,7 +170,7 @@ def test_vllm_bf16_engine_tracks_the_float32_trainer_after_sync(model_path):
 def test_three_grpo_steps_change_weights_and_log_metrics(model_path, request):
     import importlib.util
 
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     engine, cfg_engine = None, "hf"
     if importlib.util.find_spec("vllm") is not None:  # the main path; HF generate where vLLM is absent
@@ -238,7 +238,7 @@ def test_vllm_resumed_run_ends_at_the_same_parameters(model_path, tmp_path, vllm
     stopped run writes a checkpoint (1.6 GB of weights and AdamW moments each): the uninterrupted run needs
     none and the resumed one reads (checkpoint_every is no part of the resume key: checkpoint.config_key).
     The SIGKILL variant runs on the tiny LM (tests/llm_backend/test_sigkill_resume.py)."""
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     kw = {**_RESUME_RUN, "engine": "vllm", "budget": 4, "n_evals": 1, "seed": 3}
     read_only = {**kw, "checkpoint_every": 0}

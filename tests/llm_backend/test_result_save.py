@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from llm_backend.config import LLMConfig
-from llm_backend.runner import LLMResult
+from llm_backend.results import LLMResult
 
 
 def test_save_writes_whole_files_and_no_temporaries(tmp_path):

@@ -31,22 +31,22 @@ rollouts."""
 
 _KILL_AFTER_CHECKPOINT = """
 import json, os, signal, sys
-from llm_backend import runner
+from llm_backend import checkpoint, loop
 from llm_backend.config import config_for
 
-save = runner._Checkpointer.save
+save = checkpoint.Checkpointer.save
 def save_then_die(self, *args, **kwargs):  # SIGKILL right after the first checkpoint is on disk
     save(self, *args, **kwargs)
     os.kill(os.getpid(), signal.SIGKILL)
-runner._Checkpointer.save = save_then_die
-runner.run(config_for("tiny", **json.loads(sys.argv[1])))
+checkpoint.Checkpointer.save = save_then_die
+loop.run(config_for("tiny", **json.loads(sys.argv[1])))
 """
 
 
 @pytest.mark.parametrize("train_dtype", ["float32", "bfloat16"])
 def test_killed_run_resumes_to_the_same_parameters(train_dtype, tmp_path):
+    from llm_backend.loop import run
     from llm_backend.model import load_model, resolve_model
-    from llm_backend.runner import run
 
     kw = {**RUN, "train_dtype": train_dtype}
     full = run(config_for("tiny", **kw, checkpoint_dir=str(tmp_path / "a")))

@@ -15,13 +15,14 @@ torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
 
-from llm_backend import packed, tasks, tiny_tasks  # noqa: E402
+from llm_backend import packed, tasks  # noqa: E402
 from llm_backend.batch import make_padded_batch, token_logprobs  # noqa: E402
 from llm_backend.config import ConfigError, LLMConfig, config_for  # noqa: E402
 from llm_backend.model import PACKAGED_MODELS, load_model, load_tokenizer, resolve_model  # noqa: E402
-from llm_backend.tiny_model import SHIPPED, SIZES, init_model, load_folder, save_folder  # noqa: E402
-from llm_backend.tiny_sampler import KVEngine, sample_tokens  # noqa: E402
-from llm_backend.tiny_tokenizer import CHARS, CharTokenizer  # noqa: E402
+from llm_backend.tiny import tasks as tiny_tasks  # noqa: E402
+from llm_backend.tiny.model import SHIPPED, SIZES, init_model, load_folder, save_folder  # noqa: E402
+from llm_backend.tiny.sampler import KVEngine, sample_tokens  # noqa: E402
+from llm_backend.tiny.tokenizer import CHARS, CharTokenizer  # noqa: E402
 
 LOGP_ATOL = 1e-4
 """Sampler vs trainer log-probs: the same float32 weights and maths, but the sampler attends over a KV cache
@@ -150,10 +151,30 @@ def test_tiny_defaults_and_engine_checks():
         LLMConfig(model="tiny", engine="hf")
     # vLLM loads the tiny folder (checked by hand: `isocompute run --backend llm --lm tiny --option
     # engine=vllm`); its context must not exceed the model's positions or vLLM refuses the config
-    from llm_backend.tiny_model import SIZES
+    from llm_backend.tiny.model import SIZES
 
     v = config_for("tiny", engine="vllm")
     assert v.engine == "vllm" and v.max_model_len == SIZES["tiny"].max_position_embeddings
+
+
+def test_the_model_family_is_decided_once_per_config(saved, tmp_path):
+    """family_of: a shipped name, a folder saved by the tiny module (whatever its name) or anything else (an
+    HF LM); LLMConfig.family is that answer, computed once and kept out of the config's fields."""
+    from llm_backend.family import family_of, folder_family
+
+    tiny, folder, hf = family_of("tiny"), family_of(str(saved)), family_of(None)
+    assert (tiny.is_tiny, tiny.shipped, tiny.folder, tiny.splits_sub, tiny.own_splits) == (
+        True, "tiny", None, "tiny", None)
+    assert (folder.is_tiny, folder.shipped, folder.splits_sub, folder.own_splits) == (
+        True, None, "tiny", saved / "splits")
+    assert (hf.is_tiny, hf.engine, hf.splits_sub, hf.own_splits) == (False, "vllm", "", None)
+    assert not family_of(tmp_path).is_tiny and family_of("smollm2") == hf
+    assert folder_family(saved) == folder and folder_family(PACKAGED_MODELS / "tiny").is_tiny
+    assert (tiny.engine_error("kv"), tiny.engine_error("vllm"), hf.engine_error("hf")) == (None, None, None)
+    assert "tiny" in hf.engine_error("kv") and "kv" in tiny.engine_error("hf")
+    c = config_for(str(saved))
+    assert c.family == folder and c.family is c.family and c.engine == "kv"
+    assert "family" not in c.to_dict() and c == config_for(str(saved))
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +184,7 @@ def small_run_cfg():
 
 
 def test_a_run_is_deterministic_in_process_and_learns_shape(small_run_cfg):
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     a, b = run(small_run_cfg), run(small_run_cfg)
     assert a.status == "done" and len(a.steps) == 4
@@ -222,7 +243,7 @@ def test_pretrain_command_learns(tmp_path):
         ro = KVEngine(model, CharTokenizer()).generate([p.question for p in probs], 1, 4, 0.0, seed=0)
         return np.mean([tasks.reward(t, p.answer) for t, p in zip(ro.texts, probs, strict=True)])
 
-    from llm_backend.pretrain import batch_tensors
+    from llm_backend.tiny.pretrain import batch_tensors
 
     ids, tgt = batch_tensors(np.random.default_rng(99), CharTokenizer(), 256, tiny_tasks.PRETRAIN_CELLS)
 

@@ -21,7 +21,7 @@ from llm_backend import tasks  # noqa: E402
 from llm_backend.config import config_for  # noqa: E402
 from llm_backend.model import load_model, load_tokenizer, resolve_model  # noqa: E402
 from llm_backend.problems import load_problems  # noqa: E402
-from llm_backend.tiny_sampler import KVEngine  # noqa: E402
+from llm_backend.tiny.sampler import KVEngine  # noqa: E402
 from llm_backend.trainer import flat_adamw  # noqa: E402
 
 LOGP_ATOL = 1e-5

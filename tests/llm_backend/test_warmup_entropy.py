@@ -50,7 +50,7 @@ def test_tiny_default_base_lr_is_the_tuned_one():
 
 
 def test_the_optimizer_steps_at_step_lr(monkeypatch):
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     seen = []
     real = trainer.train_step
@@ -70,7 +70,7 @@ def test_the_optimizer_steps_at_step_lr(monkeypatch):
 def test_a_resumed_run_warms_up_as_the_uninterrupted_one(tmp_path):
     """Stopped after step 2 (inside the warm-up) and resumed from its checkpoint: the same parameters and
     curve as the run that never stopped. A resume that kept the optimizer's saved lr (step 2's) would not."""
-    from llm_backend.runner import run
+    from llm_backend.loop import run
 
     kw = {**RUN, "checkpoint_every": 1, "entropy_coef": 0.01}
     full = run(config_for("tiny", **kw, checkpoint_dir=str(tmp_path / "a")))
@@ -105,7 +105,7 @@ def _tiny_batch():
     from llm_backend.packed import make_packed_batch
     from llm_backend.problems import load_problems
     from llm_backend.tasks import build_prompt
-    from llm_backend.tiny_sampler import KVEngine
+    from llm_backend.tiny.sampler import KVEngine
 
     path = resolve_model("tiny")
     tok = load_tokenizer(path)

@@ -361,8 +361,8 @@ def test_5_a_real_model_run_says_where_it_is(tmp_path, capsys):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from llm_backend.config import LLMConfig
+    from llm_backend.loop import run
     from llm_backend.model import load_tokenizer, prepare
-    from llm_backend.runner import run
 
     tok = load_tokenizer(prepare())
     torch.manual_seed(0)

@@ -2,14 +2,14 @@
 
 Why stopped early: RL needs a base model whose pass@1 is spread over (0, 1) across problems, as a real
 base model's is; a model trained to convergence on easy cells and not at all on hard ones would give only
-0s and 1s. Every batch draws its examples from all cells of llm_backend/tiny_tasks.py (operation x operand
+0s and 1s. Every batch draws its examples from all cells of llm_backend/tiny/tasks.py (operation x operand
 digits) with weights `mix`, and training stops after `steps` updates: short sums are learned, long products
 are not, and the cells in between land anywhere in (0, 1) (docs/tiny_lm/ shows the histogram).
 
 Loss: cross-entropy on the answer tokens and EOS only (the prompt is given at RL time, so its tokens carry
 no signal we need). Deterministic from `seed` on one machine (initialisation, data and dropout-free
 training all come from seeded generators); float results differ across CPUs, hence the shipped weights
-with their hash (llm_backend/tiny_model.py SHIPPED).
+with their hash (llm_backend/tiny/model.py SHIPPED).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from llm_backend import tiny_tasks
-from llm_backend.tiny_model import SIZES, TinyLM, init_model
-from llm_backend.tiny_tokenizer import EOS_ID, PAD_ID, CharTokenizer
+from llm_backend.tiny import tasks as tiny_tasks
+from llm_backend.tiny.model import SIZES, TinyLM, init_model
+from llm_backend.tiny.tokenizer import EOS_ID, PAD_ID, CharTokenizer
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A character tokenizer for the tiny LMs: one token per digit, operator and '=', plus pad / bos / eos.
 
-Why characters: the tiny task family (llm_backend/tiny_tasks.py) is written in 16 symbols, so a 16-token
+Why characters: the tiny task family (llm_backend/tiny/tasks.py) is written in 16 symbols, so a 16-token
 vocabulary keeps the embedding and the head (the largest matmul of a small model) tiny, and every digit is
 its own token (no BPE merges that hide carries). The same vocabulary is saved as a Hugging Face
 `tokenizer.json` (a BPE model with no merges: every character is a token) so transformers, vLLM and TRL

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from llm_backend.rollouts import Rollouts
-from llm_backend.tiny_model import TinyLM, additive_mask, rope_tables, rotate
+from llm_backend.tiny.model import TinyLM, additive_mask, rope_tables, rotate
 
 
 def _norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:

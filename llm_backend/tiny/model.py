@@ -6,7 +6,7 @@ both in one process. The module below computes what `LlamaForCausalLM` computes 
 embeddings with `rotate_half`, SiLU-gated MLP, no biases, tied embeddings) and its state_dict keys are the
 same (`model.embed_tokens.weight`, `model.layers.{i}.self_attn.q_proj.weight`, ..., `lm_head.weight`), so a
 folder saved here (config.json + model.safetensors + tokenizer files) loads in transformers, and
-transformers' weights load here (tests/llm_backend/test_tiny_model.py compares the logits).
+transformers' weights load here (tests/llm_backend/test_tiny_lm.py compares the logits).
 
 It offers what the trainer calls on a transformers model: `model(input_ids, attention_mask).logits`
 (padded layout), `get_decoder()(input_ids, position_ids, attention_mask=<(R, 1, L, L) bool>)
@@ -277,7 +277,7 @@ def save_folder(model: TinyLM, tokenizer, folder: str | Path, extra: dict | None
 
 def is_tiny_folder(folder: str | Path) -> bool:
     """A saved tiny LM: a Llama config.json with our character tokenizer."""
-    from llm_backend.tiny_tokenizer import is_char_folder
+    from llm_backend.tiny.tokenizer import is_char_folder
 
     folder = Path(folder)
     return (folder / "config.json").exists() and (folder / WEIGHTS).exists() and is_char_folder(folder)
