@@ -321,7 +321,7 @@ LLM_CODE = (
 def _same_as_base(table: pd.DataFrame, results: Path, allocs: list[str], base: int, metric: str) -> list[str]:
     """Allocators whose every evaluation equals the base fixed n's on every seed, and why that can happen:
     a history-based rule (knapsack, skip-zero-var) with no problem seen twice in a run allocates uniformly."""
-    from studies.store import finished_records
+    from studies.results_dir import finished_records
 
     ref = table.loc[table["allocator"] == f"fixed-n{base}"].set_index(["seed", "compute"])[metric]
     same = []

@@ -62,7 +62,7 @@ def runs_table(results: str) -> pd.DataFrame:
     """Every finished run's rows (the lock-free reader of `isocompute fit`, so a report can be made while
     the study still runs), with its base lr (`lr_base`) from its stored record."""
     from studies.io import load_table
-    from studies.store import finished_records
+    from studies.results_dir import finished_records
 
     table = load_table(results)
     lr = {r: float(rec["config"]["lr"]) for r, rec in finished_records(Path(results)).items()}
@@ -110,7 +110,7 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
     from studies.cli import print_fit_report
     from studies.fit.frontier import FrontierFit, fit_report
     from studies.fit.plots import plot_frontier
-    from studies.store import finished_records
+    from studies.results_dir import finished_records
 
     out = Path(docs)
     out.mkdir(parents=True, exist_ok=True)
@@ -178,7 +178,7 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
             diff = b[both] - a[both]
             cells += [_mean_se(b) if len(b) else "-", _mean_se(diff) if len(diff) else "-"]
         var_rows.append(f"| {n} | " + " | ".join(cells) + " |")
-    from studies.store import finished_records
+    from studies.results_dir import finished_records
 
     w = [float(r.get("wall_s") or 0) for r in finished_records(Path(results)).values() if r.get("wall_s")]
     walls = (min(w), max(w)) if w else (float("nan"), float("nan"))
