@@ -566,7 +566,7 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click
     (degenerate per-configuration fits), then n*(C) one row per frontier compute (every `every`-th and the
     last) with the frontier's value, the best's interval and n* as its set where the seeds cannot tell, how
     n* moves where it is determined, the certainty at the largest compute, the fits and the extrapolation."""
-    from studies.fit.frontier import extrapolation_verdict
+    from studies.fit.extrapolation import extrapolation_verdict
     from studies.fit.nstar import change_text, numeric_keys, set_text
 
     by, metric = report.get("by", "n"), report.get("metric", "val_mean")
@@ -688,7 +688,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     say_note(note)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
-    fit_report = _import("studies.fit.frontier", "fit_report")
+    fit_report = _import("studies.fit.report", "fit_report")
     try:
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"))
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
@@ -903,7 +903,7 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     check_sweep_size(seeds, [0] * 8)  # n = 2^1..2^8
     jobs = check_jobs(jobs)
     check_output_dir(out_dir)
-    fit_report = _import("studies.fit.frontier", "fit_report")
+    fit_report = _import("studies.fit.report", "fit_report")
     for model, metric, claim in DEMO_PRESETS:
         base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512, d_val=256,
                          n_evals=24)

@@ -85,7 +85,7 @@ def _mean_se(x: pd.Series) -> str:
 def _sim_fit(budget: int, bp: int, seeds: int) -> dict:
     """The simulator's n*(C) at the study's bp, n grid and budget (interference preset, the paper's sqrt
     lr rule at the simulator's default base lr), 32 evaluation points."""
-    from studies.fit.frontier import fit_report
+    from studies.fit.report import fit_report
     from studies.sweeps import n_vs_m
 
     base = RunConfig(backend="sim", model="interference", bp=bp, budget=budget, lr_rule="sqrt")
@@ -108,8 +108,9 @@ def _frontier_lines(rep: dict, every: int = 4) -> list[str]:
 def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "README.md") -> dict:
     """Write the study's generated tables, fit, figure and README paragraph (module docstring)."""
     from studies.cli import print_fit_report
-    from studies.fit.frontier import FrontierFit, fit_report
+    from studies.fit.frontier import FrontierFit
     from studies.fit.plots import plot_frontier
+    from studies.fit.report import fit_report
     from studies.results_dir import finished_records
 
     out = Path(docs)

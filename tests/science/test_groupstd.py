@@ -26,7 +26,7 @@ from isocompute.reports.claims.groupstd import (
     verdict,
 )
 from isocompute.reports.claims.wgain import w_gain
-from studies.fit.frontier import run_rewards
+from studies.fit.analyses import run_rewards
 from studies.fit.sigmoid import sigmoid
 
 

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from studies_fakes import register
 
 from isocompute.cli import main
-from studies.fit.frontier import synthetic_table
+from synthetic_curves import synthetic_table
 
 register()
 ROOT = Path(__file__).resolve().parents[2]

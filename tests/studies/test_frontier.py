@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.fit.frontier import FrontierFit, extrapolation_check, fit_report, n_star_table, synthetic_table
+from studies.fit.extrapolation import extrapolation_check
+from studies.fit.frontier import FrontierFit
+from studies.fit.report import fit_report, n_star_table
 from studies.fit.sigmoid import SigmoidFit, sigmoid
 
 BP = 32
