@@ -25,14 +25,12 @@ import os
 import tempfile
 from pathlib import Path
 
-import click
 import numpy as np
 import pandas as pd
 
-from studies.cli import COUNT
-from studies.config import RunConfig, StudiesError
+from studies.config import RunConfig
 from studies.executors import SweepSummary, run_sweep
-from studies.files import check_output_dir, write_marked_block
+from studies.files import write_marked_block
 from studies.store import ResultStore
 
 NS = (2, 4, 8, 16)
@@ -107,9 +105,9 @@ def _frontier_lines(rep: dict, every: int = 4) -> list[str]:
 
 def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "README.md") -> dict:
     """Write the study's generated tables, fit, figure and README paragraph (module docstring)."""
-    from studies.cli import print_fit_report
     from studies.fit.frontier import FrontierFit
     from studies.fit.plots import plot_frontier
+    from studies.fit.render import print_fit_report
     from studies.fit.report import fit_report
     from studies.results_dir import finished_records
 
@@ -261,30 +259,3 @@ def run_grid(out: Path, seeds: int, budget: int, bp: int, jobs: int) -> SweepSum
     """Run the study's grid (grid_configs) into the results directory `out` in one in-process sweep."""
     with ResultStore(out, study="n-vs-m") as store:
         return run_sweep(grid_configs(seeds, budget, bp), store, jobs=jobs, progress=True, desc="llm n-vs-m")
-
-
-@click.command("llm-study")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Results directory to run the study into.")
-@click.option("--report", "report_of", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Results directory to report on (writes --docs and README.md's llm-study paragraph).")
-@click.option("--docs", type=click.Path(file_okay=False, path_type=Path), default=Path("docs/llm_study/nvm"),
-              show_default=True, help="Directory of the generated report.")
-@click.option("--sim-seeds", type=click.IntRange(1), default=8, show_default=True,
-              help="Seeds of the simulator frontier shown beside the real one.")
-@click.option("--seeds", type=click.IntRange(1), default=3, show_default=True, help="Seeds of the grid.")
-@click.option("--budget", type=COUNT, default=512, show_default=True,
-              help="Compute cap C in rollouts, e.g. 512 or 2^9.")
-@click.option("--bp", type=click.IntRange(1), default=8, show_default=True, help="Problems per step.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Worker processes.")
-def llm_study(out: Path | None, report_of: Path | None, docs: Path, sim_seeds: int, seeds: int, budget: int,
-              bp: int, jobs: int) -> None:
-    """Run the real-model n-vs-m study (SmolLM2 on the easy split; --out) or write its generated report
-    (--report)."""
-    if report_of is not None:
-        check_output_dir(docs, what="--docs")
-        click.echo(report(str(report_of), str(docs), sim_seeds)["summary"])
-        return
-    if out is None:
-        raise StudiesError("give --out (run) or --report (report)")
-    click.echo(run_grid(check_output_dir(out), seeds, budget, bp, jobs))

@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import click
 import numpy as np
 import pandas as pd
 
@@ -277,7 +276,7 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, budget: 
     return out
 
 
-def print_plan(p: dict[str, Any], echo=click.echo) -> None:
+def print_plan(p: dict[str, Any], echo: Callable[[str], None]) -> None:
     """A plan as text: the recommendation and its set, the expected reward (beside what the pilots measured),
     where the budget lies against the pilots, and the pilots' own extrapolation check beyond them."""
     from studies.fit.extrapolation import extrapolation_verdict

@@ -21,10 +21,10 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from synthetic_curves import synthetic_table
 
 from isocompute.cli import main
 from studies.fit.frontier import FrontierFit
-from studies.fit.report import fit_report
 from studies.fit.nstar import (
     NStar,
     change,
@@ -35,6 +35,7 @@ from studies.fit.nstar import (
 )
 from studies.fit.plan import make_plan
 from studies.fit.plots import plot_frontier
+from studies.fit.report import fit_report
 from studies.fit.sigmoid import sigmoid
 
 PLATEAU = {n: (0.2, 0.70, 3e3, 1.5) for n in (2, 4, 8, 16)}
@@ -175,11 +176,11 @@ def test_a_true_rise_is_reported_with_its_factor_and_interval():
 
 
 def invoke_fit_text(t):
-    from studies.cli import print_fit_report
     from studies.files import jsonable
+    from studies.fit.render import print_fit_report
 
     lines: list[str] = []
-    print_fit_report(jsonable(fit_report(t)), echo=lines.append)
+    print_fit_report(jsonable(fit_report(t)), lines.append)
     return "\n".join(lines)
 
 
