@@ -261,7 +261,7 @@ def foreign_writes(path: Path) -> list[str]:
     """The lines of `path` that write a global of another module of ours (module docstring)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     mods = module_names(tree)
-    found = []
+    found: list[int] = []
     for node in ast.walk(tree):
         targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
@@ -272,15 +272,15 @@ def foreign_writes(path: Path) -> list[str]:
             targets = node.targets
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in MUTATORS and _rooted_at(node.func.value, mods):
-                found.append(f"{path.name}:{node.lineno}")
+                found.append(node.lineno)
             continue
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr",
                                                                                                   "delattr"):
             if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in mods:
-                found.append(f"{path.name}:{node.lineno}")
+                found.append(node.lineno)
             continue
-        found += [f"{path.name}:{node.lineno}" for t in targets if _rooted_at(t, mods)]
-    return found
+        found += [node.lineno for t in targets if _rooted_at(t, mods)]
+    return [f"{path.name}:{line}" for line in sorted(found)]
 
 
 def test_no_module_writes_another_modules_globals():
