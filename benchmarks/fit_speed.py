@@ -18,12 +18,16 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from studies.fit.frontier import fit_report, synthetic_table
 from studies.fit.records import record_breaking
+from studies.fit.report import fit_report
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the fixture of the fitting tests
+from synthetic_curves import synthetic_table  # noqa: E402
 
 BUDGET_S = 10.0
 

@@ -25,6 +25,7 @@ from typing import Any
 import click
 
 from studies import cli as studies_cli
+from studies.cli_kit import output
 from studies.config import StudiesError
 
 # name -> (module, attribute); loaded on first use so `isocompute run` never imports torch or matplotlib
@@ -33,8 +34,8 @@ LAZY = {
     "figs": ("paper_figs.cli", "figs"),
     "report": ("isocompute.reports.cli", "report"),
     # aliases of `isocompute report claims` / `isocompute report groupstd`
-    "claims": ("isocompute.reports.claims.report", "claims"),
-    "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
+    "claims": ("isocompute.reports.cli.claims", "claims"),
+    "groupstd": ("isocompute.reports.cli.groupstd", "groupstd"),
 }
 
 QUIET_ENV = {
@@ -92,20 +93,14 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
-                  line: str | None = None) -> None:
-    """Warnings (left-out runs, damaged files, dropped rows) as one `warning: ...` line on stderr; those of
-    third-party code only with -v (studies.cli.shown_warning)."""
-    if studies_cli.shown_warning(category, filename):
-        click.echo(f"warning: {one_line(str(message))}", err=True)
-
-
 @contextlib.contextmanager
 def _signals_and_warnings() -> Iterator[None]:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     shown = warnings.showwarning
-    warnings.showwarning = _show_warning
+    # warnings (left-out runs, damaged files, dropped rows) as one `warning: ...` line on stderr; those of
+    # third-party code only with -v
+    warnings.showwarning = output.show_warning
     try:
         yield
     finally:
@@ -143,7 +138,7 @@ class _Main(click.Group):
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         verbose = any(a in ("-v", "--verbose") for a in argv)
-        studies_cli.VERBOSE[:] = [verbose]
+        output.set_verbose(verbose)
         if not verbose:
             for key, value in QUIET_ENV.items():
                 os.environ.setdefault(key, value)
@@ -188,7 +183,8 @@ class _Main(click.Group):
 
 @contextlib.contextmanager
 def _json_stdout(enabled: bool) -> Iterator[None]:
-    """While a `--json` command runs, stdout is stderr for everyone but `studies.cli.emit_json`."""
+    """While a `--json` command runs, stdout is stderr for everyone but `emit_json`
+    (studies.cli_kit.output.json_stream points it at the real stdout)."""
     if not enabled:
         yield
         return
@@ -203,13 +199,12 @@ def _json_stdout(enabled: bool) -> Iterator[None]:
         saved_fd = os.dup(fd)
         os.dup2(sys.stderr.fileno(), fd)  # C-level writes to fd 1 land on stderr
         real = os.fdopen(saved_fd, "w", closefd=False)
-    studies_cli.JSON_STREAM.append(real)
     sys.stdout = sys.stderr
     try:
-        yield
+        with output.json_stream(real):
+            yield
     finally:
-        sys.stdout = sys.__stdout__ if fd is not None else studies_cli.JSON_STREAM[-1]
-        studies_cli.JSON_STREAM.pop()
+        sys.stdout = sys.__stdout__ if fd is not None else real
         if saved_fd is not None:
             real.flush()
             sys.__stdout__.flush()
@@ -247,7 +242,7 @@ def llm_options(as_json: bool) -> None:
 
     opts = backend_options("llm")
     if as_json:
-        studies_cli.emit_json({"backend": "llm", "options": opts})
+        output.emit_json({"backend": "llm", "options": opts})
         return
     click.echo("--option KEY=VALUE keys of the llm backend (run, sweep, predict; repeatable):")
     for o in opts:

@@ -3,7 +3,8 @@ extrapolation check), the frontier as a table, and table wrangling for plotting 
 metric@k labels).
 
 Figures never fit anything themselves: record-breaking points, sigmoid fits, frontiers and pass@1 statistics
-come from `studies.fit` (records, sigmoid, frontier, distribution), which figures import directly.
+come from `studies.fit` (records, sigmoid, frontier, report, analyses, distribution), which figures import
+directly.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from studies.fit import frontier as _fr
+from studies.fit import report as _report
+from studies.fit.analyses import final_reward
 from studies.fit.sigmoid import SigmoidFit, sigmoid
 
 _REPORTS: dict[tuple, dict] = {}
@@ -21,7 +23,7 @@ _REPORTS_MAX = 256
 def fit_report(
     table: pd.DataFrame, metric: str = "val_mean", by: str = "n", x: str = "compute", smooth: int = 1
 ) -> dict:
-    """`studies.fit.frontier.fit_report` (the `isocompute fit --json` object) without the extrapolation check
+    """`studies.fit.report.fit_report` (the `isocompute fit --json` object) without the extrapolation check
     (figures do not show it); `x="tokens"` fits against generated tokens (paper Fig 24).
 
     Memoised on the content of the columns it reads, because a figure and its gallery summary fit the same
@@ -32,7 +34,7 @@ def fit_report(
     if key not in _REPORTS:
         if len(_REPORTS) >= _REPORTS_MAX:
             _REPORTS.pop(next(iter(_REPORTS)))
-        _REPORTS[key] = _fr.fit_report(table, metric=metric, by=by, x=x, smooth=smooth, extrapolate=False)
+        _REPORTS[key] = _report.fit_report(table, metric=metric, by=by, x=x, smooth=smooth, extrapolate=False)
     return _REPORTS[key]
 
 
@@ -111,9 +113,9 @@ def seed_mean(
 
 def final_values(table: pd.DataFrame, metric: str, by: list[str] | tuple[str, ...] = ("n",)) -> pd.DataFrame:
     """Per configuration: the metric at the largest compute every run reaches
-    (studies.fit.frontier.final_reward, iso-compute), as columns by + [metric, se, count] (mean and standard
+    (studies.fit.analyses.final_reward, iso-compute), as columns by + [metric, se, count] (mean and standard
     error over seeds)."""
-    fr = _fr.final_reward(table, metric, keys=tuple(by))
+    fr = final_reward(table, metric, keys=tuple(by))
     fr["se"] = fr["sd"].fillna(0.0) / np.sqrt(fr["n_runs"].clip(lower=1))
     return fr.rename(columns={"reward": metric, "n_runs": "count"}).drop(columns="sd")
 

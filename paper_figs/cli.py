@@ -1,4 +1,4 @@
-"""`isocompute figs`: rebuild the paper's figures from cached or new runs (attached by studies/cli.py)."""
+"""`isocompute figs`: rebuild the paper's figures from cached or new runs (attached by isocompute/cli.py)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def figs(only, backend, lm, out, results, jobs, size, gallery_path, reuse, list_
         raise click.UsageError(f"unknown figure id(s) {', '.join(unknown)}; choose from {', '.join(reg)}")
     if gallery_path is not None and set(ids) != set(reg):
         raise click.UsageError("--gallery lists every figure: build all of them (drop --only)")
-    from studies.cli import check_jobs
+    from studies.cli_kit.checks import check_jobs
     from studies.files import check_output_dir, check_output_file
 
     jobs = check_jobs(jobs)

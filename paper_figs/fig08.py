@@ -8,7 +8,7 @@ from paper_figs import analysis as an
 from paper_figs import style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD
 from paper_figs.specs import FigureSpec
-from studies.fit.frontier import optimal_by_metric
+from studies.fit.analyses import optimal_by_metric
 
 STUDIES = (JOINT_EASY, JOINT_HARD)
 METRICS = ("val_best_k", "val_worst_k")
@@ -16,7 +16,7 @@ METRICS = ("val_best_k", "val_worst_k")
 
 def _best_n(tables):
     """{dataset: {metric: {bp: n*}}}: the n with the best final metric per bp at the largest common compute
-    (studies.fit.frontier.optimal_by_metric, ties to the smaller n)."""
+    (studies.fit.analyses.optimal_by_metric, ties to the smaller n)."""
     out = {}
     for st in STUDIES:
         opt = optimal_by_metric(tables[st.name], METRICS, by="n", per="bp")

@@ -9,13 +9,13 @@ from paper_figs import analysis as an
 from paper_figs import plots, style
 from paper_figs.catalog import FIXED_EASY
 from paper_figs.specs import FigureSpec
-from studies.fit.frontier import fixed_batch_optimum
+from studies.fit.analyses import fixed_batch_optimum
 
 STUDIES = (FIXED_EASY,)
 
 
 def _optimum(tables):
-    """studies.fit.frontier.fixed_batch_optimum: frontier n*(M), bp*(M) per batch and the n* sigmoid in M."""
+    """studies.fit.analyses.fixed_batch_optimum: frontier n*(M), bp*(M) per batch and the n* sigmoid in M."""
     opt = fixed_batch_optimum(tables[FIXED_EASY.name])
     return opt, opt.attrs.get("n_star_fit", {})
 

@@ -8,7 +8,7 @@ from paper_figs import analysis as an
 from paper_figs import style
 from paper_figs.catalog import JOINT_EASY, JOINT_HARD
 from paper_figs.specs import FigureSpec
-from studies.fit.frontier import sensitivity, sensitivity_summary
+from studies.fit.analyses import sensitivity, sensitivity_summary
 
 STUDIES = (JOINT_EASY, JOINT_HARD)
 BP_MARKERS = ("o", "s", "^", "D", "v")
@@ -19,7 +19,7 @@ def _final(tables, st):
 
 
 def _ranges(tables, st):
-    """Mean reward range when varying n at fixed bp and bp at fixed n (studies.fit.frontier.sensitivity;
+    """Mean reward range when varying n at fixed bp and bp at fixed n (studies.fit.analyses.sensitivity;
     Fig 10 reports 9.2% vs 1.9% on Easy)."""
     summ = sensitivity_summary(sensitivity(tables[st.name], "val_mean", ("n", "bp")))
     return summ.get("n", float("nan")), summ.get("bp", float("nan"))

@@ -31,7 +31,7 @@ def n_curves(
     unit: str = "rollouts",
 ) -> dict | None:
     """Reward vs compute, one colour per n: seed-mean curves (thin), fitted sigmoids (solid) and the frontier
-    (black dashed) of `studies.fit.frontier.fit_report` (paper Fig 6 layout). Returns the report it drew."""
+    (black dashed) of `studies.fit.report.fit_report` (paper Fig 6 layout). Returns the report it drew."""
     if table.empty:
         style.empty_panel(ax, "no runs")
         return None

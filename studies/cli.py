@@ -1,21 +1,17 @@
-"""The studies commands of `isocompute` (run, sweep, fit, plot, plan, demo): thin click commands over
+"""The studies commands of `isocompute` (run, sweep, fit, plot, plan, predict, demo): thin click commands over
 importable functions, so scripts and tests call the same code.
 
 The root group lives above studies, in isocompute/cli.py (docs/DESIGN.md arrows), which also maps every error
-to one line and exit code 2. Heavy modules (engines, fitting, plotting) load inside the commands.
+to one line and exit code 2. What every command line shares (parameter types, the output and warning policy,
+resource checks) is studies.cli_kit; the text of a fit is studies.fit.render. Heavy modules (engines,
+fitting, plotting) load inside the commands.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import json
-import math
 import os
 import sys
 import time
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +20,18 @@ import click
 from isocompute.contract.allocspec import split_specs
 from isocompute.contract.options import ADV_STDS, LR_RULES, OBJECTIVES, OPTIMIZERS, SCALE_REWARDS
 from isocompute.contract.status import DIVERGED
+from studies.cli_kit.checks import check_configs, check_device, check_jobs, check_sweep_size
+from studies.cli_kit.output import echo_warnings, emit_json, progress_lines
+from studies.cli_kit.params import (
+    COUNT,
+    COUNT_LIST,
+    CodeDefaultOption,
+    OutPath,
+    apply_options,
+    engine_default,
+    import_attr,
+    module_default,
+)
 from studies.config import (
     RunConfig,
     StudiesError,
@@ -31,104 +39,15 @@ from studies.config import (
     parse_count_list,
     parse_option,
 )
+from studies.fit.render import fmt_c, print_fit_report
 
 HELP = RunConfig.field_help()
-MAX_RUNS = 100_000
-"""Most runs one sweep may ask for (grid x seeds): its configs, manifest and progress bar live in memory."""
-JOBS_PER_CORE = 4
-"""--jobs above this many worker processes per core only adds memory and contention; it is capped there."""
 PREDICT_RULES = ("signal", "paper")
 """`predict --rule` values: studies.fit.predict.RULES (tests/studies/test_predict.py ties the two; this module
 loads no pandas at start-up)."""
-FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
-
-
-# ---------------------------------------------------------------------------------------------- param types
-class CountType(click.ParamType):
-    """An integer written as 1024, 4e6 or 2^22."""
-
-    name = "COUNT"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_count(value)
-        except StudiesError as e:
-            self.fail(str(e), param, ctx)
-
-
-class CountListType(click.ParamType):
-    """A comma list of counts, with 2^a..2^b ranges of powers of two."""
-
-    name = "LIST"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> list[int]:
-        if isinstance(value, list):
-            return value
-        try:
-            return parse_count_list(value)
-        except StudiesError as e:
-            self.fail(str(e), param, ctx)
-
-
-COUNT, COUNT_LIST = CountType(), CountListType()
-
-
-class OutPath(click.Path):
-    """An output path; refuses the empty string, which pathlib would turn into the current directory."""
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        if isinstance(value, str) and not value.strip():
-            self.fail("needs a name, got an empty path", param, ctx)
-        return super().convert(value, param, ctx)
-
-
-class CodeDefaultOption(click.Option):
-    """An option whose default lives in code that this module does not load at start-up: `code_default` (a
-    callable) gives its text when the help is shown ("sim 32, llm 4", "4.0 (studies.fit.plan.WARN_FACTOR)"),
-    so no default in --help is typed by hand."""
-
-    def __init__(self, *args: Any, code_default: Callable[[], str], **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.code_default = code_default
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        rec = super().get_help_record(ctx)
-        if rec is None:
-            return rec
-        return rec[0], f"{rec[1]} [default: {self.code_default()}]"
-
-
-def engine_default(name: str) -> Callable[[], str]:
-    """`code_default` of a RunConfig field the backend fills when it is None (studies.backends)."""
-    def text() -> str:
-        from studies.backends import engine_defaults
-
-        return engine_defaults(name)
-
-    return text
-
-
-def module_default(module: str, attr: str) -> Callable[[], str]:
-    """`code_default` of a constant: its value and where it is defined."""
-    def text() -> str:
-        return f"{_import(module, attr)} ({module}.{attr})"
-
-    return text
 
 
 # ----------------------------------------------------------------------------------------- shared options
-def _apply(options: list[Callable]) -> Callable:
-    def deco(f: Callable) -> Callable:
-        for opt in reversed(options):
-            f = opt(f)
-        return f
-
-    return deco
-
-
 _CONFIG_OPTIONS = [
     click.option("--backend", default="sim", show_default=True, help=HELP["backend"]),
     click.option("--model", default=None, help=HELP["model"]),
@@ -171,20 +90,6 @@ def _config(**kw: Any) -> RunConfig:
     return RunConfig(**kw)
 
 
-JSON_STREAM: list[Any] = []
-"""Where `emit_json` writes; isocompute/cli.py points it at the real stdout while third-party output (vLLM's
-log lines, C-level prints) is sent to stderr, so `--json` prints exactly one JSON object on stdout."""
-
-
-def emit_json(obj: Any) -> None:
-    """Print `obj` as the command's one JSON object (studies.files.jsonable, strict: NaN/inf become null)."""
-    from studies.files import jsonable
-
-    stream = JSON_STREAM[-1] if JSON_STREAM else sys.stdout
-    stream.write(json.dumps(jsonable(obj), allow_nan=False) + "\n")
-    stream.flush()
-
-
 # ------------------------------------------------------------------------------------------------------ run
 def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
     """The `run --json` object: config, status and the last evaluation point."""
@@ -211,7 +116,7 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 @click.option("--budget", type=COUNT, default=2**20, show_default="2^20",
               help=HELP["budget"] + " E.g. 4e6 or 2^22.")
 @click.option("--seed", type=int, default=0, show_default=True, help=HELP["seed"])
-@_apply(_CONFIG_OPTIONS)
+@apply_options(_CONFIG_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the run on stdout.")
 @click.option("--out", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Also write the learning-curve table to FILE (.csv, .parquet or .jsonl).")
@@ -220,7 +125,7 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> None:
     """Train one configuration to its budget and summarise it."""
     from studies.backends import get_backend
-    from studies.files import check_output_file
+    from studies.files import TABLE_SUFFIXES, check_output_file
     from studies.io import save_table
 
     cfg = _config(**kw)
@@ -271,7 +176,7 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
 @click.option("--budget", type=COUNT, default=2**20, show_default="2^20",
               help=HELP["budget"] + " E.g. 4e6 or 2^22.")
 @click.option("--seeds", type=int, default=1, show_default=True, help="Repeat the grid over seeds 0..S-1.")
-@_apply(_CONFIG_OPTIONS)
+@apply_options(_CONFIG_OPTIONS)
 @click.option("--jobs", type=int, default=None, help="Local worker processes (default: the number of cores).")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local process pool, or one Ray task per run (GPU runs reserve a GPU).")
@@ -321,125 +226,6 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
         for run_id, err in s.failed.items():
             click.echo(f"error: {run_id} failed: {err}", err=True)
         sys.exit(1)
-
-
-# ------------------------------------------------------------------------------------------- input checks
-def progress_lines(command: str) -> Callable[[str, int, int], None]:
-    """A progress callback `(what, done, total)` on stderr: one line when a step starts and, for steps with
-    many parts, a counter (rewritten in place on a terminal, every quarter in a log), so no command sits
-    silent for seconds. stdout stays clean for --json."""
-    state = {"what": None, "mark": -1, "t0": time.perf_counter()}
-    tty = sys.stderr.isatty()
-
-    def tell(what: str, done: int, total: int) -> None:
-        if what != state["what"]:
-            if tty and state["what"] is not None:
-                click.echo("", err=True)
-            state.update(what=what, mark=-1, t0=time.perf_counter())
-            if total <= 1:
-                click.echo(f"{command}: {what} ...", err=True)
-                return
-        if total <= 1:
-            return
-        quarter = 4 * done // total
-        if tty:
-            click.echo(f"\r{command}: {what} {done}/{total}", err=True, nl=done >= total)
-        elif quarter != state["mark"]:
-            state["mark"] = quarter
-            took = f" ({time.perf_counter() - state['t0']:.1f} s)" if done >= total else ""
-            click.echo(f"{command}: {what} {done}/{total}{took}", err=True)
-
-    return tell
-
-
-
-
-def check_configs(configs: list[RunConfig]) -> None:
-    """Every config validated by its backend before anything is created on disk (a bad --model,
-    --dataset or --option used to leave an empty results directory behind). run_sweep validates again once
-    the store is open; a simulator config validates in microseconds."""
-    from studies.backends import get_backend
-
-    for cfg in {c.run_id: c for c in configs}.values():
-        get_backend(cfg.backend).validate(cfg)
-
-
-def check_jobs(jobs: int | None) -> int | None:
-    """--jobs: >= 1, capped (with a warning) at JOBS_PER_CORE worker processes per core."""
-    if jobs is None:
-        return None
-    if jobs < 1:
-        raise StudiesError(f"--jobs must be >= 1, got {jobs}")
-    cores = os.cpu_count() or 1
-    cap = JOBS_PER_CORE * cores
-    if jobs > cap:
-        click.echo(f"warning: --jobs {jobs} capped at {cap} ({JOBS_PER_CORE} per core, {cores} cores)",
-                   err=True)
-        return cap
-    return jobs
-
-
-def check_sweep_size(seeds: int, *grids: list[int] | None) -> None:
-    """Refuse a sweep of more than MAX_RUNS runs before building its configs (that alone could hang)."""
-    if seeds < 1:
-        raise StudiesError(f"--seeds must be >= 1, got {seeds}")
-    total = seeds
-    for g in grids:
-        total *= len(g) if g else 1
-    if total > MAX_RUNS:
-        raise StudiesError(f"the sweep asks for up to {total} runs (grid x {seeds} seeds); at most "
-                           f"{MAX_RUNS} per sweep: split it or use fewer seeds")
-
-
-def check_device(cfg: RunConfig) -> None:
-    """A cuda run on this machine needs torch to see that GPU (the simulator refuses cuda itself)."""
-    if cfg.backend != "llm" or not cfg.device.startswith("cuda"):
-        return
-    try:
-        import torch
-    except ImportError:
-        raise StudiesError(f"--device {cfg.device} needs torch: pip install 'isocompute[llm]'") from None
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = int(cfg.device.split(":", 1)[1]) if ":" in cfg.device else 0
-    if index >= count:
-        raise StudiesError(f"--device {cfg.device}: this machine has {count} CUDA device(s) visible to torch")
-
-
-VERBOSE: list[bool] = [False]
-"""Set by the root command's -v: third-party warnings are shown only then."""
-OUR_PACKAGES = ("isocompute", "studies", "sandbox", "llm_backend", "paper_figs", "benchmarks", "tests")
-
-
-def shown_warning(category: type[Warning], filename: str | None) -> bool:
-    """Whether a warning reaches the user: never a DeprecationWarning; one raised in third-party code
-    (torch, transformers, vLLM: its file is outside our packages) only with -v."""
-    if issubclass(category, DeprecationWarning | PendingDeprecationWarning):
-        return False
-    if VERBOSE[0] or not filename:
-        return True
-    parts = Path(filename).parts
-    return any(p in OUR_PACKAGES for p in parts) and "site-packages" not in parts
-
-
-def _print_warning(message: Any, category: type[Warning], filename: str | None = None, *args: Any,
-                   **kw: Any) -> None:
-    if shown_warning(category, filename):
-        click.echo(f"warning: {' '.join(str(message).split())}", err=True)
-
-
-class echo_warnings:  # noqa: N801 - used like contextlib's lower-case managers
-    """Show every warning raised inside (left-out, damaged or dropped data), as it happens, as one
-    `warning: ...` line on stderr (a resumed sweep says which damaged runs it reruns before running them)."""
-
-    def __enter__(self) -> echo_warnings:
-        self._cm = warnings.catch_warnings()
-        self._cm.__enter__()
-        warnings.simplefilter("always")
-        warnings.showwarning = _print_warning
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._cm.__exit__(*exc)
 
 
 # ------------------------------------------------------------------------------------------------ fit, plot
@@ -544,125 +330,6 @@ _LOG_OPTIONS = [
 ]
 
 
-def _import(module: str, attr: str) -> Any:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name == module:
-            raise StudiesError(f"{module} is not available yet") from None
-        raise
-    return getattr(mod, attr)
-
-
-def _fmt_c(c: float) -> str:
-    if c > 0 and float(math.log2(c)).is_integer():
-        return f"2^{int(math.log2(c))}"
-    return f"{c:.3g}"
-
-
-def print_fit_report(report: dict[str, Any], echo: Callable[[str], None] = click.echo,
-                     every: int = 1) -> None:
-    """A `studies.fit.frontier.fit_report` as text, the one rendering of a fit: what cannot be used first
-    (degenerate per-configuration fits), then n*(C) one row per frontier compute (every `every`-th and the
-    last) with the frontier's value, the best's interval and n* as its set where the seeds cannot tell, how
-    n* moves where it is determined, the certainty at the largest compute, the fits and the extrapolation."""
-    from studies.fit.frontier import extrapolation_verdict
-    from studies.fit.nstar import change_text, numeric_keys, set_text
-
-    by, metric = report.get("by", "n"), report.get("metric", "val_mean")
-    frontier = report.get("frontier", [])
-    curves = report.get("curves", [])
-    fits = report.get("fits") or {}
-    ns = report.get("n_star") or {}
-    grid = [c.get(by) for c in curves]
-    bad = fits.get("degenerate") or {}
-    if bad:
-        shown = "; ".join(f"{by}={k}: {v}" for k, v in bad.items())
-        head = ("every per-" + by if len(bad) == len(curves) else f"{len(bad)} of {len(curves)} per-" + by)
-        echo(f"{head} sigmoid fit(s) degenerate ({shown}): no {by}*(C) fit and no extrapolation verdict; "
-             f"{by}* below is read from the measured records only")
-    keep = [i for i in range(len(frontier)) if i % every == 0 or i == len(frontier) - 1]
-    level = f"{ns.get('level', 0.9):.0%}"
-    echo(f"compute-optimal {by}*(C) for {metric} ({len(curves)} curves, {len(keep)} of {len(frontier)} "
-         f"computes): {by}* is the set of {by} whose {level} interval reaches the best's (seed-mean record, "
-         f"{ns.get('reps')} resamples of the runs)")
-    echo(f"{'compute':>12}  {metric:>10}  {level + ' interval':>18}  {by + '*'}")
-    marks = set()
-    for i in keep:
-        f = frontier[i]
-        members = f.get("set") or ([] if f.get(by) is None else [f.get(by)])
-        if f.get("tie"):
-            mark = " (tie)"
-        elif not f.get("determined"):
-            mark = " (alone)"
-        else:
-            mark = ""
-        marks.add(mark.strip())
-        lo, hi = f.get("reward_interval") or (None, None)
-        iv = f"[{_num4(lo)}, {_num4(hi)}]"
-        echo(f"{_fmt_c(float(f['compute'])):>12}  {_num4(f.get('reward')):>10}  {iv:>18}  "
-             f"{set_text(members, grid)}{mark}")
-    if "(tie)" in marks:
-        echo(f"(tie): every {by} listed is within the best's interval: these seeds cannot tell them apart")
-    if "(alone)" in marks:
-        echo(f"(alone): the only {by} with an evaluation at or below that compute")
-    cert = report.get("certainty") or {}
-    print_certainty(cert, by, metric, echo, grid)
-    if ns.get("change") is not None and not ns.get("none_improved") and numeric_keys(grid):
-        echo(change_text(ns["change"], by, grid, fmt=_fmt_c) + f" ({ns.get('determined', 0)} of "
-             f"{len(frontier)} computes determine {by}*)")
-    if curves:
-        echo("per-curve fits R(C) = R0 + (A - R0) / (1 + (C_mid / C)^b):")
-        for cur in curves:
-            params = ", ".join(f"{k}={_num(v)}" for k, v in (cur.get("params") or {}).items())
-            status = "" if cur.get("status", "ok") == "ok" else f"  ({cur['status']})"
-            echo(f"  {by}={cur.get(by)}: {params}  r2={_num(cur.get('r2'))}{status}")
-    nsf = report.get("n_star_fit")
-    if nsf and not bad:
-        if nsf.get("shape") == "sigmoid":
-            params = ", ".join(f"{k}={_num(v)}" for k, v in (nsf.get("params") or {}).items())
-            echo(f"log2 {by}* vs log C sigmoid on the {nsf.get('points')} determined computes: {params}  "
-                 f"r2={_num(nsf.get('r2'))}")
-        elif nsf.get("params") is None:
-            echo(f"log2 {by}* vs log C: {nsf.get('status')}")
-        elif not (ns.get("change") or {}).get("rise") and not (ns.get("change") or {}).get("fall"):
-            echo(f"log2 {by}* vs log C: flat (no determined change of {by}*: no sigmoid to fit)")
-        else:  # a sigmoid through a noisy n* has meaningless parameters
-            echo(f"log2 {by}* vs log C: flat (r2 = {_num(nsf.get('r2'))} < 0.5, or {nsf.get('status')})")
-    ex = report.get("extrapolation")
-    if ex and not bad:
-        echo(extrapolation_verdict(ex, fmt=_fmt_c))
-
-
-def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None] = click.echo,
-                    grid: list | None = None) -> None:
-    """The lines of studies.fit.certainty.assess: the answer at the largest compute (the frontier's last row)
-    and how sure it is."""
-    from studies.fit.nstar import set_text
-
-    if not cert or cert.get("n_star") is None:
-        for note in (cert or {}).get("notes") or []:
-            echo(f"note: {note}")
-        return
-    lo, hi = cert.get("reward_interval") or (None, None)
-    level = f"{cert.get('level', 0.9):.0%}"
-    regret = cert.get("expected_regret")
-    echo(f"at C = {_fmt_c(float(cert['budget']))}: best measured {by} = {cert['n_star']} ({metric} seed-mean "
-         f"record {level} interval [{_num4(lo)}, {_num4(hi)}]); within it: {by} = "
-         f"{set_text(cert.get('flat_set') or [], grid)}; expected regret of {by} = {cert['n_star']}: "
-         f"{_num(regret)}")
-    for note in cert.get("notes") or []:
-        echo(f"note: {note}")
-
-
-def _num4(v: Any) -> str:
-    return "-" if v is None else f"{float(v):.4f}"
-
-
-def _num(v: Any) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--metric", default=None,
@@ -672,7 +339,7 @@ def _num(v: Any) -> str:
 @click.option("--by", default="n", show_default=True, help="Column labelling the curves: n, bp, batch...")
 @click.option("--bin-width", type=float, default=0.005, show_default=True,
               help="Reward bin of the record-breaking points (docs/PAPER.md Section 4).")
-@_apply(_LOG_OPTIONS)
+@apply_options(_LOG_OPTIONS)
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as one JSON object (docs/DESIGN.md).")
 def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, fmt: str,
         n_flag: list[int] | None, bp_flag: list[int] | None, pool: bool, as_json: bool) -> None:
@@ -688,7 +355,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     say_note(note)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
-    fit_report = _import("studies.fit.frontier", "fit_report")
+    fit_report = import_attr("studies.fit.report", "fit_report")
     try:
         report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"))
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
@@ -698,7 +365,7 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     if as_json:
         emit_json(report)
     else:
-        print_fit_report(jsonable(report))
+        print_fit_report(jsonable(report), click.echo)
         for w in report.get("warnings") or []:
             click.echo(f"warning: {w}", err=True)
 
@@ -707,13 +374,13 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--metric", default=None, help="Reward column to plot (default: as for fit).")
 @click.option("--by", default="n", show_default=True, help="Column that labels the curves.")
-@_apply(_LOG_OPTIONS)
+@apply_options(_LOG_OPTIONS)
 @click.option("--out", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Figure file (.png, .pdf, .svg); default: frontier.png in the results dir or beside PATH.")
 def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag: list[int] | None,
          bp_flag: list[int] | None, pool: bool, out: Path | None) -> None:
     """Quick figure of a sweep or of logs (as for fit): fitted curves with the frontier, and n*(C)."""
-    from studies.files import check_output_file
+    from studies.files import FIGURE_SUFFIXES, check_output_file
 
     path = paths[0]
     if out is None:
@@ -723,8 +390,8 @@ def plot(paths: tuple[Path, ...], metric: str | None, by: str, fmt: str, n_flag:
     table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
     say_note(note)
     os.environ.setdefault("MPLBACKEND", "Agg")
-    plot_frontier = _import("studies.fit.plots", "plot_frontier")
-    frontier_fit = _import("studies.fit.frontier", "FrontierFit")
+    plot_frontier = import_attr("studies.fit.plots", "plot_frontier")
+    frontier_fit = import_attr("studies.fit.frontier", "FrontierFit")
     try:
         ff = frontier_fit(metric=metric, by=by).fit(table)
         for w in ff.warnings_:  # the same warnings as `fit`
@@ -789,7 +456,7 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
     if as_json:
         emit_json(out)
         return
-    print_plan(out)
+    print_plan(out, click.echo)
     for w in out["warnings"]:
         click.echo(f"warning: {w}", err=True)
 
@@ -818,7 +485,7 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
 @click.option("--jobs", type=int, default=None, help="Local worker processes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
-@_apply(_CONFIG_OPTIONS)
+@apply_options(_CONFIG_OPTIONS)
 def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, pilot_fraction: float | None,
             seeds: int, metric: str, rule: str, out_dir: Path | None, jobs: int | None, as_json: bool,
             progress: bool, **kw: Any) -> None:
@@ -858,14 +525,14 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
     if as_json:
         emit_json(rep)
         return
-    click.echo(f"n*(C) up to {_fmt_c(target)} by the {rep['rule']} rule from {rep['pilots']['runs']} "
+    click.echo(f"n*(C) up to {fmt_c(target)} by the {rep['rule']} rule from {rep['pilots']['runs']} "
                f"pilot runs (<= {rep['pilots']['fraction']:.3g} of the budget) in {where}")
     alt = rep["alternatives"]
     click.echo(f"{'compute':>12}  {'n*':>6}  {'signal':>6}  {'paper':>6}")
     for i, p in enumerate(rep["n_star"]):
         s = alt["signal"][i]["n"] if alt.get("signal") else "-"
         q = alt["paper"][i]["n"] if alt.get("paper") else "-"
-        click.echo(f"{_fmt_c(p['compute']):>12}  {p['n']:>6}  {s:>6}  {q:>6}")
+        click.echo(f"{fmt_c(p['compute']):>12}  {p['n']:>6}  {s:>6}  {q:>6}")
     if rep.get("signal"):
         sp = rep["signal"]
         click.echo(f"signal rule: z* = {sp['z_star']:.3f}, C_z*(n) = e^{sp['a']:.3g} n^{sp['gamma']:.3g} "
@@ -903,7 +570,7 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     check_sweep_size(seeds, [0] * 8)  # n = 2^1..2^8
     jobs = check_jobs(jobs)
     check_output_dir(out_dir)
-    fit_report = _import("studies.fit.frontier", "fit_report")
+    fit_report = import_attr("studies.fit.report", "fit_report")
     for model, metric, claim in DEMO_PRESETS:
         base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512, d_val=256,
                          n_evals=24)
@@ -922,9 +589,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         except ValueError as e:
             raise StudiesError(f"cannot fit {where}: {e}") from None
         click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
-        print_fit_report(jsonable(report), every=4)
+        print_fit_report(jsonable(report), click.echo, every=4)
         try:
-            plot_frontier = _import("studies.fit.plots", "plot_frontier")
+            plot_frontier = import_attr("studies.fit.plots", "plot_frontier")
         except StudiesError:
             continue
         os.environ.setdefault("MPLBACKEND", "Agg")

@@ -23,6 +23,10 @@ from studies.config import StudiesError
 
 TMP_SUFFIX = ".tmp"
 """Suffix of the temporary name of an atomic write (`.<name>.<pid>.tmp`)."""
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
+"""The file formats of a learning-curve table that `atomic_write_table` writes (by suffix)."""
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+"""The file formats of a figure that `atomic_save_figure` writes (by suffix)."""
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

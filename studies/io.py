@@ -2,7 +2,7 @@
 
 docs/DESIGN.md: divergence is data, not a silent curve, so diverged runs are left out of the table with a
 visible warning that names them; runs that never finished (failed, killed) or whose files fail verification
-against their record (studies.store.run_damage) are left out the same way. Users' own tables go through
+against their record (studies.results_dir.run_damage) are left out the same way. Users' own tables go through
 `clean_external`: every dropped row is counted by cause, a run with a non-finite metric is left out whole.
 """
 
@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from isocompute.contract.status import DIVERGED, DONE
 from studies.config import StudiesError
 from studies.files import atomic_write_table
 from studies.readers import READERS, Reader
-from studies.store import (
-    DIVERGED,
-    DONE,
+from studies.results_dir import (
     MANIFEST,
     RUNS,
     finished_records,
+    names_text,
     read_manifest,
     run_damage,
     run_file,
@@ -40,10 +40,6 @@ class DroppedRowsWarning(UserWarning):
 
 METRIC_COLUMNS = ("train_mean", "val_mean", "val_best_k", "val_worst_k", "val_zero_frac")
 """Reward columns checked for non-finite values when load_table is not told which metric matters."""
-
-
-def _names(ids: list[str], most: int = 8) -> str:
-    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
 def formats() -> list[str]:
@@ -158,7 +154,7 @@ def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = 
         shown = [f"{r} ({int(counts[r])} row(s))" for r in runs]
         what = metric or "/".join(metrics)
         notes.append((LeftOutRunsWarning, f"left out {len(runs)} run(s) of {where} with NaN or infinite "
-                                          f"{what} values (diverged?): {_names(shown)}"))
+                                          f"{what} values (diverged?): {names_text(shown)}"))
         t = t.loc[~t["run_id"].astype(str).isin(runs)]
     for col in ("n", "bp"):
         if col in t.columns and len(t):
@@ -220,17 +216,17 @@ def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
     if damaged:
         shown = [f"{r} ({why})" for r, why in damaged.items()]
         warnings.warn(f"left out {len(damaged)} damaged run(s) (rerun the sweep to repair them): "
-                      f"{_names(shown)}", LeftOutRunsWarning, stacklevel=3)
+                      f"{names_text(shown)}", LeftOutRunsWarning, stacklevel=3)
         records = {r: rec for r, rec in records.items() if r not in damaged}
     diverged = sorted(r for r, rec in records.items() if rec["status"] == DIVERGED)
     unfinished = sorted(set(manifest_runs) - set(records) - set(damaged))
     if diverged and not include_diverged:
         steps = {r: records[r].get("diverged_step") for r in diverged}
         shown = [f"{r} (step {steps[r]})" for r in diverged]
-        warnings.warn(f"left out {len(diverged)} diverged run(s): {_names(shown)}", LeftOutRunsWarning,
+        warnings.warn(f"left out {len(diverged)} diverged run(s): {names_text(shown)}", LeftOutRunsWarning,
                       stacklevel=2)
     if unfinished:
-        warnings.warn(f"left out {len(unfinished)} unfinished run(s): {_names(unfinished)}",
+        warnings.warn(f"left out {len(unfinished)} unfinished run(s): {names_text(unfinished)}",
                       LeftOutRunsWarning, stacklevel=2)
     keep = sorted(r for r, rec in records.items() if include_diverged or rec["status"] == DONE)
     frames = [pd.read_parquet(run_file(root / RUNS, r, kind)) for r in keep]

@@ -11,7 +11,9 @@ it and readers leave it out, both saying which and why. A damaged manifest is re
 Because the records are the truth, a finished run rewrites the manifest at most every MANIFEST_EVERY_S
 seconds (and always on close): one rewrite of a 5,000-run manifest costs ~0.36 s, which made the parent the
 bottleneck of a sweep of many short runs (`isocompute report claims` from scratch).
-The file utilities it writes with (atomic writes, output checks) are studies.files.
+The file utilities it writes with (atomic writes, output checks) are studies.files; the directory's layout
+and the readers that verify it without opening a store are studies.results_dir; the versions and git revision
+it records are studies.provenance.
 """
 
 from __future__ import annotations
@@ -20,11 +22,8 @@ import contextlib
 import fcntl
 import json
 import os
-import platform
-import subprocess
 import time
 import warnings
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,53 +31,23 @@ import pandas as pd
 
 from isocompute.contract.status import DIVERGED, DONE, FAILED, FINISHED, PENDING
 from studies.config import RunConfig, StudiesError
-from studies.files import (
-    TMP_SUFFIX,
-    atomic_write_json,
-    atomic_write_parquet,
-    file_digest,
-    fsync_dir,
-    os_reason,
+from studies.files import TMP_SUFFIX, atomic_write_json, atomic_write_parquet, fsync_dir
+from studies.provenance import git_revision, versions
+from studies.results_dir import (
+    DAMAGED,
+    MANIFEST,
+    RUN_FILES,
+    RUNS,
+    DamagedRunWarning,
+    load_record,
+    names_text,
+    read_manifest,
+    run_damage,
+    run_file,
 )
 
 if TYPE_CHECKING:
     from studies.backends import RunOutput
-
-DAMAGED = "damaged"
-"""The manifest's status of a run whose files do not match its record (run again by the next sweep); the
-other run statuses (DONE, DIVERGED, FINISHED, PENDING, FAILED) are the contract's, re-exported here."""
-
-RUNS = "runs"
-MANIFEST = "manifest.json"
-RUN_FILES = {"table": ".parquet", "pass1": ".pass1.parquet", "record": ".json"}
-"""The layout of a results directory (docs/CONTRACTS.md), spelled here only: DIR/manifest.json and, per
-run, DIR/runs/<run_id> + the suffix of each kind of file (learning-curve table, pass@1 snapshots, status
-record)."""
-
-
-class DamagedRunWarning(UserWarning):
-    """A finished run's files do not match its record; it is treated as unfinished (rerun, left out)."""
-
-
-def versions() -> dict[str, str]:
-    """Versions of the packages that shape the numbers (recorded in the manifest for reproducibility)."""
-    out = {"python": platform.python_version()}
-    pkgs = ("isocompute", "numpy", "numba", "scipy", "pandas", "pyarrow", "torch", "transformers", "vllm")
-    for pkg in pkgs:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out[pkg] = metadata.version(pkg)
-    return out
-
-
-def git_revision() -> str | None:
-    """HEAD of the checkout holding this package (None outside git); '+dirty' is not checked (it is slow)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
 
 MANIFEST_EVERY_S = 2.0
 """Least seconds between two manifest rewrites after finished runs (failures and registration: at once)."""
@@ -212,7 +181,7 @@ class ResultStore:
         if self.damaged:
             shown = [f"{r} ({why})" for r, why in self.damaged.items()]
             warnings.warn(f"{len(self.damaged)} damaged run(s) in {self.root} are treated as unfinished "
-                          f"(rerun by a sweep that includes them): {_names(shown)}", DamagedRunWarning,
+                          f"(rerun by a sweep that includes them): {names_text(shown)}", DamagedRunWarning,
                           stacklevel=3)
 
     # -- paths and queries ----------------------------------------------------------------------------------
@@ -354,85 +323,3 @@ class ResultStore:
         entry["status"] = FAILED
         entry["error"] = error.strip().splitlines()[-1][:500] if error.strip() else "unknown error"
         self.write_manifest()
-
-
-# ---------------------------------------------------------------------------------- reading and verifying
-def run_file(runs_dir: Path | str, run_id: str, kind: str) -> Path:
-    """The file of one run in a results directory's runs/ folder: kind "table", "pass1" or "record"."""
-    return Path(runs_dir) / f"{run_id}{RUN_FILES[kind]}"
-
-
-def _names(ids: list[str], most: int = 8) -> str:
-    return ", ".join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")
-
-
-def read_manifest(root: Path) -> dict[str, Any] | None:
-    """DIR/manifest.json as a dict ({} when absent), or None when it is damaged (not JSON, wrong shape)."""
-    path = Path(root) / MANIFEST
-    if not path.exists():
-        return {}
-    try:
-        m = json.loads(path.read_bytes().decode())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(m, dict) or not isinstance(m.get("runs", {}), dict):
-        return None
-    if not all(isinstance(e, dict) for e in m.get("runs", {}).values()):
-        return None
-    return m
-
-
-def load_record(path: Path) -> dict[str, Any] | None:
-    """A finished run's status record (runs/<run_id>.json), or None if absent, unreadable, not finished or
-    not this file's run (a record copied over from another run)."""
-    try:
-        rec = json.loads(Path(path).read_bytes().decode())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not (isinstance(rec, dict) and rec.get("status") in FINISHED and isinstance(rec.get("run_id"), str)):
-        return None
-    return rec if Path(path).name == rec["run_id"] + RUN_FILES["record"] else None
-
-
-def finished_records(root: Path) -> dict[str, dict[str, Any]]:
-    """{run_id: record} of every status record of a results directory, in run_id order (unverified)."""
-    out = {}
-    for p in sorted((Path(root) / RUNS).glob("*" + RUN_FILES["record"])):
-        rec = load_record(p)
-        if rec is not None:
-            out[rec["run_id"]] = rec
-    return out
-
-
-def run_damage(runs_dir: Path, rec: dict[str, Any]) -> str | None:
-    """Why a finished run's Parquet files do not match its record, or None if they do.
-
-    Records with a `files` entry carry each file's size and SHA-256 (a truncated, emptied, swapped or
-    rewritten file is caught); older records carry only the table's row count, checked from the Parquet
-    footer (which a truncated file lacks)."""
-    import pyarrow.parquet as pq
-
-    run_id = rec["run_id"]
-    paths = {kind: run_file(runs_dir, run_id, kind) for kind in ("table", "pass1")}
-    files = rec.get("files")
-    for kind, path in paths.items():
-        if not path.is_file():
-            return f"{kind} file missing"
-        if isinstance(files, dict) and isinstance(files.get(kind), dict):
-            want = files[kind]
-            try:
-                got = file_digest(path) if path.stat().st_size == want.get("bytes") else None
-            except OSError as e:
-                return f"{kind} file unreadable: {os_reason(e)}"
-            if got is None:
-                return f"{kind} file has {path.stat().st_size} bytes, its record says {want.get('bytes')}"
-            if got["sha256"] != want.get("sha256"):
-                return f"{kind} file checksum differs from its record"
-            continue
-        try:  # a record from before checksums: the Parquet footer must be readable and agree on rows
-            rows = pq.read_metadata(path).num_rows
-        except Exception:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-            return f"{kind} file is not a readable Parquet file"
-        if kind == "table" and isinstance(rec.get("rows"), int) and rows != rec["rows"]:
-            return f"table has {rows} rows, its record says {rec['rows']}"
-    return None

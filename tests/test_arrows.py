@@ -7,7 +7,16 @@
 paper_figs and studies, and nothing below it imports a report or the facade. The checker keys on module paths
 (`isocompute.contract` and `isocompute.reports` are units of their own, not `isocompute`). Every import
 counts, including those inside functions and module names given to importlib as string literals. Also: no
-import circle between our modules, and inside studies/ only studies/backends.py imports an engine."""
+import circle between our modules, and inside studies/ only studies/backends.py imports an engine.
+
+The command line sits on top of the library, across the units. A CLI module is one whose dotted name has a
+part `cli` or a part starting with `cli_` (isocompute.cli, studies.cli, studies.cli_kit.*, paper_figs.cli,
+isocompute.reports.cli.*, llm_backend.cli), or a `__main__`; every other module is a library module (reports'
+generators, figures, fits, the store, the engines). Only CLI modules import click, and no library module
+imports a CLI module, so all of the library runs without the command line (the rule is also tested on a
+made-up graph). And no module writes another module's globals (`mod.NAME = ...`, `mod.NAME[...] = ...`,
+`mod.NAME.append(...)`, `setattr(mod, ...)`): state that several modules read is owned by one module and
+changed through its functions (studies.cli_kit.output: the JSON stream, -v)."""
 
 from __future__ import annotations
 
@@ -165,3 +174,124 @@ def test_the_checker_sees_lazy_and_nested_imports(tmp_path):
     assert imported_modules(src) == {"studies.declared"}
     src.write_text("from isocompute import contract\nfrom studies.config import RunConfig\n")
     assert {unit_of(m) for m in imported_modules(src)} == {CONTRACT, "studies"}
+
+
+# ------------------------------------------------------------------------------- the command line on top
+def is_cli(module: str) -> bool:
+    """Whether `module` is a CLI module (module docstring): a name part `cli` or `cli_*`, or a `__main__`."""
+    parts = module.split(".")
+    return parts[-1] == "__main__" or any(p == "cli" or p.startswith("cli_") for p in parts)
+
+
+def imports_click(path: Path) -> bool:
+    """Whether `path` imports click (or a part of it), anywhere in it."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "click" for a in node.names):
+            return True
+        if (isinstance(node, ast.ImportFrom) and node.level == 0
+                and (node.module or "").split(".")[0] == "click"):
+            return True
+    return False
+
+
+def library_to_cli(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The edges (importer, imported) of an import graph {module: modules it imports} from a library module
+    to a CLI module, sorted."""
+    return sorted((a, b) for a, bs in graph.items() if not is_cli(a) for b in bs if is_cli(b))
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_of(f): imported_modules(f) for f in sources()}
+
+
+def test_only_cli_modules_import_click():
+    assert sorted(str(f.relative_to(ROOT)) for f in sources() if imports_click(f)
+                  and not is_cli(module_of(f))) == []
+
+
+def test_no_library_module_imports_a_cli_module():
+    assert library_to_cli(import_graph()) == []
+
+
+def test_the_cli_rule_on_a_made_up_graph():
+    """A fit importing the output policy and a figure importing its package's commands are caught; commands
+    importing commands, the shared kit or the library, and the library importing the library, are not."""
+    graph = {
+        "studies.fit.report": {"studies.cli_kit.output", "studies.fit.frontier"},
+        "paper_figs.fig02": {"paper_figs.cli"},
+        "studies.cli": {"studies.cli_kit.params", "studies.fit.report"},
+        "isocompute.reports.cli.claims": {"isocompute.reports.claims.report", "isocompute.reports.cli"},
+        "isocompute.cli": {"studies.cli", "studies.cli_kit.output"},
+        "isocompute.__main__": {"isocompute.cli"},
+        "isocompute.reports.allocators": {"studies.files", "studies.sweeps"},
+    }
+    assert library_to_cli(graph) == [("paper_figs.fig02", "paper_figs.cli"),
+                                     ("studies.fit.report", "studies.cli_kit.output")]
+    assert [m for m in ("studies.cli_kit", "llm_backend.cli", "studies.client", "isocompute.reports.claims")
+            if is_cli(m)] == ["studies.cli_kit", "llm_backend.cli"]
+
+
+MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add",
+            "discard", "sort", "reverse"}
+"""Methods that change a list, dict or set in place."""
+
+
+def module_names(tree: ast.AST) -> set[str]:
+    """Names a file binds to a module of ours: `import a.b` binds a, `import a.b as c` c, `from a import b`
+    b when a.b is a module."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] in PACKAGES}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out |= {a.asname or a.name for a in node.names if is_module(f"{node.module}.{a.name}")}
+    return out
+
+
+def _rooted_at(node: ast.AST, names: set[str]) -> bool:
+    """Whether `node` is `m.X`, `m.X.Y`, `m.X[...]`... for a name m in `names` (at least one attribute)."""
+    seen_attr = False
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        seen_attr |= isinstance(node, ast.Attribute)
+        node = node.value
+    return seen_attr and isinstance(node, ast.Name) and node.id in names
+
+
+def foreign_writes(path: Path) -> list[str]:
+    """The lines of `path` that write a global of another module of ours (module docstring)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    mods = module_names(tree)
+    found: list[int] = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in MUTATORS and _rooted_at(node.func.value, mods):
+                found.append(node.lineno)
+            continue
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr",
+                                                                                                  "delattr"):
+            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in mods:
+                found.append(node.lineno)
+            continue
+        found += [node.lineno for t in targets if _rooted_at(t, mods)]
+    return [f"{path.name}:{line}" for line in sorted(found)]
+
+
+def test_no_module_writes_another_modules_globals():
+    assert [w for f in sources() for w in foreign_writes(f)] == []
+
+
+def test_the_global_write_checker_sees_the_ways_to_write(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from studies import cli as c\nimport studies.config\n"
+                   "from studies.config import RunConfig\n"
+                   "c.VERBOSE[:] = [True]\nc.JSON_STREAM.append(1)\nstudies.config.X = 1\n"
+                   "setattr(c, 'Y', 2)\nc.emit_json({})\nRunConfig.field_help()\nx = c.HELP['n']\n"
+                   "local = []\nlocal.append(1)\n")
+    assert foreign_writes(src) == ["m.py:4", "m.py:5", "m.py:6", "m.py:7"]

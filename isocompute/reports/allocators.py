@@ -19,13 +19,10 @@ import math
 import time
 from pathlib import Path
 
-import click
 import numpy as np
 import pandas as pd
 
-from studies.cli import COUNT, FIGURE_SUFFIXES, OutPath
 from studies.config import RunConfig, StudiesError
-from studies.files import check_output_dir, check_output_file
 from studies.sweeps import build_sweep
 
 PRESETS = (("tabular", "easy", "train_mean"), ("tabular", "hard", "train_mean"),
@@ -321,7 +318,7 @@ LLM_CODE = (
 def _same_as_base(table: pd.DataFrame, results: Path, allocs: list[str], base: int, metric: str) -> list[str]:
     """Allocators whose every evaluation equals the base fixed n's on every seed, and why that can happen:
     a history-based rule (knapsack, skip-zero-var) with no problem seen twice in a run allocates uniformly."""
-    from studies.store import finished_records
+    from studies.results_dir import finished_records
 
     ref = table.loc[table["allocator"] == f"fixed-n{base}"].set_index(["seed", "compute"])[metric]
     same = []
@@ -583,35 +580,3 @@ def write_report(presets, seeds: int, budget: int, out: Path, doc: Path, fig: Pa
     text = report(results, seeds, budget, fig=str(rel), llm=llm_lines)
     doc.write_text(text)
     return text, seconds
-
-
-@click.command("allocators")
-@click.option("--seeds", type=click.IntRange(1), default=8, show_default=True,
-              help="Seeds per configuration.")
-@click.option("--budget", type=COUNT, default=2**22, show_default="2^22",
-              help="Top budget in rollouts, e.g. 4e6 or 2^22.")
-@click.option("--out", type=OutPath(file_okay=False, path_type=Path), default=Path("results/allocators-v2"),
-              show_default=True, help="Results directory of the runs (resumable).")
-@click.option("--doc", type=OutPath(dir_okay=False, path_type=Path), default=Path("docs/ALLOCATORS.md"),
-              show_default=True, help="Markdown report to write.")
-@click.option("--fig", type=OutPath(dir_okay=False, path_type=Path), default=Path("docs/figs/allocators.png"),
-              show_default=True, help="Figure to write.")
-@click.option("--presets", default=None, metavar="LIST",
-              help="Comma list of MODEL/DATASET, e.g. tabular/easy,interference/hard (default: every preset "
-              "of the report).")
-@click.option("--jobs", type=click.IntRange(1, 64), default=None,
-              help="Worker processes (default: all cores).")
-@click.option("--llm", type=click.Path(file_okay=False, path_type=Path), default=Path("results/llm-nvm"),
-              show_default=True,
-              help="Real-LLM store with allocator runs for the LLM section (skipped if absent).")
-def allocators(seeds: int, budget: int, out: Path, doc: Path, fig: Path, presets: str | None,
-               jobs: int | None, llm: Path) -> None:
-    """Run the allocators study (adaptive rollout allocators against the envelope of fixed n at iso-compute)
-    per preset and write docs/ALLOCATORS.md and its figure."""
-    rows = parse_presets(presets) if presets else PRESETS
-    check_output_dir(out)
-    check_output_file(doc, what="--doc")
-    check_output_file(fig, what="--fig", suffixes=FIGURE_SUFFIXES, kind="figure")
-    text, seconds = write_report(rows, seeds, budget, out, doc, fig, jobs, llm)
-    click.echo(text)
-    click.echo(f"runs + report in {seconds:.0f} s -> {doc}, {fig}")

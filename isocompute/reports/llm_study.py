@@ -26,14 +26,12 @@ import os
 import tempfile
 from pathlib import Path
 
-import click
 import numpy as np
 import pandas as pd
 
-from studies.cli import COUNT
 from studies.config import RunConfig, StudiesError
 from studies.executors import SweepSummary, run_sweep
-from studies.files import check_output_dir, write_marked_block
+from studies.files import write_marked_block
 from studies.store import ResultStore
 
 NS = (2, 4, 8, 16)
@@ -65,7 +63,7 @@ def runs_table(results: str) -> pd.DataFrame:
     study still runs), or from the report's own committed table.csv (which carries `lr_base`), so the report
     can be regenerated where the store is not kept."""
     from studies.io import load_table
-    from studies.store import finished_records
+    from studies.results_dir import finished_records
 
     if Path(results).is_file():
         table = pd.read_csv(results)
@@ -96,7 +94,7 @@ def _mean_se(x: pd.Series) -> str:
 def _sim_fit(budget: int, bp: int, seeds: int) -> dict:
     """The simulator's n*(C) at the study's bp, n grid and budget (interference preset, the paper's sqrt
     lr rule at the simulator's default base lr), 32 evaluation points."""
-    from studies.fit.frontier import fit_report
+    from studies.fit.report import fit_report
     from studies.sweeps import n_vs_m
 
     base = RunConfig(backend="sim", model="interference", bp=bp, budget=budget, lr_rule="sqrt")
@@ -123,9 +121,10 @@ def _frontier_lines(rep: dict, every: int = 4) -> list[str]:
 
 def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "README.md") -> dict:
     """Write the study's generated tables, fit, figure and README paragraph (module docstring)."""
-    from studies.cli import print_fit_report
-    from studies.fit.frontier import FrontierFit, fit_report
+    from studies.fit.frontier import FrontierFit
     from studies.fit.plots import plot_frontier
+    from studies.fit.render import print_fit_report
+    from studies.fit.report import fit_report
 
     out = Path(docs)
     out.mkdir(parents=True, exist_ok=True)
@@ -277,31 +276,3 @@ def run_grid(out: Path, seeds: int, budget: int, bp: int, jobs: int) -> SweepSum
     """Run the study's grid (grid_configs) into the results directory `out` in one in-process sweep."""
     with ResultStore(out, study="n-vs-m") as store:
         return run_sweep(grid_configs(seeds, budget, bp), store, jobs=jobs, progress=True, desc="llm n-vs-m")
-
-
-@click.command("llm-study")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Results directory to run the study into.")
-@click.option("--report", "report_of", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Results directory to report on, or the report's own table.csv (the committed "
-                   "docs/llm_study/nvm/table.csv); writes --docs and README.md's llm-study paragraph.")
-@click.option("--docs", type=click.Path(file_okay=False, path_type=Path), default=Path("docs/llm_study/nvm"),
-              show_default=True, help="Directory of the generated report.")
-@click.option("--sim-seeds", type=click.IntRange(1), default=8, show_default=True,
-              help="Seeds of the simulator frontier shown beside the real one.")
-@click.option("--seeds", type=click.IntRange(1), default=3, show_default=True, help="Seeds of the grid.")
-@click.option("--budget", type=COUNT, default=512, show_default=True,
-              help="Compute cap C in rollouts, e.g. 512 or 2^9.")
-@click.option("--bp", type=click.IntRange(1), default=8, show_default=True, help="Problems per step.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Worker processes.")
-def llm_study(out: Path | None, report_of: Path | None, docs: Path, sim_seeds: int, seeds: int, budget: int,
-              bp: int, jobs: int) -> None:
-    """Run the real-model n-vs-m study (SmolLM2 on the easy split; --out) or write its generated report
-    (--report)."""
-    if report_of is not None:
-        check_output_dir(docs, what="--docs")
-        click.echo(report(str(report_of), str(docs), sim_seeds)["summary"])
-        return
-    if out is None:
-        raise StudiesError("give --out (run) or --report (report)")
-    click.echo(run_grid(check_output_dir(out), seeds, budget, bp, jobs))

@@ -14,16 +14,13 @@ results directory, with seeds that no design decision saw (DESIGN_CASE aside).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 
 from studies.config import RunConfig, StudiesError
-from studies.files import atomic_write_text, check_output_dir, check_output_file
 from studies.fit.predict import (
     PILOT_FRACTION,
     hit_rate,
@@ -74,8 +71,6 @@ def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction
     res["signal"] = rep.get("signal")
     res["z_star"] = (rep.get("signal") or {}).get("z_star")
     return res
-
-
 
 
 DESIGN_CASE = "interference-easy"
@@ -248,27 +243,3 @@ def evaluation_markdown(res: dict[str, dict]) -> str:
             lines.append(f"| 2^{math.log2(c):.1f} | {r['truth'][i]} | {cells} | {up} |")
         lines.append("")
     return "\n".join(lines)
-
-
-@click.command("predict")
-@click.option("--cases", default=",".join(CASES), show_default=True, metavar="LIST",
-              help="Comma list of the evaluation's simulator cases.")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("results/issue12/eval"), show_default=True,
-              help="Results directory of the pilots and truth runs (resumable).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("docs/PREDICT.md"),
-              show_default=True, help="Markdown report to write.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
-def predict_eval(cases: str, results: Path, out: Path, jobs: int) -> None:
-    """Evaluate `isocompute predict` against swept n*(C) on simulator cases and write docs/PREDICT.md."""
-    names = [c for c in cases.split(",") if c]
-    unknown = [c for c in names if c not in CASES]
-    if not names or unknown:
-        raise StudiesError(f"--cases: unknown case(s) {unknown or names}; have {', '.join(CASES)}")
-    check_output_file(out)
-    check_output_dir(results, what="--results")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = evaluate_cases(names, results, jobs)
-    atomic_write_text(out, evaluation_markdown(res))
-    click.echo(f"wrote {out}")

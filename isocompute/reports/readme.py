@@ -19,8 +19,6 @@ import math
 import re
 from pathlib import Path
 
-import click
-
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS_BEGIN, CLAIMS_END = "<!-- claims-summary:begin -->", "<!-- claims-summary:end -->"
 ROLLOUT_MARK = "<!-- llm-rollout -->"
@@ -272,12 +270,3 @@ def update(readme: Path = ROOT / "README.md", root: Path = ROOT) -> None:
     write_marked_block(readme, CAPTION_BEGIN, CAPTION_END, headline_caption(summary))
     fp32, bf16 = (json.loads((root / p).read_text()) for p in ROLLOUT_JSONS)
     write_marked_block(readme, ROLLOUT_MARK, ROLLOUT_MARK, rollout_paragraph(fp32, bf16))
-
-
-
-@click.command("readme")
-def readme() -> None:
-    """Regenerate README.md's claims-summary paragraph, headline caption and llm-rollout paragraph from
-    docs/CLAIMS.json and the rollout benchmark JSONs."""
-    update()
-    click.echo("README.md: claims-summary, headline-caption and llm-rollout blocks regenerated")

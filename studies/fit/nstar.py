@@ -252,7 +252,7 @@ def expected_regret(samples: np.ndarray, index: int) -> float:
 
 
 def config_value(v):
-    """A configuration value (n, bp...) for JSON: studies.store.jsonable, and 8.0 -> 8 (grids are
+    """A configuration value (n, bp...) for JSON: studies.files.jsonable, and 8.0 -> 8 (grids are
     integers)."""
     from studies.files import jsonable
 

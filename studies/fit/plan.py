@@ -12,7 +12,7 @@ the pilots (their n-vs-bp frontier when they vary bp), capped by --bp-max; m = C
   (a checkpoint reached for less compute can be kept), so the expected reward of the recommendation is never
   below what the pilots measured for it. How far out: the pilots' own extrapolation check at the same
   factor (fit on a fraction of their compute, predict the rest: docs/PAPER.md step 4), worded by the one
-  function `fit` uses (`studies.fit.frontier.extrapolation_verdict`).
+  function `fit` uses (`studies.fit.extrapolation.extrapolation_verdict`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import click
 import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
 from studies.fit.certainty import edge_note
-from studies.fit.frontier import FrontierFit, extrapolation_check
+from studies.fit.extrapolation import extrapolation_check
+from studies.fit.frontier import FrontierFit
 from studies.fit.nstar import LEVEL, expected_regret, flat_set, intervals, set_text
 
 WARN_FACTOR = 4.0
@@ -276,10 +276,10 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, budget: 
     return out
 
 
-def print_plan(p: dict[str, Any], echo=click.echo) -> None:
+def print_plan(p: dict[str, Any], echo: Callable[[str], None]) -> None:
     """A plan as text: the recommendation and its set, the expected reward (beside what the pilots measured),
     where the budget lies against the pilots, and the pilots' own extrapolation check beyond them."""
-    from studies.fit.frontier import extrapolation_verdict
+    from studies.fit.extrapolation import extrapolation_verdict
 
     r = p["recommended"]
     level = int(round(100 * p["bootstrap"]["level"]))

@@ -17,9 +17,9 @@ from matplotlib.colors import Colormap, LinearSegmentedColormap, LogNorm, Normal
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from studies.files import FIGURE_SUFFIXES
 from studies.fit.frontier import FrontierFit
 
-SAVE_SUFFIXES = (".png", ".pdf", ".svg")
 N_CMAP = "viridis_r"
 """Sequential map for n (shared with paper_figs.style): reversed so small n is light and large n dark, and
 cut before the pale yellow end, which is unreadable on white."""
@@ -221,12 +221,12 @@ def _wrap(text: str, width: int) -> list[str]:
 def save_figure(fig: Figure, out: str | Path) -> list[Path]:
     """Save as PNG/PDF/SVG by suffix; a path without a suffix gets both .png and .pdf. Returns the paths."""
     out = Path(out)
-    if out.suffix.lower() in SAVE_SUFFIXES:
+    if out.suffix.lower() in FIGURE_SUFFIXES:
         paths = [out]
     elif out.suffix == "":
         paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
     else:
-        raise ValueError(f"cannot save a figure as {out.suffix!r}: use one of {', '.join(SAVE_SUFFIXES)}")
+        raise ValueError(f"cannot save a figure as {out.suffix!r}: use one of {', '.join(FIGURE_SUFFIXES)}")
     from studies.files import atomic_save_figure
 
     for p in paths:

@@ -233,7 +233,7 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
                        by: str = "n", octaves: int = GRID_OCTAVES) -> dict[str, Any]:
     """The `isocompute predict --json` object from pilot runs: n*(C) on `prediction_grid(budget)` by `rule`,
     the other rule's prediction beside it, and the pilot statistics it used."""
-    from studies.fit.frontier import FrontierFit, _params_json, usable_fit
+    from studies.fit.frontier import FrontierFit, params_json, usable_fit
 
     if rule not in RULES:
         raise StudiesError(f"unknown rule {rule!r}; choose one of {', '.join(RULES)}")
@@ -291,7 +291,7 @@ def predict_from_table(table: pd.DataFrame, budget: int, metric: str = "val_mean
                              if p is not None else None) for k, p in preds.items()},
     }
     if ff.n_star_fit_ is not None:
-        out["paper_n_star_fit"] = {"params": _params_json(ff.n_star_fit_), "r2": ff.n_star_fit_.r2_}
+        out["paper_n_star_fit"] = {"params": params_json(ff.n_star_fit_), "r2": ff.n_star_fit_.r2_}
     if sig is not None:
         out["signal"] = sig.params()
         curves = seed_mean_curves(table, ZVF, by)

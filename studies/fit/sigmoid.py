@@ -29,7 +29,8 @@ def sigmoid(C: np.ndarray | float, R0: float, A: float, C_mid: float, b: float) 
 
 FIT_OK = "ok"
 """The fit status (`SigmoidFit.status_`, the "status" of a fit report's curves) of a usable fit; otherwise
-"degenerate: <reason>". A property of a fit of the data, not a run's status (studies.store.DONE...)."""
+"degenerate: <reason>". A property of a fit of the data, not a run's status
+(isocompute.contract.status.DONE...)."""
 
 
 class SigmoidFit:

@@ -233,10 +233,10 @@ def test_nstar_panel_draws_ties_as_areas_and_the_reports_own_fit():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.collections import PathCollection
+    from synthetic_curves import synthetic_table
 
     from paper_figs import analysis as an
     from paper_figs import plots
-    from studies.fit.frontier import synthetic_table
 
     specs = {4: (0.25, 0.52, 1e4, 1.5), 8: (0.25, 0.60, 3e4, 1.3), 16: (0.25, 0.66, 1e5, 1.1)}
     rep = an.fit_report(synthetic_table(specs, seeds=3, points=30, noise=0.01, rng=np.random.default_rng(0)))

@@ -10,12 +10,12 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_curves import synthetic_table
 
 from isocompute.reports.claims import recipe
 from isocompute.reports.claims.common import FULL, LLM_QUICK, PRESETS, QUICK, stakes
 from isocompute.reports.claims.report import Outcome, SeedSet, replicated
 from studies.declared import study_configs
-from studies.fit.frontier import synthetic_table
 
 
 def test_the_recipe_is_every_study_default():

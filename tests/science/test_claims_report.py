@@ -16,7 +16,7 @@ from isocompute.reports.claims.common import PRESETS, n_star_cell, n_star_rows
 from isocompute.reports.claims.nstar import RECIPE_ROW, f1_measure, theory_measure
 from isocompute.reports.claims.report import studies_of, tune
 from studies.declared import Tables, study_configs
-from studies.fit.frontier import fit_report
+from studies.fit.report import fit_report
 
 pytestmark = pytest.mark.slow  # one whole quick report (~40 s on one core), shared by the module
 

@@ -26,7 +26,7 @@ from isocompute.reports.claims.groupstd import (
     verdict,
 )
 from isocompute.reports.claims.wgain import w_gain
-from studies.fit.frontier import run_rewards
+from studies.fit.analyses import run_rewards
 from studies.fit.sigmoid import sigmoid
 
 
@@ -214,7 +214,7 @@ def test_declaration_meets_the_issue():
 def test_quick_command_end_to_end(tmp_path):
     from click.testing import CliRunner
 
-    from isocompute.reports.claims.groupstd_report import groupstd
+    from isocompute.reports.cli.groupstd import groupstd
 
     out, fig, link = tmp_path / "GS.md", tmp_path / "gs.png", tmp_path / "MECH.md"
     link.write_text("# Mechanisms\n\nkept text\n")

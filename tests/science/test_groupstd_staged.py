@@ -47,7 +47,7 @@ def test_the_tiny_lm_quick_experiment_end_to_end(tmp_path):
     """`isocompute report groupstd --backend llm --quick`: the tiny-LM experiment's machinery on real runs."""
     from click.testing import CliRunner
 
-    from isocompute.reports.claims.groupstd_report import groupstd
+    from isocompute.reports.cli.groupstd import groupstd
 
     out = tmp_path / "GS.md"
     res = CliRunner().invoke(groupstd, ["--backend", "llm", "--quick", "--results", str(tmp_path / "r"),

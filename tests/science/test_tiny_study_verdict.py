@@ -216,7 +216,7 @@ def test_arm_r_maximises_the_mean_over_n_not_any_one_n():
 
 
 def test_extrapolated_crossing_of_per_n_sigmoids():
-    from studies.fit.frontier import synthetic_table
+    from synthetic_curves import synthetic_table
 
     # n = 64 reaches n = 4's plateau 0.8 at 4e5 / 0.25^(2/3) = 1.0e6 rollouts, the end of the data; the
     # sigmoid's asymptote may exceed the data's largest value by 5% of its span only (studies.fit.sigmoid), so
@@ -243,7 +243,7 @@ def test_extrapolated_crossing_of_per_n_sigmoids():
 
 
 def test_estimate_n_star_finds_the_known_optimum_with_an_interval():
-    from studies.fit.frontier import synthetic_table
+    from synthetic_curves import synthetic_table
 
     t = synthetic_table(
         {4: (0.4, 0.80, 2e3, 1.5), 64: (0.4, 0.95, 1e5, 1.5)},

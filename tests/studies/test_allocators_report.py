@@ -60,7 +60,7 @@ def test_llm_section_pairs_base_lr_runs_only(monkeypatch, tmp_path):
     (tmp_path / "easy.train.jsonl").write_text("{}\n" * 5)
     rec = {"config": {"allocator": "skip-zero-var", "dataset": "easy", "bp": 8,
                       "options": {"data_dir": str(tmp_path)}}}
-    monkeypatch.setattr("studies.store.finished_records", lambda results: {"x": rec})
+    monkeypatch.setattr("studies.results_dir.finished_records", lambda results: {"x": rec})
     lines = llm_section(tmp_path)
     text = "\n".join(lines)
     assert "skip-zero-var: every evaluation equals fixed-n8's on every seed" in text

@@ -245,7 +245,7 @@ def test_fit_table_marks_ties_and_lone_configurations(tmp_path):
     """Before any curve has moved, both n sit near R0 and the seeds cannot tell them apart: those rows print
     n* as its set, marked (tie); where n = 16 has no evaluation yet the row says (alone); once n = 16 pulls
     ahead, the row prints n* alone; footnotes explain both marks."""
-    from studies.fit.frontier import synthetic_table
+    from synthetic_curves import synthetic_table
 
     table = synthetic_table({2: (0.1, 0.6, 1e5, 1.5), 16: (0.1, 0.8, 1e6, 1.5)}, seeds=2, noise=0.0)
     path = tmp_path / "t.csv"

@@ -88,9 +88,9 @@ def test_no_stray_figure_at_the_repository_root():
 # ------------------------------------------------------------------------------------- docs/ only on request
 def test_claims_writes_results_by_default_and_docs_only_with_docs(cwd, monkeypatch):
     from isocompute.reports import readme
-    from isocompute.reports.claims import report
+    from isocompute.reports.cli import claims
 
-    monkeypatch.setattr(report, "build_report", lambda *a, docs=False, **k: (f"# report docs={docs}\n", []))
+    monkeypatch.setattr(claims, "build_report", lambda *a, docs=False, **k: (f"# report docs={docs}\n", []))
     monkeypatch.setattr(readme, "summary_of", lambda plan, outcomes: {})
     r = invoke("claims", "--results", "res")
     assert r.exit_code == 0, r.output
@@ -113,9 +113,9 @@ def test_the_claims_header_of_the_committed_copy_says_docs():
 
 
 def test_mechanisms_writes_results_by_default(cwd, monkeypatch):
-    from isocompute.reports.claims import report
+    from isocompute.reports.cli import claims
 
-    monkeypatch.setattr(report, "mechanisms_report", lambda *a, docs=False, **k: f"# mech docs={docs}\n")
+    monkeypatch.setattr(claims, "mechanisms_report", lambda *a, docs=False, **k: f"# mech docs={docs}\n")
     r = invoke("report", "mechanisms", "--results", "res")
     assert r.exit_code == 0, r.output
     assert (cwd / "results" / "MECHANISMS-full.md").is_file() and files_under(cwd / "docs") == set()
@@ -124,16 +124,16 @@ def test_mechanisms_writes_results_by_default(cwd, monkeypatch):
 
 
 def test_groupstd_aims_at_results_by_default_and_docs_only_with_docs(cwd, monkeypatch):
-    from isocompute.reports.claims import groupstd_report
+    from isocompute.reports.cli import groupstd
     from studies.config import StudiesError
 
     aimed = []
-    monkeypatch.setattr(groupstd_report, "check_output_file", lambda p, *a, **k: aimed.append(Path(p)))
+    monkeypatch.setattr(groupstd, "check_output_file", lambda p, *a, **k: aimed.append(Path(p)))
 
     def stop(*a, **k):
         raise StudiesError("stopped before the runs")
 
-    monkeypatch.setattr(groupstd_report, "build", stop)
+    monkeypatch.setattr(groupstd, "build", stop)
     for backend, name in (("sim", "full"), ("llm", "llm")):
         aimed.clear()
         r = invoke("groupstd", "--backend", backend, "--results", "res")

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from studies_fakes import register
+from synthetic_curves import synthetic_table
 
 from isocompute.cli import main
-from studies.fit.frontier import synthetic_table
 
 register()
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,7 +208,7 @@ def test_5_dtype_default_follows_the_cpu(tmp_path):
 
 def test_5_third_party_warnings_only_with_v_and_run_interrupt_is_true(monkeypatch):
     from isocompute import cli as icli
-    from studies import cli as scli
+    from studies.cli_kit import output
 
     monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
     assert invoke("fit", "--help").exit_code == 0
@@ -216,11 +216,14 @@ def test_5_third_party_warnings_only_with_v_and_run_interrupt_is_true(monkeypatc
 
     assert os.environ["VLLM_LOGGING_LEVEL"] == "ERROR"  # vLLM's start-up WARNING lines stay off
     third = "/x/.venv/lib/python3.11/site-packages/vllm/engine.py"
-    assert not scli.shown_warning(UserWarning, third)
-    assert scli.shown_warning(UserWarning, str(ROOT / "studies" / "io.py"))
-    assert not scli.shown_warning(DeprecationWarning, str(ROOT / "studies" / "io.py"))
-    monkeypatch.setattr(scli, "VERBOSE", [True])
-    assert scli.shown_warning(UserWarning, third)
+    assert not output.shown_warning(UserWarning, third)
+    assert output.shown_warning(UserWarning, str(ROOT / "studies" / "io.py"))
+    assert not output.shown_warning(DeprecationWarning, str(ROOT / "studies" / "io.py"))
+    output.set_verbose(True)
+    try:
+        assert output.shown_warning(UserWarning, third)
+    finally:
+        output.set_verbose(False)
     assert "rerun to resume" not in icli.interrupted_message(["run", "--backend", "llm"])
     assert "rerun to resume" in icli.interrupted_message(["-v", "sweep", "n-vs-m"])
 

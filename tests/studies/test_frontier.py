@@ -13,8 +13,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_curves import synthetic_table
 
-from studies.fit.frontier import FrontierFit, extrapolation_check, fit_report, n_star_table, synthetic_table
+from studies.fit.extrapolation import extrapolation_check
+from studies.fit.frontier import FrontierFit
+from studies.fit.report import fit_report, n_star_table
 from studies.fit.sigmoid import SigmoidFit, sigmoid
 
 BP = 32
@@ -371,20 +374,20 @@ def test_extrapolation_within_a_step_on_average_but_off_at_the_largest_c_is_not_
 
 
 def test_flat_n_star_fit_is_reported_as_flat_and_printed_so():
-    from studies.cli import print_fit_report
     from studies.fit.frontier import n_star_shape
+    from studies.fit.render import print_fit_report
 
     flat = {n: (0.2, 0.6 - 0.02 * i, 1e4, 1.5) for i, n in enumerate((4, 8, 16, 32))}  # n = 4 wins everywhere
     rep = fit_report(synthetic_table(flat, seeds=2, points=40, bp=BP, rng=np.random.default_rng(0)))
     assert {f["n"] for f in rep["frontier"]} == {4}
     assert rep["n_star_fit"]["shape"] == "flat"
     lines = []
-    print_fit_report(rep, echo=lines.append)
+    print_fit_report(rep, lines.append)
     text = "\n".join(lines)
     assert "log2 n* vs log C: flat" in text and "log2 n* vs log C sigmoid" not in text
     rising = fit_report(synthetic_table(SPECS, seeds=2, points=40, bp=BP, rng=np.random.default_rng(0)))
     assert rising["n_star_fit"]["shape"] == "sigmoid" and rising["n_star_fit"]["r2"] > 0.5
     lines = []
-    print_fit_report(rising, echo=lines.append)
+    print_fit_report(rising, lines.append)
     assert any(line.startswith("log2 n* vs log C sigmoid on the") and "R0=" in line for line in lines)
     assert n_star_shape(None, {"rise": None, "fall": None}) == "flat"

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studies.fit.distribution import at_matched_compute, pass1_stats
-from studies.fit.frontier import (
+from studies.fit.analyses import (
     final_reward,
     fixed_batch_optimum,
     optimal_by_metric,
     sensitivity,
     sensitivity_summary,
 )
+from studies.fit.distribution import at_matched_compute, pass1_stats
 from studies.fit.sigmoid import sigmoid
 
 

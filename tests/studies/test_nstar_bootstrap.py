@@ -11,9 +11,10 @@ the check can fail.
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_curves import synthetic_table
 
 from studies.fit.bootstrap import bootstrap_n_star, seed_weights, summarise
-from studies.fit.frontier import FrontierFit, synthetic_table
+from studies.fit.frontier import FrontierFit
 from studies.fit.sigmoid import sigmoid
 
 BP = 32

@@ -1,7 +1,7 @@
 """n*(C) as a set (studies/fit/nstar.py) on synthetic tables whose answer is known, through every reader:
 `fit` (JSON and text), `plot`, `plan` and the claims report.
 
-Three tables (studies.fit.frontier.synthetic_table, log-spaced evaluations from one step to c_max):
+Three tables (synthetic_curves.synthetic_table, log-spaced evaluations from one step to c_max):
 - PLATEAU: n = 2, 4, 8, 16 on one curve saturating at 0.70 (n = 2 never worse), 3 seeds, noise sd 0.01. No
   n is better than another at any compute: nothing may report a rise, and plan must recommend the smallest
   n or the set. The paper's reading (the arg-max of the fitted envelope) and the plain arg-max of the
@@ -21,9 +21,10 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from synthetic_curves import synthetic_table
 
 from isocompute.cli import main
-from studies.fit.frontier import FrontierFit, fit_report, synthetic_table
+from studies.fit.frontier import FrontierFit
 from studies.fit.nstar import (
     NStar,
     change,
@@ -34,6 +35,7 @@ from studies.fit.nstar import (
 )
 from studies.fit.plan import make_plan
 from studies.fit.plots import plot_frontier
+from studies.fit.report import fit_report
 from studies.fit.sigmoid import sigmoid
 
 PLATEAU = {n: (0.2, 0.70, 3e3, 1.5) for n in (2, 4, 8, 16)}
@@ -174,11 +176,11 @@ def test_a_true_rise_is_reported_with_its_factor_and_interval():
 
 
 def invoke_fit_text(t):
-    from studies.cli import print_fit_report
     from studies.files import jsonable
+    from studies.fit.render import print_fit_report
 
     lines: list[str] = []
-    print_fit_report(jsonable(fit_report(t)), echo=lines.append)
+    print_fit_report(jsonable(fit_report(t)), lines.append)
     return "\n".join(lines)
 
 
@@ -220,7 +222,7 @@ def test_plan_is_coherent_with_fit(tmp_path):
     """The recommended n is in the set; its expected reward is never below what the pilots measured for it
     at lower compute; inside the pilots nothing says "extrapolation"; beyond them predictability is worded
     by fit's own function; progress is reported."""
-    from studies.fit.frontier import extrapolation_verdict
+    from studies.fit.extrapolation import extrapolation_verdict
     from studies.fit.plan import print_plan
 
     t = rise(0)

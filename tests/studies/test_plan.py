@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from synthetic_curves import synthetic_table
 
 from isocompute.cli import main
 from studies.config import StudiesError
-from studies.fit.frontier import synthetic_table
 from studies.fit.nstar import REPS
 from studies.fit.plan import make_plan
 from studies.fit.sigmoid import sigmoid

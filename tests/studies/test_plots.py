@@ -4,8 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from synthetic_curves import synthetic_table
 
-from studies.fit.frontier import FrontierFit, synthetic_table
+from studies.fit.frontier import FrontierFit
 from studies.fit.plots import plot_frontier, save_figure
 
 SPECS = {4: (0.25, 0.52, 1e4, 1.5), 8: (0.25, 0.60, 3e4, 1.3), 16: (0.25, 0.66, 1e5, 1.1)}

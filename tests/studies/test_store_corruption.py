@@ -12,7 +12,8 @@ from studies_fakes import FakeAdapter, register
 from studies.config import RunConfig, StudiesError
 from studies.executors import run_sweep
 from studies.io import LeftOutRunsWarning, load_table
-from studies.store import DamagedRunWarning, ResultStore, run_damage
+from studies.results_dir import DamagedRunWarning, run_damage
+from studies.store import ResultStore
 from studies.sweeps import n_vs_m
 
 register()

@@ -34,7 +34,7 @@ from isocompute.reports.claims.judge import (
     t_interval,
 )
 from studies.declared import StudySpec, Tables
-from studies.fit.frontier import run_rewards
+from studies.fit.analyses import run_rewards
 
 METRICS = ("best_k", "worst_k", "mean")
 
@@ -166,7 +166,7 @@ def _joint_rewards(t: Tables, p: ClaimsMode, stat: str = "best"):
 
 def ranges(wide) -> tuple[float, float]:
     """(mean range over n at fixed B_p, mean range over B_p at fixed n) of the seed-mean rewards of a seed x
-    (bp, n) matrix: the paper's sensitivity (Fig 10), studies.fit.frontier.sensitivity on the same numbers."""
+    (bp, n) matrix: the paper's sensitivity (Fig 10), studies.fit.analyses.sensitivity on the same numbers."""
     m = wide.mean(axis=0).unstack("n")
     over_n = (m.max(axis=1) - m.min(axis=1)).mean()
     over_bp = (m.max(axis=0) - m.min(axis=0)).mean()

@@ -25,7 +25,8 @@ from isocompute.reports.claims.recipe import RECIPE, TUNE_SEED0, regularisation
 from isocompute.reports.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
 from studies.declared import CPU_LLM, StudySpec, Tables
-from studies.fit.frontier import FrontierFit, run_rewards
+from studies.fit.analyses import run_rewards
+from studies.fit.frontier import FrontierFit
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive", "does not replicate",
             "not applicable to a simulator", "measured")

@@ -253,7 +253,7 @@ def records(
     keys: tuple[str, ...] = ("variant", "n", "bp", "seed"),
 ) -> pd.DataFrame:
     """Record reward of every run at every budget at once: columns run_id, keys, budget, reward. The same
-    numbers as `studies.fit.frontier.run_rewards(stat="best")` budget by budget (tested), one pass instead of
+    numbers as `studies.fit.analyses.run_rewards(stat="best")` budget by budget (tested), one pass instead of
     one pandas group-by per budget (the readout asks for ~30 budgets per arm)."""
     cols = ["run_id", "compute", metric, *keys]
     df = table[cols].copy()

@@ -44,7 +44,8 @@ from isocompute.reports.claims.common import (
 )
 from isocompute.reports.claims.selection import holm, saturated_edge, t_pvalue
 from studies.declared import StudySpec, Tables
-from studies.fit.frontier import FrontierFit, run_rewards
+from studies.fit.analyses import run_rewards
+from studies.fit.frontier import FrontierFit
 
 ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)
 """Half-decade steps; 1.0 was added after the 2^10 and 2^12 optima of ref, hard and h8 sat on 0.3, and 3.0

@@ -25,7 +25,7 @@ import pandas as pd
 
 from isocompute.reports.claims.selection import select_on_heldout
 from studies.declared import StudySpec
-from studies.fit.frontier import run_rewards
+from studies.fit.analyses import run_rewards
 
 KL_COEF = 0.01
 """The simulator's KL(pi || pi_init) coefficient on Easy: weak enough that the policy gradient of an

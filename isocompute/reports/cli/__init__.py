@@ -1,8 +1,10 @@
 """`isocompute report ...`: one click group over the report generators, each imported only when it is invoked
 or listed (they pull pandas, matplotlib or an engine, which `isocompute run` never needs).
 
-Every generated document quotes the `isocompute report ...` command that regenerates it. `isocompute claims`
-and `isocompute groupstd` remain as aliases of `isocompute report claims` / `groupstd` (isocompute/cli.py).
+This package holds every report's click command, one module per report (claims also holds mechanisms), over
+the report's library module in isocompute/reports/, which imports no click and no command. Every generated
+document quotes the `isocompute report ...` command that regenerates it. `isocompute claims` and
+`isocompute groupstd` remain as aliases of `isocompute report claims` / `groupstd` (isocompute/cli.py).
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ import click
 from studies.config import StudiesError
 
 COMMANDS = {
-    "claims": ("isocompute.reports.claims.report", "claims"),
-    "groupstd": ("isocompute.reports.claims.groupstd_report", "groupstd"),
-    "mechanisms": ("isocompute.reports.claims.report", "mechanisms"),
-    "allocators": ("isocompute.reports.allocators", "allocators"),
-    "llm-study": ("isocompute.reports.llm_study", "llm_study"),
-    "readme": ("isocompute.reports.readme", "readme"),
-    "predict": ("isocompute.reports.predict_eval", "predict_eval"),
-    "tiny-study": ("isocompute.reports.tiny_study_report", "tiny_study"),
+    "claims": ("isocompute.reports.cli.claims", "claims"),
+    "groupstd": ("isocompute.reports.cli.groupstd", "groupstd"),
+    "mechanisms": ("isocompute.reports.cli.claims", "mechanisms"),
+    "allocators": ("isocompute.reports.cli.allocators", "allocators"),
+    "llm-study": ("isocompute.reports.cli.llm_study", "llm_study"),
+    "readme": ("isocompute.reports.cli.readme", "readme"),
+    "predict": ("isocompute.reports.cli.predict_eval", "predict_eval"),
+    "tiny-study": ("isocompute.reports.cli.tiny_study", "tiny_study"),
 }
 """Sub-command -> (module, attribute). A module not in this checkout (yet) leaves its command out."""
 
