@@ -83,15 +83,26 @@ def llm_form(s: allocspec.AllocSpec) -> list:
     return [s.kind, s.params]
 
 
+ADDED = ("pilot-commit", "dynamo")
+"""Allocators added after the refactor: the lists of names in unknown-name errors end with them."""
+
+
+def before_additions(out: list) -> list:
+    """An outcome as it read before ADDED existed (their names cut from an error's list of names)."""
+    if out[0] == "error":
+        return ["error", out[1].replace(", " + ", ".join(ADDED), "")]
+    return out
+
+
 def test_specs_parse_and_fail_as_the_engines_copies_did(before):
     for spec in GOOD + BAD:
         for n in NS:
             old = before[f"{spec}|{n}"]
-            sim = outcome(sa.encode, spec, n)
+            sim = before_additions(outcome(sa.encode, spec, n))
             if sim[0] == "ok":
                 sim[1] = [sim[1][0], sim[1][1].tolist()]
             assert sim == old["sim"], (spec, n)
-            llm = outcome(la.parse, spec, n)
+            llm = before_additions(outcome(la.parse, spec, n))
             if llm[0] == "ok":
                 llm[1] = llm_form(llm[1])
             assert llm == old["llm"], (spec, n)
