@@ -13,8 +13,6 @@ any)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 
 def knapsack_value(k, p):
     """Knapsack RL's value of k rollouts on a task of success rate p: P(the group has both rewards) x the
@@ -107,7 +105,7 @@ def proportional_alloc(w, budget, nmin, nmax, out):
         for i in range(m):
             out[i] = nmax
         return m * nmax
-    ww = np.empty(m)
+    ww = [0.0] * m
     for i in range(m):
         ww[i] = w[i] if tot > 0.0 else 1.0
     lo, hi = 0.0, 1.0
@@ -127,11 +125,11 @@ def proportional_alloc(w, budget, nmin, nmax, out):
             lo = mid
         else:
             hi = mid
-    x = np.empty(m)
+    x = [0.0] * m
     used = 0
     for i in range(m):
         x[i] = min(max(hi * ww[i], nmin), nmax)
-        out[i] = int(np.floor(x[i] + 1e-9))
+        out[i] = int(x[i] + 1e-9)  # the floor: x >= nmin >= 1
         used += out[i]
     while used > budget:  # rounding noise of the bisection: take back from the smallest remainders
         worst = -1
