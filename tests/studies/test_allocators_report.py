@@ -72,3 +72,26 @@ def test_llm_section_pairs_base_lr_runs_only(monkeypatch, tmp_path):
     mean = sum(0.1 * (s + 1) * math.log(4) for s in range(3)) / 3
     assert cells[-5].startswith(f"{mean:+.4f}")  # the C = 400 cell: vs the envelope fixed-n8
     assert " / 400: n8. " in "\n".join(lines)
+
+
+def test_marks_holm_over_a_table_by_hand():
+    """Two-sided paired t-tests on 8 seeds (7 df), Holm over the family. t = 2.5 and 2.6 (p 0.0410 and
+    0.0354) are each more than 2 SE above, but Holm over the two asks p_(1) <= 0.025: neither is flagged.
+    With t = 5, 4 (below) and 3 (p 0.00157, 0.00519, 0.0199) added, the five sorted p times 5, 4, 3, 2, 1 give
+    0.0078, 0.0208, 0.0598, ...: t = 5 above and t = 4 below are flagged, the rest are not."""
+    from isocompute.reports.allocators import marks
+
+    two = {"a": (0.025, 0.01, 8), "b": (0.026, 0.01, 8)}
+    assert marks(two) == {"a": "", "b": ""}
+    five = {**two, "c": (0.05, 0.01, 8), "d": (-0.04, 0.01, 8), "e": (0.03, 0.01, 8)}
+    assert marks(five) == {"a": "", "b": "", "c": "above", "d": "below", "e": ""}
+    assert marks({"a": (0.025, 0.01, 8)}) == {"a": "above"}  # alone: p 0.041 <= 0.05
+
+
+def test_marks_never_flag_a_difference_that_reads_zero():
+    from isocompute.reports.allocators import _cell, marks
+
+    m = marks({"tiny": (3e-5, 1e-7, 8), "none": (0.0, 0.0, 8), "real": (0.02, 0.001, 8)})
+    assert m == {"tiny": "", "none": "", "real": "above"}
+    assert _cell(3e-5, 1e-7, m["tiny"]) == "+0.0000 +- 0.0000"
+    assert _cell(0.02, 0.001, m["real"]).endswith(" **")
