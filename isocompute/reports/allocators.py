@@ -510,8 +510,11 @@ def equivalence(table: pd.DataFrame, metric: str, base_arm: str, Cs, reps: int) 
     from studies.fit.target import compute_to_target
 
     fixed = sorted(a for a in set(table["allocator"]) if a.startswith("fixed-n"))
+    order = {a: i for i, a in enumerate(ALLOCATORS)}
     rows = []
-    for a in [x for x in dict.fromkeys(table["allocator"]) if not x.startswith("fixed-n")]:
+    allocs = sorted({x for x in table["allocator"] if not x.startswith("fixed-n")},
+                    key=lambda x: order.get(x, 99))
+    for a in allocs:
         env = compute_to_target(table, a, Cs, fixed, metric=metric, reps=reps)
         own = compute_to_target(table, a, Cs, [base_arm], metric=metric, reps=reps)
         for (_, e), (_, o) in zip(env.iterrows(), own.iterrows(), strict=True):

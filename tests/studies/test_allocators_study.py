@@ -77,8 +77,8 @@ def test_tuning_chooses_each_arms_own_lr_and_walks_an_edge():
     tun = a.tuning(FakeRuns(peak))
     ch, c = tun.choices, a.QUICK_SIM.parts[0].lr_centre
     assert tun.missing == [] and ch is not None
-    assert ch.lr == {"fixed-n4": ts.lr_point(0, c), "fixed-n8": ts.lr_point(0, c),
-                     "knapsack": ts.lr_point(-1, c), "pilot-commit": ts.lr_point(1, c), "dynamo": ts.lr_point(2, c)}
+    want = {"fixed-n4": 0, "fixed-n8": 0, "knapsack": -1, "pilot-commit": 1, "dynamo": 2}
+    assert ch.lr == {arm: ts.lr_point(k, c) for arm, k in want.items()}
     assert {lr for arm, lr in tun.needed if arm == "knapsack"} == {ts.lr_point(k, c) for k in (-2, -1, 0, 1)}
     assert ch.open_edges == [f"dynamo: {ts.lr_point(2, c):g}"]
     keys = a.reported_keys(a.QUICK_SIM.parts[0], ch)
