@@ -1,7 +1,7 @@
 """The allocators study as declared for docs/ALLOCATORS.md: every arm (each fixed n of the grid and each
 allocator at its base n) runs under the paper's recipe, the sqrt(B) lr rule (lr * sqrt(bp n / B_ref)), with
 its own base lr chosen on tuning seeds, and is reported on other seeds. Two declarations:
-- SIM: the simulator presets of the report (isocompute.reports.allocators.PRESETS), bp 32, fixed n 2..256,
+- SIM: the simulator presets of the report (SIM_PRESETS), bp 32, fixed n 2..256,
   every simulator allocator at base n 8, to 2^22 rollouts; base lrs on a grid of 1.78x steps centred on the
   preset's 0.1 at B_ref = 256 (= bp x base n, so the base n keeps the preset's lr at the centre).
 - TINY: the tiny LM, Easy and Hard (the tiny-LM study's recipes, isocompute.reports.tiny_study), bp 16, fixed
