@@ -408,8 +408,8 @@ def _reading(summary: dict, own: dict, flags: dict, Cs: list[int]) -> list[str]:
                    "A zero-variance share says signal is scarce, not that larger groups beat more steps.")
     dyn = ", ".join(f"{key} {_cell(*diff(k, 'dynamic-sampling'))}" for key, k in keys.items())
     if any(np.isfinite(diff(k, "dynamic-sampling")[0]) for k in keys.values()):
-        out.append("- dynamic-sampling (DAPO), ada (Reinforce-Ada) and pilot-commit spend more than one batch "
-                   "per step and take fewer steps (steps column); dynamic-sampling against the envelope at "
+        out.append("- dynamic-sampling (DAPO), ada (Reinforce-Ada) and pilot-commit spend more than one "
+                   "batch per step and take fewer steps (steps column); dynamic-sampling against the envelope at "
                    f"{top}: {dyn}.")
     out.append("- The envelope is the best of 8 fixed n chosen on the same seed means it is compared with "
                "(a winner's-curse bias against every allocator of about the seed noise, 0.005-0.02 on "
