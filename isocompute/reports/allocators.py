@@ -409,8 +409,8 @@ def _reading(summary: dict, own: dict, flags: dict, Cs: list[int]) -> list[str]:
     dyn = ", ".join(f"{key} {_cell(*diff(k, 'dynamic-sampling'))}" for key, k in keys.items())
     if any(np.isfinite(diff(k, "dynamic-sampling")[0]) for k in keys.values()):
         out.append("- dynamic-sampling (DAPO), ada (Reinforce-Ada) and pilot-commit spend more than one "
-                   "batch per step and take fewer steps (steps column); dynamic-sampling against the envelope at "
-                   f"{top}: {dyn}.")
+                   "batch per step and take fewer steps (steps column); dynamic-sampling against the "
+                   f"envelope at {top}: {dyn}.")
     out.append("- The envelope is the best of 8 fixed n chosen on the same seed means it is compared with "
                "(a winner's-curse bias against every allocator of about the seed noise, 0.005-0.02 on "
                "interference), and the literature's gains are measured against one uniform n, usually the "
