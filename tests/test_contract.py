@@ -134,6 +134,21 @@ def test_llm_backend_runs_what_it_implements_and_names_the_rest():
             assert la.make(spec, 4, 4).name == kind
 
 
+ADDED_GOOD = ("pilot-commit", "pilot-commit:pilot=3,lower=0,upper=0.5,evict=2,rounds=4", "dynamo",
+              "dynamo:nmin=2,nmax=16,floor=0.05,master=0.9")
+"""Specs of the allocators added after the refactor (no pre-refactor parser to compare them with)."""
+
+
+@pytest.mark.parametrize("spec", ADDED_GOOD)
+def test_added_specs_parse_the_same_on_both_engines(spec):
+    s = allocspec.parse(spec, 8)
+    code, params = sa.encode(spec, 8)
+    assert code == sa.CODES[s.kind] and params.shape == (sa.N_PARAMS,)
+    assert params[: len(sa.LAYOUT[s.kind])].tolist() == [s.params[k] for k in sa.LAYOUT[s.kind]]
+    assert la.parse(spec, 8) == s and la.make(spec, 8, 4).name == s.kind
+    assert allocspec.split_specs(f"knapsack,{spec},ada") == ["knapsack", spec, "ada"]
+
+
 def test_split_specs_keeps_spec_arguments_together():
     assert allocspec.split_specs("knapsack,schedule:double@0.25,0.5,variance:nmin=2,nmax=16,ada,"
                                  "schedule:zv@0.5,window=4") == [
