@@ -22,6 +22,19 @@ Allocators on this backend:
   per draw); skipped problems cost nothing.
 - `schedule:double@F1,F2,...`: BroRL-style (Hu et al., arXiv 2510.01180): n doubles each time the spent share
   of the budget passes F_j (bp fixed; the last step is cut to the room left, n >= 2).
+- `pilot-commit[:pilot=max(2,n/4),lower=0.125,upper=0.25,evict=1,rounds=30]`: Pilot-Commit (Kim et al.,
+  arXiv 2605.26606; databricks/pilot-commit recipe/pc): a pilot draw of bp candidates x `pilot`; those with
+  lower <= c / pilot <= 1 - upper (the rule book's `pilot_keep`) get a commit draw of n - pilot more
+  rollouts, appended to their pilot group (one group of n, Draw.extends); problems with
+  c / pilot >= evict are never drawn again (`pilot_evict`, History.out); pilot rounds go on until bp groups
+  are committed, `rounds` pilot draws, or no room for a round and its commits (bp n). The choices where
+  this loop lacks the repository's machinery (its replay buffer of pilot survivors committed a generation
+  round later, up to 4 steps stale, and its 3 bp pilot prompts at once) are those of the simulator,
+  listed in sandbox/allocators.py: here too the commit follows the pilot within the step.
+- `dynamo[:nmin=n/2,nmax=3n/2,prior=0.5,floor=0.01,master=0.85]`: DynaMO's allocation (Fang et al., arXiv
+  2602.19208): n_i proportional to 4 k_i (g_i - k_i) / (g_i (g_i - 1)) (the unbiased Bernoulli variance of
+  the problem's k_i correct of g_i rollouts so far, History.k / .g) within [nmin, nmax], sum n_i = bp * n
+  (the rule book's `dynamo_alloc`; parameters and choices in sandbox/allocators.py).
 The simulator's `variance`, `gvm`, `ada` and `schedule:zv@T` are refused here with a one-line error.
 """
 
@@ -35,7 +48,8 @@ from isocompute.contract import allocrules
 from isocompute.contract.allocspec import NAMES, AllocatorError, AllocSpec, parse_double, split
 from isocompute.contract.allocspec import parse as parse_spec
 
-IMPLEMENTED = ("fixed", "knapsack", "dynamic-sampling", "skip-zero-var", "schedule:double@F")
+IMPLEMENTED = ("fixed", "knapsack", "dynamic-sampling", "skip-zero-var", "schedule:double@F", "pilot-commit",
+               "dynamo")
 """What the llm backend runs (the error for the others lists these)."""
 
 
@@ -58,7 +72,7 @@ def parse(spec: str, n: int) -> AllocSpec:
         return parse_double(args)
     s = parse_spec(spec, n)
     if s.params.get("oracle", 0.0) != 0.0:
-        raise AllocatorError("knapsack:oracle=1 needs the true pass@1, which the llm backend lacks")
+        raise AllocatorError(f"{name}:oracle=1 needs the true pass@1, which the llm backend lacks")
     return s
 
 
@@ -74,11 +88,21 @@ def has_signal(rewards) -> bool:
 @dataclass
 class History:
     """Per training problem: `p` the last observed group success rate (-1 = never drawn; an EMA when
-    ema < 1) and `streak` the number of consecutive zero-variance groups. Updated by the runner for every
-    drawn group, kept or not (as the simulator's sandbox.kernels.allocate.update_history)."""
+    ema < 1), `streak` the number of consecutive zero-variance groups, `k` / `g` the correct and drawn
+    rollouts of all its groups so far (DynaMO) and `out` whether it is evicted (Pilot-Commit). Updated by the
+    runner for every drawn group, kept or not (as the simulator's sandbox.kernels.allocate.update_history)."""
 
     p: np.ndarray
     streak: np.ndarray
+    k: np.ndarray = None
+    g: np.ndarray = None
+    out: np.ndarray = None
+
+    def __post_init__(self) -> None:
+        d = self.p.size  # checkpoints from before the counts existed carry none: zero counts, none evicted
+        self.k = np.zeros(d) if self.k is None else self.k
+        self.g = np.zeros(d) if self.g is None else self.g
+        self.out = np.zeros(d, dtype=bool) if self.out is None else self.out
 
     @classmethod
     def empty(cls, d: int) -> History:
@@ -91,13 +115,20 @@ class History:
         c = int(np.count_nonzero(r))
         self.p[i] = allocrules.tracked_rate(self.p[i], c / r.size, ema)
         self.streak[i] = allocrules.next_streak(self.streak[i], c, r.size)
+        self.k[i] += c
+        self.g[i] += r.size
 
     def state(self) -> dict:
-        return {"p": self.p.tolist(), "streak": self.streak.tolist()}
+        return {"p": self.p.tolist(), "streak": self.streak.tolist(), "k": self.k.tolist(),
+                "g": self.g.tolist(), "out": self.out.tolist()}
 
     @classmethod
     def from_state(cls, s: dict) -> History:
-        return cls(np.array(s["p"], dtype=np.float64), np.array(s["streak"], dtype=np.int64))
+        def arr(key, dtype):
+            return np.array(s[key], dtype=dtype) if key in s else None
+
+        return cls(np.array(s["p"], dtype=np.float64), np.array(s["streak"], dtype=np.int64),
+                   arr("k", np.float64), arr("g", np.float64), arr("out", bool))
 
 
 class ProblemStream:
@@ -122,10 +153,13 @@ class ProblemStream:
 
 @dataclass
 class Draw:
-    """One generate request of a step: problem indices and the rollouts n_i of each."""
+    """One generate request of a step: problem indices and the rollouts n_i of each. `extends`: its groups'
+    rollouts are appended, in order, to the groups the step's previous draw kept (Pilot-Commit's commit: the
+    same problems), not groups of their own."""
 
     problems: list[int]
     ns: list[int]
+    extends: bool = False
 
     @property
     def rollouts(self) -> int:
@@ -249,7 +283,80 @@ class Schedule(Allocator):
         return min(n_step, (ctx.budget - ctx.spent) // ctx.bp)
 
 
-_CLASSES = {c.name: c for c in (Allocator, Knapsack, DynamicSampling, SkipZeroVar, Schedule)}
+class DynaMO(Allocator):
+    name = "dynamo"
+
+    def sizes(self, ctx, problems, n_step):
+        par = self.params
+        k = [float(ctx.history.k[g]) for g in problems]
+        g = [float(ctx.history.g[i]) for i in problems]
+        out, w = [0] * len(problems), [0.0] * len(problems)
+        allocrules.dynamo_alloc(k, g, par["prior"], par["floor"], par["master"], ctx.bp * n_step,
+                                int(par["nmin"]), int(par["nmax"]), w, out)
+        return out
+
+
+class PilotCommit(Allocator):
+    """Pilot draws of bp candidates x `pilot`, each followed by a commit draw (Draw.extends) of n - pilot
+    rollouts for the candidates `keep` committed to (module docstring)."""
+
+    name = "pilot-commit"
+
+    def __init__(self, spec, n, bp):
+        super().__init__(spec, n, bp)
+        self.pilot = int(self.params["pilot"])
+        self._pending: list[int] = []
+        """Problems the last pilot draw committed to, whose commit draw is next."""
+
+    def group_size(self, ctx):
+        return self.pilot
+
+    def propose(self, ctx):
+        if ctx.rounds == 0 and ctx.spent + ctx.bp * self.n > ctx.budget:  # a round and its commits: bp n
+            return None
+        if ctx.rounds == 0:
+            self._pending = []
+            problems = self.candidates(ctx, ctx.bp)
+            return Draw(problems, [self.pilot] * len(problems))
+        return self.refill(ctx)
+
+    def candidates(self, ctx, k):
+        out, tries = [], 0
+        while len(out) < k:
+            g = ctx.stream.next()
+            if tries < ctx.stream.d and ctx.history.out[g]:
+                tries += 1
+                continue
+            out.append(g)
+        return out
+
+    def refill(self, ctx):
+        if self._pending:
+            problems, self._pending = self._pending, []
+            return Draw(problems, [self.n - self.pilot] * len(problems), extends=True)
+        pilots = sum(not d.extends for d in ctx.draws)
+        if (ctx.kept >= ctx.bp or pilots >= int(self.params["rounds"])
+                or ctx.spent + ctx.drawn + ctx.bp * self.n > ctx.budget):
+            return None
+        problems = self.candidates(ctx, ctx.bp)
+        return Draw(problems, [self.pilot] * len(problems))
+
+    def keep(self, ctx, draw, rewards):
+        out, kept = [], ctx.kept
+        for g, r in zip(draw.problems, rewards, strict=True):
+            c, k = int(np.count_nonzero(r)), len(r)
+            if allocrules.pilot_evict(c, k, self.params["evict"]):
+                ctx.history.out[g] = True
+            band = allocrules.pilot_keep(c, k, self.params["lower"], self.params["upper"])
+            ok = bool(band) and kept < ctx.bp
+            kept += ok
+            out.append(ok)
+        self._pending = [g for g, ok in zip(draw.problems, out, strict=True) if ok]
+        return out
+
+
+_CLASSES = {c.name: c for c in (Allocator, Knapsack, DynamicSampling, SkipZeroVar, Schedule, DynaMO,
+                                PilotCommit)}
 
 
 def make(spec: str, n: int, bp: int) -> Allocator:

@@ -55,8 +55,8 @@ class LLMConfig(EngineConfig):
     """Seed of the training randomness (problem order, rollout sampling, evaluation sampling)."""
     allocator: str = "fixed"
     """Rollout allocator `name[:args]` (llm_backend/allocators.py: fixed, knapsack, dynamic-sampling,
-    skip-zero-var, schedule:double@F; the simulator's spec strings and defaults). Every drawn rollout counts
-    toward the budget; fixed is today's path."""
+    skip-zero-var, schedule:double@F, pilot-commit, dynamo; the simulator's spec strings and defaults).
+    Every drawn rollout counts toward the budget; fixed is today's path."""
 
     # --- model and engine ---
     model: str | None = None

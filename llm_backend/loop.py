@@ -164,7 +164,8 @@ def draw_step(alloc, cfg: LLMConfig, step: int, state: RunState, engine, tok, tr
     """The draws of one step as `alloc` plans them (llm_backend/allocators.py), graded, recorded in the
     problems' history, and the kept groups; None when the budget leaves no room for a step.
 
-    Draw r of the step is seeded by (seed, step, "rollout", r), draw 0 by (seed, step, "rollout").
+    Draw r of the step is seeded by (seed, step, "rollout", r), draw 0 by (seed, step, "rollout"). A draw
+    that `extends` adds its groups' rollouts to the groups the draw before kept, in order (one group each).
     """
     from llm_backend.engines import generate_groups
 
@@ -172,7 +173,8 @@ def draw_step(alloc, cfg: LLMConfig, step: int, state: RunState, engine, tok, tr
                                  np.random.default_rng(derive_seed(cfg.seed, step, "allocator")))
     kept: list[Group] = []
     drawn_rewards: list[np.ndarray] = []
-    n_tok, ns = 0, []
+    n_tok = 0
+    at: list[tuple[int, int]] = []  # the last draw's kept groups, in order: (index in kept, in drawn_rewards)
     while (draw := alloc.propose(ctx)) is not None:
         probs = [train[i] for i in draw.problems]
         prompts = [tasks.build_prompt(tok, p.question) for p in probs]
@@ -189,22 +191,37 @@ def draw_step(alloc, cfg: LLMConfig, step: int, state: RunState, engine, tok, tr
             groups.append(Group(ro.prompt_ids[sl], ro.token_ids[sl], ro.logprobs[sl], r))
         if off != len(ro.token_ids):
             raise RuntimeError(f"engine returned {len(ro.token_ids)} rollouts for a draw of {off}")
-        keep = alloc.keep(ctx, draw, [gr.rewards for gr in groups])
-        kept += [gr for gr, k in zip(groups, keep, strict=True) if k]
-        drawn_rewards += [gr.rewards for gr in groups]
-        ns += list(draw.ns)
+        if draw.extends:  # the rollouts join the groups the previous draw kept, in the same order
+            for (j, dj), gr in zip(at, groups, strict=True):
+                kept[j] = extend(kept[j], gr)
+                drawn_rewards[dj] = kept[j].rewards
+        else:
+            keep = alloc.keep(ctx, draw, [gr.rewards for gr in groups])
+            at = []
+            for i, (gr, k) in enumerate(zip(groups, keep, strict=True)):
+                if k:
+                    at.append((len(kept), len(drawn_rewards) + i))
+                    kept.append(gr)
+            drawn_rewards += [gr.rewards for gr in groups]
+            ctx.kept += int(sum(keep))
         n_tok += ro.num_tokens
         ctx.drawn += len(ro.token_ids)
-        ctx.kept += int(sum(keep))
         ctx.rounds += 1
         ctx.draws.append(draw)
     if ctx.rounds == 0:
         return None
     zero_var = float(np.mean([not allocators.has_signal(r) for r in drawn_rewards]))
     info = {"rollouts": ctx.drawn, "groups_drawn": len(drawn_rewards), "groups_kept": len(kept),
-            "rounds": ctx.rounds, "n_min": int(min(ns)), "n_max": int(max(ns))}
+            "rounds": ctx.rounds, "n_min": min(r.size for r in drawn_rewards),
+            "n_max": max(r.size for r in drawn_rewards)}
     reward = float(np.concatenate([gr.rewards for gr in kept] if kept else drawn_rewards).mean())
     return Drawn(kept, ctx.drawn, n_tok, reward, zero_var, info)
+
+
+def extend(group: Group, more: Group) -> Group:
+    """One group of a problem's rollouts from two draws: `group`'s, then `more`'s."""
+    return Group(list(group.prompt_ids) + list(more.prompt_ids), list(group.token_ids) + list(more.token_ids),
+                 list(group.logprobs) + list(more.logprobs), np.concatenate([group.rewards, more.rewards]))
 
 
 @dataclass

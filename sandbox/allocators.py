@@ -9,10 +9,12 @@ isocompute.contract.allocrules), tested on hand-computed cases (tests/sandbox/te
 train kernel (sandbox/kernels/train.py) only calls them. Every drawn rollout counts as compute, discarded
 ones too.
 
-History the kernel keeps per training problem g (`hist` (d + 1, 4)): column H_P the last observed group
+History the kernel keeps per training problem g (`hist` (d + 1, N_HIST)): column H_P the last observed group
 success rate c / n_i (-1 = never seen; an EMA when `ema` < 1), H_STREAK the number of consecutive
-zero-variance groups, H_VAR the last group's reward variance, H_SEEN the step it was last drawn. Row d is the
-run-level state of the statistic-driven schedule (Z_MULT, Z_ZV, Z_GROUPS, Z_STEPS: `zv_schedule_update`).
+zero-variance groups, H_VAR the last group's reward variance, H_SEEN the step it was last drawn, H_K and H_G
+the correct and drawn rollouts of all its groups so far (DynaMO), H_OUT 1 once evicted (Pilot-Commit). Row d
+is the run-level state of the statistic-driven schedule (Z_MULT, Z_ZV, Z_GROUPS, Z_STEPS:
+`zv_schedule_update`).
 
 Where a paper's predictor of p needs extra machinery (VIP's Gaussian process, GVM's pre-sampling stage),
 the simulator's allocators use the same estimate as knapsack: the problem's last observed group rate c / n_i
@@ -60,6 +62,36 @@ Allocators (codes A_*):
   All drawn rollouts count and all of them train (the group is the prompt's whole pool, so its baseline is
   the pool's mean, Reinforce-Ada's "global statistics"); our choice: no down-sampling to a fixed balanced
   group (the paper's "balanced" variant keeps final_samples_per_prompt of them).
+- `pilot-commit[:pilot=max(2,n/4),lower=0.125,upper=0.25,evict=1,rounds=30]`: Pilot-Commit (Kim et al.,
+  arXiv 2605.26606; databricks/pilot-commit, recipe/pc): each candidate gets `pilot` rollouts; a candidate
+  with lower <= c / pilot <= 1 - upper (`pilot_keep`; the repository's diversity thresholds, its scripts'
+  0.125 and 0.25) is committed n - pilot more rollouts and trains on all n (pilot + commit, one group, its
+  advantages over all n); the others are dropped (too hard: deferred to their next epoch; too easy with
+  c / pilot >= evict, `pilot_evict`: never drawn again, exclude_threshold_upper 1 in its scripts). Rounds
+  of bp candidates are piloted until bp are committed or `rounds` rounds (max_num_gen_batches 10 of
+  gen_batch_size 3 bp there) or the budget has no room for a round and its commits (bp n). Every pilot and
+  commit rollout counts. Choices where the engines lack the repository's machinery: (1) its commit rollouts
+  are generated one generation round later, batched with the next pilot round, and survivors wait in a
+  replay buffer up to buffer_max_off_steps = 4 steps (sampled by max pilot variance), so pilot rollouts
+  reach the update one or more policy versions stale; neither engine corrects for stale rollouts, so here
+  the commit follows the pilot within the step, from the same policy (an on-policy idealisation, which
+  favours Pilot-Commit), and no survivor is carried to a later step; (2) the repository pilots 3 bp prompts
+  at once, here rounds of bp stop once bp survivors are committed (surplus survivors of a round are
+  dropped, there banked), so a step's pilot cost is what it needs; (3) training uses every pilot rollout
+  (its n_explore_effective default) and no max-variance down-sampling.
+- `dynamo[:nmin=n/2,nmax=3n/2,prior=0.5,oracle=0,floor=0.01,master=0.85]`: DynaMO's sequence-level
+  allocation (Fang et al., arXiv 2602.19208; GithubX-F/DynaMO-RL): n_i proportional to the problem's
+  weight within [nmin, nmax], sum n_i = bp * n (`dynamo_alloc`, the water level of `proportional_alloc`);
+  the weight is 4 P_i, P_i = k_i (g_i - k_i) / (g_i (g_i - 1)) the unbiased Bernoulli variance of its k_i
+  correct of g_i rollouts so far (all its groups, H_K / H_G), at least `floor`, and `floor` once
+  k_i / g_i >= master (the code's mastery rule); prior 0.5 (weight 1, the largest) below 2 rollouts;
+  oracle=1 uses the true pass@1 p (weight 4 p (1 - p)). Note n_i ~ P_i, the variance, as the paper's
+  n_i* ~ sigma_i with P_i standing in for sigma_i, where VIP's `variance` gives n_i ~ sqrt(p_i (1 - p_i)).
+  Defaults: the repository's example script runs n 16 with n_low 8, n_high 24. Choices: the weights are
+  read from every drawn group up to the previous one (the repository refreshes them once per epoch, from
+  the trained groups, and its `get_rollout_n_per_prompt` adds to n_low in proportion to the weight rather
+  than clipping lam w_i; the paper's formula is the clip); DynaMO's token-level advantage modulation is not
+  part of an allocator and is not run.
 """
 
 from __future__ import annotations
@@ -68,27 +100,32 @@ import numpy as np
 
 from isocompute.contract.allocspec import parse
 
-A_FIXED, A_KNAPSACK, A_DYNAMIC, A_SKIPZV, A_SCHEDULE, A_VARIANCE, A_GVM, A_ADA, A_SCHED_ZV = range(9)
+(A_FIXED, A_KNAPSACK, A_DYNAMIC, A_SKIPZV, A_SCHEDULE, A_VARIANCE, A_GVM, A_ADA, A_SCHED_ZV, A_PILOT,
+ A_DYNAMO) = range(11)
 CODES = {"fixed": A_FIXED, "knapsack": A_KNAPSACK, "dynamic-sampling": A_DYNAMIC, "skip-zero-var": A_SKIPZV,
          "schedule:double": A_SCHEDULE, "variance": A_VARIANCE, "gvm": A_GVM, "ada": A_ADA,
-         "schedule:zv": A_SCHED_ZV}
+         "schedule:zv": A_SCHED_ZV, "pilot-commit": A_PILOT, "dynamo": A_DYNAMO}
 """Kernel code of every AllocSpec.kind (isocompute.contract.allocspec)."""
 LAYOUT = {"knapsack": ("nmin", "nmax", "prior", "oracle", "ema"), "dynamic-sampling": ("rounds",),
           "skip-zero-var": ("p", "streak"), "variance": ("nmin", "nmax", "prior", "oracle", "ema"),
           "gvm": ("nmin", "nmax", "prior", "oracle", "ema", "alpha", "beta"), "ada": ("rounds", "chunk"),
-          "schedule:zv": ("threshold", "window", "nmax")}
+          "schedule:zv": ("threshold", "window", "nmax"),
+          "pilot-commit": ("rounds", "pilot", "lower", "upper", "evict"),
+          "dynamo": ("nmin", "nmax", "prior", "oracle", "floor", "master")}
 """Which AllocSpec.params fill the kernel's parameter vector, in order (schedule:double: the count of
-fractions, then the fractions)."""
-PER_PROBLEM = (A_KNAPSACK, A_VARIANCE, A_GVM)
+fractions, then the fractions). Rounds come first wherever a step draws rounds (dynamic-sampling,
+pilot-commit, ada): the kernel's round loop reads par[0]."""
+PER_PROBLEM = (A_KNAPSACK, A_VARIANCE, A_GVM, A_DYNAMO)
 """Allocators that split the step's bp * n rollouts over its bp problems from a predicted p_i. Their
-parameters share one layout: nmin, nmax, prior, oracle, ema, then alpha, beta (gvm)."""
+parameters share one layout: nmin, nmax, prior, oracle, then ema, alpha, beta (gvm) or floor, master
+(dynamo, whose counts are cumulative: no ema)."""
 N_PARAMS = 8
 """Length of the parameter vector of every allocator (hp[HP_A0: HP_A0 + N_PARAMS])."""
-H_P, H_STREAK, H_VAR, H_SEEN = range(4)
+H_P, H_STREAK, H_VAR, H_SEEN, H_K, H_G, H_OUT = range(7)
 Z_MULT, Z_ZV, Z_GROUPS, Z_STEPS = range(4)
 """Columns of the run-level row d of hist (schedule:zv): n multiplier, zero-variance groups, groups and
 steps counted since the last change."""
-N_HIST = 4
+N_HIST = 7
 
 
 def encode(spec: str, n: int) -> tuple[int, np.ndarray]:

@@ -116,8 +116,8 @@ class SimConfig(EngineConfig):
     allocator: str = "fixed"
     """Rollout allocator spec `name[:args]` (sandbox/allocators.py, docs/DESIGN.md "Allocators"): fixed (every
     problem n, the original step), knapsack, variance, gvm, ada, dynamic-sampling, skip-zero-var,
-    schedule:double@F1,F2, schedule:zv@T. Non-fixed allocators take plain pg without n_est or
-    zero_variance_filter; compute = rollouts drawn."""
+    schedule:double@F1,F2, schedule:zv@T, pilot-commit, dynamo. Non-fixed allocators take plain pg without
+    n_est or zero_variance_filter; compute = rollouts drawn."""
 
     sampler: str = "auto"
     """How the n rollouts of a group are drawn (both exact): auto = n categorical draws for n <= 16 (the

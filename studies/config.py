@@ -67,8 +67,8 @@ class RunConfig(RunShape):
     zero_variance_filter: bool = _f(False, "Drop groups whose n rewards all agree from the update.")
     allocator: str = _f("fixed",
         "Rollout allocator name[:args] (fixed, knapsack, variance, gvm, ada, dynamic-sampling, skip-zero-var,"
-        " schedule:double@F, schedule:zv@T); the llm backend has fixed, knapsack, dynamic-sampling,"
-        " skip-zero-var and schedule:double@F.")
+        " schedule:double@F, schedule:zv@T, pilot-commit, dynamo); the llm backend has fixed, knapsack,"
+        " dynamic-sampling, skip-zero-var, schedule:double@F, pilot-commit and dynamo.")
     n_est: int = _f(0,
         "Rollouts for the decoupled baseline (docs/PAPER.md finding 9); 0 uses the same n rollouts.")
     objective: str = _f("pg", "Surrogate objective: pg (plain policy gradient), ppo (clipped) or cispo.")

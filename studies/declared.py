@@ -64,7 +64,7 @@ class StudySpec:
     name: str
     """Key of the study's tables."""
     kind: str = "n-vs-m"
-    """Sweep kind of studies.sweeps: n-vs-m, fixed-batch or joint."""
+    """Sweep kind of studies.sweeps: n-vs-m, fixed-batch, joint or allocators."""
     preset: str = "interference"
     """Policy role, looked up in the consumer's presets for the backend."""
     dataset: str = "easy"
@@ -84,6 +84,9 @@ class StudySpec:
     """Overrides shared by every run (e.g. (("kl_coef", 0.05),)): RunConfig fields or backend options."""
     variants: tuple[tuple[str, Overrides], ...] = ()
     """(label, overrides) pairs; each label becomes a value of the `variant` column."""
+    allocators: tuple[str, ...] = ()
+    """allocators only: the allocator specs run beside the fixed-n grid `n`, at group size `base_n`."""
+    base_n: int | None = None
 
     def scaled(self, seeds: int | None = None, budget_factor: float = 1.0) -> StudySpec:
         """A resized copy (the `--size` of `isocompute figs`): more seeds or a larger budget."""
@@ -143,6 +146,8 @@ def study_configs(st: StudySpec, presets: Mapping[str, Mapping[str, Any]], backe
             bmax=grid.get("bmax", st.bmax),
             seeds=st.seeds,
             budget=base.budget,
+            allocators=list(st.allocators) or None,
+            base_n=st.base_n,
         )
         if st.seed0:
             cfgs = [c.replace(seed=c.seed + st.seed0,

@@ -1,6 +1,7 @@
 """The allocators' per-problem rules, defined once for both engines: what a rollout is worth to Knapsack RL,
-the knapsack and variance splits of a step's rollouts, DAPO's keep rule, GRESO's skip probability, the
-doubling schedule's group size, and how a problem's success rate and zero-variance streak are tracked (the
+the knapsack and variance splits of a step's rollouts, the proportional (water-level) split and DynaMO's
+weights, DAPO's keep rule, Pilot-Commit's pilot filter and eviction, GRESO's skip probability, the doubling
+schedule's group size, and how a problem's success rate and zero-variance streak are tracked (the
 allocators, their parameters and papers: sandbox/allocators.py, llm_backend/allocators.py).
 
 Plain Python on numbers and 1-d sequences (lists or numpy arrays), written in the subset of Python that numba
@@ -89,6 +90,122 @@ def variance_alloc(p, budget, nmin, nmax, out):
     return greedy_alloc(VARIANCE, p, budget, nmin, nmax, out)
 
 
+def proportional_alloc(w, budget, nmin, nmax, out):
+    """Integers n_i (into out) proportional to w_i within [nmin, nmax] with sum n_i = budget: the real
+    allocation clip(lam w_i, nmin, nmax) whose sum is the budget (lam by bisection; the water level of
+    min sum_i w_i^2 / n_i under the box, so n_i ~ w_i wherever the box does not bind), floored, and the
+    rollouts left by flooring given one each to the largest fractional parts (ties: the smallest n_i, then the
+    lowest index; so budget the clipping leaves over is spread evenly). All-zero weights split evenly. Returns
+    the rollouts placed (< budget only when every n_i is at nmax). GVM-RAFT's and DynaMO's split."""
+    m = len(w)
+    tot = 0.0
+    for i in range(m):
+        tot += w[i]
+    if m * nmax <= budget:
+        for i in range(m):
+            out[i] = nmax
+        return m * nmax
+    ww = [0.0] * m
+    for i in range(m):
+        ww[i] = w[i] if tot > 0.0 else 1.0
+    lo, hi = 0.0, 1.0
+    while True:  # grow hi until the clipped sum reaches the budget
+        s = 0.0
+        for i in range(m):
+            s += min(max(hi * ww[i], nmin), nmax)
+        if s >= budget or hi > 1e300:
+            break
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        s = 0.0
+        for i in range(m):
+            s += min(max(mid * ww[i], nmin), nmax)
+        if s < budget:
+            lo = mid
+        else:
+            hi = mid
+    x = [0.0] * m
+    used = 0
+    for i in range(m):
+        x[i] = min(max(hi * ww[i], nmin), nmax)
+        out[i] = int(x[i] + 1e-9)  # the floor: x >= nmin >= 1
+        used += out[i]
+    while used > budget:  # rounding noise of the bisection: take back from the smallest remainders
+        worst = -1
+        for i in range(m):
+            if out[i] > nmin and (worst < 0 or x[i] - out[i] < x[worst] - out[worst]):
+                worst = i
+        out[worst] -= 1
+        used -= 1
+    while used < budget:
+        best = -1
+        for i in range(m):
+            if out[i] >= nmax:
+                continue
+            if best < 0:
+                best = i
+                continue
+            r, rb = x[i] - out[i], x[best] - out[best]
+            if r > rb + 1e-12 or (abs(r - rb) <= 1e-12 and out[i] < out[best]):
+                best = i
+        if best < 0:
+            break
+        out[best] += 1
+        x[best] = out[best]  # its remainder is spent
+        used += 1
+    return used
+
+
+def bernoulli_variance(k, g, prior):
+    """DynaMO's proxy of a problem's gradient informativeness (Fang et al., arXiv 2602.19208, the
+    sequence-level "dynamic rollout allocation"; the formula as the README of its code, GithubX-F/DynaMO-RL,
+    states it; the paper's text itself was not available here): the unbiased Bernoulli variance
+    P = k (g - k) / (g (g - 1)) of its history, k correct of the g rollouts drawn so far; prior (1 - prior)
+    for a problem with fewer than 2 rollouts (P undefined; the repository gives unseen prompts the largest
+    priority, which prior 0.5 reproduces)."""
+    if g < 2:
+        return prior * (1.0 - prior)
+    return k * (g - k) / (g * (g - 1.0))
+
+
+def dynamo_priority(rate, var, floor, master):
+    """DynaMO's weight of a problem with success rate `rate` and Bernoulli variance `var`, on the scale of
+    GithubX-F/DynaMO-RL recipe/dynamo/rl_dataset.py `update_rank`: 4 var in [0, 1], at least `floor`
+    (min_priority 0.01 there), and `floor` once the problem is mastered, rate >= master (mastery_threshold
+    0.85 there)."""
+    if rate >= master:
+        return floor
+    return max(4.0 * var, floor)
+
+
+def dynamo_alloc(k, g, prior, floor, master, budget, nmin, nmax, w, out):
+    """DynaMO's split (arXiv 2602.19208: n_i* = B sigma_i / sum_j sigma_j, the variance-minimising
+    allocation, with the Bernoulli variance P_i standing in for sigma_i, kept in [n_low, n_high] by a water
+    level): n_i (into out) proportional to dynamo_priority(k_i / g_i, bernoulli_variance(k_i, g_i, prior))
+    within [nmin, nmax], sum n_i = budget (`proportional_alloc`); k, g: each problem's correct and drawn
+    rollouts so far; w: scratch of the weights. Returns the rollouts placed."""
+    for i in range(len(k)):
+        rate = k[i] / g[i] if g[i] >= 2 else prior
+        w[i] = dynamo_priority(rate, bernoulli_variance(k[i], g[i], prior), floor, master)
+    return proportional_alloc(w, budget, nmin, nmax, out)
+
+
+def pilot_keep(c, k, lower, upper):
+    """Pilot-Commit's filter (Kim et al., arXiv 2605.26606; databricks/pilot-commit
+    recipe/pc/pc_ray_trainer.py `filter_batch`): a prompt whose pilot group has c correct of k is committed
+    to iff lower <= c / k <= 1 - upper (diversity_threshold_lower / _upper); below it is too hard (deferred:
+    it comes back with its epoch), above it too easy."""
+    r = c / k
+    return lower <= r and r <= 1.0 - upper
+
+
+def pilot_evict(c, k, evict):
+    """Pilot-Commit's eviction (recipe/pc/pc_ray_trainer.py `exclude_batch`, exclude_threshold_upper): a
+    prompt whose pilot success rate c / k is >= evict is never drawn again (evict > 1: none is)."""
+    return c / k >= evict
+
+
 def has_signal(c, k):
     """DAPO's keep rule (Yu et al., arXiv 2503.14476): a group of k 0/1 rewards with c correct carries a
     gradient iff its rewards do not all agree, 0 < c < k."""
@@ -126,6 +243,7 @@ def schedule_n(n, frac_spent, fractions):
     return out
 
 
-RULES = (knapsack_value, marginal_gain, goes_first, greedy_alloc, knapsack_alloc, variance_alloc, has_signal,
-         next_streak, tracked_rate, skip_probability, schedule_n)
+RULES = (knapsack_value, marginal_gain, goes_first, greedy_alloc, knapsack_alloc, variance_alloc,
+         proportional_alloc, bernoulli_variance, dynamo_priority, dynamo_alloc, pilot_keep, pilot_evict,
+         has_signal, next_streak, tracked_rate, skip_probability, schedule_n)
 """Every rule of the book (tests/test_allocator_parity.py checks none is missing)."""

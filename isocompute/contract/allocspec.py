@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-NAMES = ("fixed", "knapsack", "dynamic-sampling", "skip-zero-var", "schedule", "variance", "gvm", "ada")
+NAMES = ("fixed", "knapsack", "dynamic-sampling", "skip-zero-var", "schedule", "variance", "gvm", "ada",
+         "pilot-commit", "dynamo")
 """Every allocator name (the head of a spec, before ':')."""
 MAX_FRACTIONS = 5
 """Most compute fractions `schedule:double@F1,...` takes (the simulator's parameter vector holds them)."""
@@ -109,9 +110,39 @@ def parse(spec: str, n: int) -> AllocSpec:
             raise AllocatorError(f"ada needs 1 <= rounds <= 64 and an integer 2 <= chunk <= n = {n}, got "
                                  f"rounds={kv['rounds']:g}, chunk={kv['chunk']:g}")
         return AllocSpec(name, kv)
+    if name == "pilot-commit":
+        return _parse_pilot_commit(args, n)
+    if name == "dynamo":
+        kv = _kv(name, args, {"nmin": float(max(1, n // 2)), "nmax": float(n + n // 2), "prior": 0.5,
+                              "oracle": 0.0, "floor": 0.01, "master": 0.85})
+        integers = kv["nmin"] == int(kv["nmin"]) and kv["nmax"] == int(kv["nmax"])
+        if not 1 <= kv["nmin"] <= n <= kv["nmax"] or not integers:
+            raise AllocatorError(f"dynamo needs integers 1 <= nmin <= n <= nmax, got nmin={kv['nmin']:g}, "
+                                 f"n={n}, nmax={kv['nmax']:g}")
+        if not 0.0 <= kv["prior"] <= 1.0 or not 0.0 < kv["floor"] <= 1.0 or not 0.0 < kv["master"] <= 1.0:
+            raise AllocatorError("dynamo needs prior in [0, 1], floor in (0, 1] and master in (0, 1]")
+        return AllocSpec(name, kv)
     if args.startswith("zv@"):
         return _parse_zv(args[3:], n)
     return _parse_double(args)
+
+
+def _parse_pilot_commit(args: str, n: int) -> AllocSpec:
+    """pilot-commit[:pilot=max(2, n/4),lower=0.125,upper=0.25,evict=1,rounds=30]: `pilot` rollouts per
+    candidate, the committed ones get n - pilot more (the repository's scripts split n as 32 + 96 and
+    16 + 48, a quarter for the pilot); at most `rounds` pilot rounds of bp candidates a step (its
+    max_num_gen_batches 10 of 3 bp prompts each)."""
+    kv = _kv("pilot-commit", args, {"pilot": float(min(max(2, n // 4), max(n - 1, 1))), "lower": 0.125,
+                                    "upper": 0.25, "evict": 1.0, "rounds": 30.0})
+    if not 2 <= kv["pilot"] < n or kv["pilot"] != int(kv["pilot"]):
+        raise AllocatorError(f"pilot-commit needs an integer 2 <= pilot < n = {n} (the committed rollouts "
+                             f"are n - pilot), got pilot={kv['pilot']:g}")
+    if not 0.0 <= kv["lower"] <= 1.0 - kv["upper"] <= 1.0 or kv["evict"] <= 0.0:
+        raise AllocatorError(f"pilot-commit needs 0 <= lower <= 1 - upper <= 1 and evict > 0 (> 1: never), "
+                             f"got lower={kv['lower']:g}, upper={kv['upper']:g}, evict={kv['evict']:g}")
+    if not 1 <= kv["rounds"] <= 256 or kv["rounds"] != int(kv["rounds"]):
+        raise AllocatorError(f"pilot-commit needs an integer 1 <= rounds <= 256, got {kv['rounds']:g}")
+    return AllocSpec("pilot-commit", kv)
 
 
 def _parse_zv(args: str, n: int) -> AllocSpec:

@@ -94,14 +94,15 @@ RULE_TEXT = (
 """The issue's rule, verbatim but for the budgets and n of the part it is read on (`rule_text`)."""
 
 
-def lr_point(k: int) -> float:
-    """Grid point k: LR_CENTRE * LR_STEP^k, to 3 significant digits (the value every run's config carries)."""
-    return float(f"{LR_CENTRE * LR_STEP**k:.3g}")
+def lr_point(k: int, centre: float = LR_CENTRE) -> float:
+    """Grid point k: centre * LR_STEP^k, to 3 significant digits (the value every run's config carries); the
+    grid of this study is centred on LR_CENTRE, others (isocompute.reports.alloc_study) on their own."""
+    return float(f"{centre * LR_STEP**k:.3g}")
 
 
-def lr_index(lr: float) -> int:
+def lr_index(lr: float, centre: float = LR_CENTRE) -> int:
     """The k of a grid point (inverse of lr_point)."""
-    return int(round(4 * math.log10(lr / LR_CENTRE)))
+    return int(round(4 * math.log10(lr / centre)))
 
 
 def lr_label(lr: float) -> str:
@@ -114,6 +115,7 @@ def extra_grid_point(
     chosen: float,
     scores: Mapping[float, float] | None = None,
     d_val: int | None = None,
+    centre: float = LR_CENTRE,
 ) -> float | None:
     """The rule "an optimum on a grid edge adds a grid point on the tuning seeds before anything is reported":
     the next point outward (1.78x beyond the edge) when `chosen` is the grid's largest or smallest lr, else
@@ -122,23 +124,24 @@ def extra_grid_point(
     nothing. A one-point grid has both edges; it grows upward first."""
     from isocompute.reports.claims.selection import saturated_edge
 
-    ks = sorted(lr_index(v) for v in grid)
-    k = lr_index(chosen)
+    ks = sorted(lr_index(v, centre) for v in grid)
+    k = lr_index(chosen, centre)
     if k not in ks:
         raise ValueError(f"chosen lr {chosen:g} is not on the grid {', '.join(f'{v:g}' for v in grid)}")
     if k not in (ks[0], ks[-1]):
         return None
     if scores is not None and d_val and len(ks) > 1:
-        inner = lr_point(ks[-2] if k == ks[-1] else ks[1])
+        inner = lr_point(ks[-2] if k == ks[-1] else ks[1], centre)
         if saturated_edge(scores[chosen], scores[inner], d_val):
             return None
-    return lr_point(k + 1 if k == ks[-1] else k - 1)
+    return lr_point(k + 1 if k == ks[-1] else k - 1, centre)
 
 
-def within_cap(lr: float, max_extra: int = MAX_EXTRA) -> bool:
+def within_cap(lr: float, max_extra: int = MAX_EXTRA, centre: float = LR_CENTRE,
+               grid_k: Sequence[int] = GRID_K) -> bool:
     """Whether the edge rule may still add `lr` (at most `max_extra` points beyond the declared grid)."""
-    k = lr_index(lr)
-    return min(GRID_K) - max_extra <= k <= max(GRID_K) + max_extra
+    k = lr_index(lr, centre)
+    return min(grid_k) - max_extra <= k <= max(grid_k) + max_extra
 
 
 # ----------------------------------------------------------------------------------------- the declaration
@@ -368,14 +371,16 @@ def all_lrs() -> list[float]:
 # ------------------------------------------------------------------------------------- reading the store
 class Runs:
     """The finished runs of one part in a results directory, by (n, seed, lr), read once. `status` holds
-    done and diverged runs; `table(keys)` their learning curves with columns n, seed, lr (and `variant`)."""
+    done and diverged runs; `table(keys)` their learning curves with columns n, seed, lr (and `variant`).
+    `cfgs`: {key: RunConfig} of another declaration keyed (arm, seed, lr) (isocompute.reports.alloc_study);
+    default this study's."""
 
-    def __init__(self, root: Path, plan: Plan, part: Part):
+    def __init__(self, root: Path, plan: Any, part: Any, cfgs: Mapping[tuple, RunConfig] | None = None):
         from studies.store import ResultStore
 
         self.root, self.plan, self.part = Path(root), plan, part
         self.store = ResultStore(self.root)
-        self.cfgs = configs(plan, part, all_lrs())
+        self.cfgs = dict(cfgs) if cfgs is not None else configs(plan, part, all_lrs())
         self.status: dict[tuple[int, int, float], str] = {}
         self.records: dict[tuple[int, int, float], dict] = {}
         if self.store.runs_dir.is_dir():
@@ -419,15 +424,17 @@ class Runs:
         return float(rec.get("wall_s") or (rec.get("info") or {}).get("wall_s") or float("nan"))
 
 
-def record_rewards(table: pd.DataFrame, budgets: Iterable[float], metric: str = "val_mean") -> pd.DataFrame:
-    """Record (best-so-far) reward of every run at every budget: columns n, seed, lr, budget, reward
-    (isocompute.reports.claims.groupstd.records). A diverged run scores 0 at budgets past its last row."""
+def record_rewards(table: pd.DataFrame, budgets: Iterable[float], metric: str = "val_mean",
+                   keys: tuple[str, ...] = ("n", "seed", "lr")) -> pd.DataFrame:
+    """Record (best-so-far) reward of every run at every budget: columns run_id, keys (n, seed, lr),
+    budget, reward (isocompute.reports.claims.groupstd.records). A diverged run scores 0 at budgets past its
+    last row."""
     from isocompute.reports.claims.groupstd import records
 
     budgets = sorted(float(b) for b in budgets)
     if table.empty:
-        return pd.DataFrame(columns=["run_id", "n", "seed", "lr", "budget", "reward"])
-    rec = records(table, budgets, metric, keys=("n", "seed", "lr"))
+        return pd.DataFrame(columns=["run_id", *keys, "budget", "reward"])
+    rec = records(table, budgets, metric, keys=keys)
     dead = table.loc[table["_diverged"]].groupby("run_id")["compute"].max()
     if len(dead):
         last = rec["run_id"].map(dead)
@@ -462,12 +469,13 @@ def choose_r(
     return max(sorted(scores), key=lambda lr: scores[lr]), scores
 
 
-def choose_e(rec: pd.DataFrame, n: int, budget: float) -> tuple[float, dict[float, float]]:
-    """Arm E: the base lr of n with the best tuning-seed mean record reward at `budget`; (lr, {lr: score})."""
-    rr = rec.loc[(rec["budget"] == float(budget)) & (rec["n"] == n)]
+def choose_e(rec: pd.DataFrame, n: Any, budget: float, by: str = "n") -> tuple[float, dict[float, float]]:
+    """Arm E: the base lr of n (rows with rec[by] == n: an n, or an allocator arm's label) with the best
+    tuning-seed mean record reward at `budget`; (lr, {lr: score})."""
+    rr = rec.loc[(rec["budget"] == float(budget)) & (rec[by] == n)]
     score = rr.groupby("lr")["reward"].mean().dropna()
     if score.empty:
-        raise ValueError(f"no tuning runs of n = {n}")
+        raise ValueError(f"no tuning runs of {by} = {n}")
     scores = {float(k): float(v) for k, v in score.items()}
     return max(sorted(scores), key=lambda lr: scores[lr]), scores
 
@@ -563,9 +571,8 @@ class StagePlan:
         return int(sum(c.budget for c in self.todo))
 
 
-def _stage(
-    stage: str, runs: Runs, keys: Iterable[tuple[int, int, float]], blocked: str | None = None
-) -> StagePlan:
+def stage_runs(stage: str, runs: Runs, keys: Iterable[tuple], blocked: str | None = None) -> StagePlan:
+    """The StagePlan of the runs `keys` (of runs.cfgs): all of them declared, those not done to run."""
     keys = sorted(set(keys))
     declared = [runs.cfgs[k] for k in keys]
     todo = [runs.cfgs[k] for k in keys if not runs.done(k)]
@@ -583,14 +590,14 @@ def stage_plan(plan: Plan, stage: str, root: Path, runs: Runs | None = None) -> 
     part = plan.part(key)
     runs = runs if runs is not None else Runs(root, plan, part)
     if stage == "pilot":
-        return _stage(stage, runs, [(n, part.tune_seeds[0], LR_CENTRE) for n in plan.pilot_ns])
+        return stage_runs(stage, runs, [(n, part.tune_seeds[0], LR_CENTRE) for n in plan.pilot_ns])
     tun = tuning(runs)
     if stage.endswith("tune"):
-        return _stage(
+        return stage_runs(
             stage, runs, list(tun.missing) + [(n, s, lr) for n, lr in tun.needed for s in part.tune_seeds]
         )
     if tun.choices is None:
-        return _stage(
+        return stage_runs(
             stage,
             runs,
             [],
@@ -600,7 +607,7 @@ def stage_plan(plan: Plan, stage: str, root: Path, runs: Runs | None = None) -> 
     keys = set()
     for arm in part.arms:
         keys |= chosen_keys(part, tun.choices, arm, part.report_seeds)
-    return _stage(stage, runs, keys)
+    return stage_runs(stage, runs, keys)
 
 
 # ------------------------------------------------------------------------------------------ the estimator
@@ -1122,13 +1129,22 @@ def run_stage(plan: Plan, stage: str, root: Path, jobs: int = 2, progress: bool 
     """Run a named stage's missing runs into the results directory `root` (resumable: finished runs are
     skipped, a killed stage reruns what it lost) and return how many ran. A tuning stage repeats until the
     edge rule asks for no more points. StudiesError when an earlier stage is unfinished or a run failed."""
+    return run_until_done(lambda: stage_plan(plan, stage, root), root, f"tiny-study-{plan.name}", jobs,
+                          progress, say)
+
+
+def run_until_done(next_plan, root: Path, study: str, jobs: int = 2, progress: bool = True, say=print) -> int:
+    """Run the missing runs of the StagePlan `next_plan()` gives, again until it gives none (a tuning stage
+    grows with what its runs show); the number run. StudiesError when the stage is blocked or a run
+    failed."""
     from studies.config import StudiesError
     from studies.executors import run_sweep
     from studies.store import ResultStore
 
     ran = 0
     while True:
-        sp = stage_plan(plan, stage, root)
+        sp = next_plan()
+        stage = sp.stage
         if sp.blocked:
             raise StudiesError(sp.blocked)
         if not sp.todo:
@@ -1138,8 +1154,8 @@ def run_stage(plan: Plan, stage: str, root: Path, jobs: int = 2, progress: bool 
             f"stage {stage}: {sp.done} of {len(sp.declared)} run(s) finished; running {len(sp.todo)} "
             f"({sp.rollouts / 1e6:.2f} M rollouts) with {jobs} job(s) into {root}"
         )
-        with ResultStore(root, study=f"tiny-study-{plan.name}") as store:
-            summary = run_sweep(sp.todo, store, jobs=jobs, progress=progress, desc=f"tiny-study {stage}")
+        with ResultStore(root, study=study) as store:
+            summary = run_sweep(sp.todo, store, jobs=jobs, progress=progress, desc=f"{study} {stage}")
         ran += summary.done
         if summary.failed:
             rid, why = next(iter(summary.failed.items()))

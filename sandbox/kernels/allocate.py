@@ -15,12 +15,17 @@ from numba.extending import register_jitable
 from isocompute.contract import allocrules
 from sandbox.allocators import (
     A_ADA,
+    A_DYNAMO,
     A_GVM,
     A_KNAPSACK,
+    A_PILOT,
     A_SCHED_ZV,
     A_SCHEDULE,
     A_SKIPZV,
     A_VARIANCE,
+    H_G,
+    H_K,
+    H_OUT,
     H_P,
     H_SEEN,
     H_STREAK,
@@ -48,6 +53,12 @@ tracked_rate = njit(cache=True, **_JIT)(allocrules.tracked_rate)
 next_streak = njit(cache=True, **_JIT)(allocrules.next_streak)
 skip_probability = njit(cache=True, **_JIT)(allocrules.skip_probability)
 schedule_n = njit(cache=True, **_JIT)(allocrules.schedule_n)
+proportional_alloc = njit(cache=True, **_JIT)(allocrules.proportional_alloc)
+bernoulli_variance = njit(cache=True, **_JIT)(allocrules.bernoulli_variance)
+dynamo_priority = njit(cache=True, **_JIT)(allocrules.dynamo_priority)
+dynamo_alloc = njit(cache=True, **_JIT)(allocrules.dynamo_alloc)
+pilot_keep = njit(cache=True, **_JIT)(allocrules.pilot_keep)
+pilot_evict = njit(cache=True, **_JIT)(allocrules.pilot_evict)
 
 
 def knapsack_dp(p, budget: int, nmin: int, nmax: int) -> tuple[float, np.ndarray]:
@@ -85,6 +96,8 @@ def update_history(hist, g, c, k, step, ema):
     hist[g, H_STREAK] = next_streak(hist[g, H_STREAK], c, k)
     hist[g, H_VAR] = r * (1.0 - r)
     hist[g, H_SEEN] = step
+    hist[g, H_K] += c
+    hist[g, H_G] += k
 
 
 @njit(cache=True, error_model="numpy")
@@ -100,73 +113,6 @@ def gvm_gradient_norm(p, K):
     """G_i of the gvm allocator from a predicted p: ||e_c - pi|| with the wrong mass 1 - p spread evenly over
     the K - 1 wrong answers, (1 - p) sqrt(K / (K - 1))."""
     return (1.0 - p) * np.sqrt(K / (K - 1.0))
-
-
-@njit(cache=True, error_model="numpy")
-def proportional_alloc(w, budget, nmin, nmax, out):
-    """Integers n_i (into out) proportional to w_i within [nmin, nmax] with sum n_i = budget: the real
-    allocation clip(lam w_i, nmin, nmax) whose sum is the budget (lam by bisection), floored, and the
-    rollouts left by flooring given one each to the largest fractional parts (ties: the smallest n_i, then the
-    lowest index; so budget the clipping leaves over is spread evenly). All-zero
-    weights split evenly. Returns the rollouts placed (< budget only when every n_i is at nmax)."""
-    m = w.shape[0]
-    tot = 0.0
-    for i in range(m):
-        tot += w[i]
-    if m * nmax <= budget:
-        for i in range(m):
-            out[i] = nmax
-        return m * nmax
-    ww = np.empty(m)
-    for i in range(m):
-        ww[i] = w[i] if tot > 0.0 else 1.0
-    lo, hi = 0.0, 1.0
-    while True:  # grow hi until the clipped sum reaches the budget
-        s = 0.0
-        for i in range(m):
-            s += min(max(hi * ww[i], nmin), nmax)
-        if s >= budget or hi > 1e300:
-            break
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        s = 0.0
-        for i in range(m):
-            s += min(max(mid * ww[i], nmin), nmax)
-        if s < budget:
-            lo = mid
-        else:
-            hi = mid
-    x = np.empty(m)
-    used = 0
-    for i in range(m):
-        x[i] = min(max(hi * ww[i], nmin), nmax)
-        out[i] = int(np.floor(x[i] + 1e-9))
-        used += out[i]
-    while used > budget:  # rounding noise of the bisection: take back from the smallest remainders
-        worst = -1
-        for i in range(m):
-            if out[i] > nmin and (worst < 0 or x[i] - out[i] < x[worst] - out[worst]):
-                worst = i
-        out[worst] -= 1
-        used -= 1
-    while used < budget:
-        best = -1
-        for i in range(m):
-            if out[i] >= nmax:
-                continue
-            if best < 0:
-                best = i
-                continue
-            r, rb = x[i] - out[i], x[best] - out[best]
-            if r > rb + 1e-12 or (abs(r - rb) <= 1e-12 and out[i] < out[best]):
-                best = i
-        if best < 0:
-            break
-        out[best] += 1
-        x[best] = out[best]  # its remainder is spent
-        used += 1
-    return used
 
 
 @njit(cache=True, error_model="numpy")
@@ -196,12 +142,15 @@ def zv_schedule_update(state, zv, groups, thr, window, nmax, n):
 
 @njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def step_group_size(alloc, n, bp, spent, budget, par, hist, d):
-    """The group size of the next step under a non-fixed allocator: n, ada's first round (`chunk`), or the
-    schedules' n (capped by the budget's room), given `spent` rollouts of the budget; 0 when the step does not
-    fit in the budget (the run ends there)."""
+    """The group size of the next step under a non-fixed allocator: n, ada's first round (`chunk`),
+    pilot-commit's pilot, or the schedules' n (capped by the budget's room), given `spent` rollouts of the
+    budget; 0 when the step does not fit in the budget (the run ends there; pilot-commit needs room for a
+    round and its commits, bp n)."""
     n_step = n
     if alloc == A_ADA:
         n_step = int(par[1])
+    if alloc == A_PILOT:
+        return int(par[1]) if spent + bp * n <= budget else 0
     if alloc == A_SCHEDULE or alloc == A_SCHED_ZV:
         if alloc == A_SCHEDULE:
             n_step = schedule_n(n, spent / budget, par[1:1 + int(par[0])])
@@ -219,7 +168,7 @@ def step_group_size(alloc, n, bp, spent, budget, par, hist, d):
 def candidates(rs, perm, st, d, hist, alloc, par, out):
     """The next problems of the epoch order into out (bp,). Under skip-zero-var (GRESO) a drawn problem is
     skipped with `skip_probability` of its zero-variance streak, before any rollout (at most d skips a
-    step)."""
+    step); under pilot-commit an evicted problem is skipped (at most d skips a round)."""
     tries = 0
     nc = 0
     while nc < out.shape[0]:
@@ -229,6 +178,9 @@ def candidates(rs, perm, st, d, hist, alloc, par, out):
             if q > 0.0 and uniform(rs) < q:
                 tries += 1
                 continue
+        if hist is not None and alloc == A_PILOT and tries < d and hist[g, H_OUT] != 0.0:
+            tries += 1
+            continue
         out[nc] = g
         nc += 1
 
@@ -236,10 +188,23 @@ def candidates(rs, perm, st, d, hist, alloc, par, out):
 @njit(cache=True, error_model="numpy")
 def group_sizes(alloc, par, hist, cand, pis, correct, n_step, budget, phat, wbuf, out):
     """n_i (into out (bp,)) of the candidate problems cand (bp,) with policies pis (bp, K): n_step each, or
-    the per-problem split of `budget` rollouts (knapsack, variance, gvm) from the predicted p_i (the history,
-    or the true pass@1 under oracle=1). phat, wbuf (bp,): scratch."""
+    the per-problem split of `budget` rollouts (knapsack, variance, gvm, dynamo) from the predicted p_i (the
+    history, or the true pass@1 under oracle=1). phat, wbuf (bp,): scratch."""
     bp = cand.shape[0]
     K = pis.shape[1]
+    if hist is not None and alloc == A_DYNAMO:
+        if par[3] != 0.0:  # oracle: the true pass@1's weight
+            for b in range(bp):
+                p = pis[b, correct[cand[b]]]
+                wbuf[b] = dynamo_priority(p, p * (1.0 - p), par[4], par[5])
+            proportional_alloc(wbuf, budget, int(par[0]), int(par[1]), out)
+        else:
+            for b in range(bp):
+                phat[b] = hist[cand[b], H_K]
+                wbuf[b] = hist[cand[b], H_G]
+            w = np.empty(bp)
+            dynamo_alloc(phat, wbuf, par[2], par[4], par[5], budget, int(par[0]), int(par[1]), w, out)
+        return
     if hist is not None and (alloc == A_KNAPSACK or alloc == A_VARIANCE or alloc == A_GVM):
         for b in range(bp):
             g = cand[b]

@@ -20,12 +20,25 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sandbox.allocators import A_ADA, A_DYNAMIC, A_FIXED, A_GVM, A_KNAPSACK, A_SCHED_ZV, A_VARIANCE, N_PARAMS
+from sandbox.allocators import (
+    A_ADA,
+    A_DYNAMIC,
+    A_FIXED,
+    A_GVM,
+    A_KNAPSACK,
+    A_PILOT,
+    A_SCHED_ZV,
+    A_VARIANCE,
+    H_OUT,
+    N_PARAMS,
+)
 from sandbox.kernels.allocate import (
     ada_continue,
     candidates,
     group_sizes,
     has_signal,
+    pilot_evict,
+    pilot_keep,
     step_group_size,
     update_history,
     zv_schedule_update,
@@ -100,6 +113,29 @@ def _ada_rounds(rs, pis, b, c, k, cg, need_rest, sampler, out, rounds, chunk, ro
 
 
 @njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
+def _commit(rs, pis, b, g, c, k, cg, sampler, out, hist, t, par, n, n_slots, tmp):
+    """Pilot-Commit on candidate b (policy pis[b]) whose pilot group of k rollouts (counts out[b], c correct)
+    is drawn: record the pilot, evict the problem if `pilot_evict`, and when `pilot_keep` holds and a slot is
+    free commit n - k more rollouts from the same policy (into tmp[b], added to out[b]), recorded as a group
+    of their own. Returns (c, k, kept) of the whole group."""
+    update_history(hist, g, c, k, t, 1.0)
+    if pilot_evict(c, k, par[4]):
+        hist[g, H_OUT] = 1.0
+    if not pilot_keep(c, k, par[2], par[3]) or n_slots >= out.shape[0]:
+        return c, k, False
+    m = n - k
+    if sampler == SAMPLER_AUTO and m <= SMALL_N:
+        c2 = _categorical_row(rs, pis, b, m, cg, True, tmp)
+    else:
+        multinomial_row(rs, pis, b, m, cg, tmp)
+        c2 = tmp[b, cg]
+    for kk in range(out.shape[1]):
+        out[b, kk] += tmp[b, kk]
+    update_history(hist, g, c2, m, t, 1.0)
+    return c + c2, k + m, True
+
+
+@njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _baseline(rs, pis, out, b, lens, g, cg, c, k, n_est, has_len):
     """(baseline mean, tokens) of drawn group b (policy pis[b], counts out[b], c correct of k): the mean is
     c / k, or that of n_est separate rollouts (a decoupled baseline), whose tokens count too, as the length's
@@ -127,13 +163,14 @@ def _baseline(rs, pis, out, b, lens, g, cg, c, k, n_est, has_len):
 
 @njit(cache=True, no_cpython_wrapper=True, error_model="numpy")
 def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, acc, budget, n_step, n_est,
-              need_rest, has_len, sampler, rounds, zvf, dyn, tmp, batch, counts, pis, logp_old, nis, cs, a_c,
-              keep, n_slots, drawn, tot_c, tot_n, zv):
+              need_rest, has_len, sampler, rounds, zvf, dyn, pc, par, n, tmp, batch, counts, pis, logp_old,
+              nis, cs, a_c, keep, n_slots, drawn, tot_c, tot_n, zv):
     """The rollouts of a round's candidates cand (bp,) with group sizes cn, policies cpis / clogp (bp, K): a
     group's answer counts into ccounts (categorical for n_i <= SMALL_N under sampler auto, else the binomial
-    chain; ada's further rounds `_ada_rounds`), its baseline and tokens (`_baseline`), the history (hist, not
-    None: an allocator) and counters (acc); the kept groups become slots n_slots.. (batch, counts, pis,
-    logp_old copied only under dynamic sampling, where candidates are not the slots). One call per round:
+    chain; ada's further rounds `_ada_rounds`; pilot-commit's commit `_commit`, pc), its baseline and tokens
+    (`_baseline`), the history (hist, not None: an allocator) and counters (acc); the kept groups become slots
+    n_slots.. (batch, counts, pis, logp_old copied only under dynamic sampling and pilot-commit, where
+    candidates are not the slots). One call per round:
     a call per group (~50 scalar arguments) cost ~15% of a step. Returns the updated (n_slots, drawn, tot_c,
     tot_n, zv): the slots, rollouts drawn, correct / rewards in the slots, zero-variance groups."""
     bp = cand.shape[0]
@@ -148,11 +185,15 @@ def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, a
         if hist is not None and rounds > 1:  # ada is an allocator: a fixed run compiles no `_ada_rounds`
             room = budget - acc[AC_ROLL] - drawn - n_step * (bp - b)
             c, k = _ada_rounds(rs, cpis, b, c, k, cg, need_rest, sampler, ccounts, rounds, n_step, room, tmp)
+        committed = False
+        if hist is not None and pc:
+            c, k, committed = _commit(rs, cpis, b, g, c, k, cg, sampler, ccounts, hist, t, par, n, n_slots,
+                                      tmp)
         mean, tok = c / k, 0.0
         if n_est > 0 or has_len:
             mean, tok = _baseline(rs, cpis, ccounts, b, lens, g, cg, c, k, n_est, has_len)
         drawn += k + n_est
-        if hist is not None:
+        if hist is not None and not pc:
             update_history(hist, g, c, k, t, ema)
         zero_var = c == 0 or c == k
         if zero_var:
@@ -161,7 +202,7 @@ def _rollouts(rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, a
         acc[AC_GROUPS] += 1.0
         acc[AC_TOKENS] += tok
         acc[AC_TOK] += tok
-        if dyn and (not has_signal(c, k) or n_slots >= bp):
+        if dyn and (not (committed if pc else has_signal(c, k)) or n_slots >= bp):
             continue
         s = n_slots
         n_slots += 1
@@ -287,12 +328,13 @@ def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, the
     tiny = hp[HP_TINY] if hp.shape[0] > HP_TINY else TINY
     par = hp[HP_A0: HP_A0 + N_PARAMS]
     alloc = A_FIXED if hist is None else ip[IP_ALLOC]
-    dyn = alloc == A_DYNAMIC
+    pc = alloc == A_PILOT
+    dyn = alloc == A_DYNAMIC or pc  # candidates are not the slots: rounds fill them
     ema = par[4] if alloc == A_KNAPSACK or alloc == A_VARIANCE or alloc == A_GVM else 1.0
     ada_rounds = int(par[0]) if alloc == A_ADA else 1
     quiet = kl == 0.0 and ent == 0.0  # then zero advantages give an exactly zero logit gradient
     need_logp = objective != PG or not quiet  # log pi enters only the PPO / CISPO ratio and KL / entropy
-    need_rest = n_est > 0 or has_len or alloc == A_ADA  # the wrong answers' counts matter
+    need_rest = n_est > 0 or has_len or alloc == A_ADA or pc  # the wrong answers' counts matter
     forward = objective != PG or dyn  # an update's own forward pass (else the rollouts')
     B0 = bp * n
     target = float(m_end) * B0
@@ -334,8 +376,8 @@ def train_kernel(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, the
             group_sizes(alloc, par, hist, cand, cpis, correct, n_step, B0, phat, wbuf, cn)
             n_slots, drawn, tot_c, tot_n, zv_step = _rollouts(
                 rs, cand, cn, cpis, ccounts, clogp, correct, lens, hist, t, ema, acc, budget, n_step, n_est,
-                need_rest, has_len, ip[IP_SAMPLER], ada_rounds, zvf, dyn, tmp, batch, counts, pis, logp_old,
-                nis, cs, a_c, keep, n_slots, drawn, tot_c, tot_n, zv_step)
+                need_rest, has_len, ip[IP_SAMPLER], ada_rounds, zvf, dyn, pc, par, n, tmp, batch, counts, pis,
+                logp_old, nis, cs, a_c, keep, n_slots, drawn, tot_c, tot_n, zv_step)
             rounds += 1
             if not dyn or n_slots >= bp or rounds >= int(par[0]) or acc[AC_ROLL] + drawn + B0 > budget:
                 break

@@ -100,6 +100,39 @@ def test_skip_zero_var_skips_streaked_problems_before_rollouts():
     assert b.propose(ctx).problems == al.ProblemStream(0, 4).take(2)
 
 
+def test_dynamo_sizes_from_the_counts_and_the_prior():
+    a = al.make("dynamo", 4, 2)  # nmin 2, nmax 6
+    assert a.propose(_ctx()).ns == [4, 4]  # both unseen: the prior's weight each, an even split
+    ctx = _ctx()
+    order = al.ProblemStream(0, 6).take(2)
+    ctx.history.k[order] = [2, 0]  # 2 of 4 correct (weight 4/3) and 0 of 4 (the floor, 0.01)
+    ctx.history.g[order] = [4, 4]
+    assert a.propose(ctx).ns == [6, 2]  # nmax and nmin: the water level clips both
+
+
+def test_pilot_commit_pilots_then_commits_the_kept_and_evicts_the_solved():
+    a = al.make("pilot-commit:rounds=2", 8, 2)  # pilot 2, commit 6
+    ctx = _ctx(d=4, bp=2, n=8, budget=1000)
+    d0 = a.propose(ctx)
+    assert d0.ns == [2, 2] and not d0.extends
+    assert a.keep(ctx, d0, [np.array([1.0, 0.0]), np.array([1.0, 1.0])]) == [True, False]
+    assert ctx.history.out[d0.problems[1]] and not ctx.history.out[d0.problems[0]]
+    ctx.drawn, ctx.kept, ctx.rounds = 4, 1, 1
+    ctx.draws.append(d0)
+    d1 = a.propose(ctx)
+    assert d1.extends and d1.problems == [d0.problems[0]] and d1.ns == [6]
+    ctx.drawn, ctx.rounds = 10, 2
+    ctx.draws.append(d1)
+    d2 = a.propose(ctx)  # a second pilot round: the other two problems of the epoch
+    assert d2.ns == [2, 2] and set(d2.problems) == set(range(4)) - set(d0.problems)
+    assert a.keep(ctx, d2, [np.array([0.0, 0.0]), np.array([0.0, 0.0])]) == [False, False]  # too hard
+    ctx.drawn, ctx.rounds = 14, 3
+    ctx.draws.append(d2)
+    assert a.propose(ctx) is None  # rounds=2 pilot rounds made: the step trains on one group
+    assert a.propose(_ctx(d=4, bp=2, n=8, budget=1000, spent=985)) is None  # no room for bp n = 16
+    assert a.propose(_ctx(d=4, bp=2, n=8, budget=1000, spent=984)) is not None
+
+
 def test_schedule_doubles_n_at_compute_fractions_and_fits_the_budget():
     a = al.make("schedule:double@0.25,0.5", 8, 8)
     sizes = {spent: a.group_size(_ctx(bp=8, n=8, budget=1000, spent=spent)) for spent in (0, 249, 250, 600)}
@@ -119,7 +152,9 @@ def test_specs_refused_in_one_line():
     for spec, msg in [("variance", "not implemented on the llm backend"), ("gvm", "llm backend has fixed"),
                       ("ada", "not implemented"), ("schedule:zv@0.5", "schedule:zv@T is not implemented"),
                       ("bogus", "unknown allocator 'bogus'"), ("knapsack:oracle=1", "true pass@1"),
-                      ("knapsack:nmin=9", "nmin <= n"), ("schedule:double@2", "fractions in")]:
+                      ("knapsack:nmin=9", "nmin <= n"), ("schedule:double@2", "fractions in"),
+                      ("dynamo:oracle=1", "dynamo:oracle=1 needs the true pass@1"),
+                      ("pilot-commit:pilot=8", "2 <= pilot < n")]:
         with pytest.raises(ConfigError, match=msg) as e:
             LLMConfig(n=8, bp=2, budget=64, engine="hf", allocator=spec)
         assert "\n" not in str(e.value)
@@ -228,6 +263,42 @@ def test_unequal_groups_ppo_minibatches_split_at_group_boundaries():
         make_packed_batch(prompts, comps, elps, adv, [2, 3])
     with pytest.raises(ValueError, match="share one prompt"):
         make_packed_batch(prompts, comps, elps, adv, [3, 2, 1])
+
+
+def test_draw_step_appends_the_commit_to_the_pilot_group(monkeypatch):
+    """A Pilot-Commit step through the run loop's draw_step with a scripted engine: each kept problem trains
+    on one group of n = pilot + commit rollouts, the all-correct problem is evicted, every drawn rollout
+    counts, and the zero-variance share reads the merged groups."""
+    from types import SimpleNamespace
+
+    from llm_backend import loop, tasks
+    from llm_backend.engines import Rollouts
+
+    class Scripted:
+        def generate(self, prompts, n, max_new_tokens, temperature=1.0, top_p=1.0, seed=0):
+            out = Rollouts([], [], [], [], n)
+            for _ in prompts:
+                for j in range(n):
+                    out.prompt_ids.append([1])
+                    out.token_ids.append([j])
+                    out.logprobs.append([-1.0])
+                    out.texts.append(str(j))
+            return out
+
+    # answer "k": the first k rollouts of every draw of the problem are correct
+    monkeypatch.setattr(tasks, "build_prompt", lambda tok, q: q)
+    monkeypatch.setattr(tasks, "reward", lambda text, answer: float(int(text) < int(answer)))
+    train = [SimpleNamespace(question=f"q{i}", answer=a) for i, a in enumerate("1201")]
+    cfg = LLMConfig(n=8, bp=2, budget=10_000, seed=0, engine="hf", allocator="pilot-commit")
+    state = loop.RunState(0, 0, 0, al.ProblemStream(0, 4), al.History.empty(4))
+    assert al.ProblemStream(0, 4).take(4) == [2, 0, 1, 3]  # pilot rounds {2, 0} and {1, 3}
+    drawn = loop.draw_step(al.make("pilot-commit", 8, 2), cfg, 1, state, Scripted(), None, train)
+    # pilot 2, 0 -> commit 0 -> pilot 1, 3 -> commit 3: four draws, 2 x 2 x 2 + 2 x 6 rollouts
+    assert drawn.info["rounds"] == 4 and drawn.rollouts == 20 == state.history.g.sum()
+    assert [g.rewards.tolist() for g in drawn.kept] == [[1, 0, 1, 0, 0, 0, 0, 0]] * 2  # pilot + commit
+    assert drawn.info["groups_drawn"] == 4 and drawn.info["n_max"] == 8 and drawn.info["n_min"] == 2
+    assert drawn.zero_var_frac == 0.5  # problems 2 (all wrong) and 1 (all correct); the merged have signal
+    assert state.history.out.tolist() == [False, True, False, False]  # 2 of 2 in the pilot: evicted
 
 
 def test_generate_groups_puts_each_prompts_rollouts_back_in_order():
@@ -364,7 +435,8 @@ def test_fixed_is_todays_path_and_a_no_op_allocator_reproduces_it(tiny_lm, coin_
     assert [s["rollouts"] for s in generic.steps] == [8, 8, 8, 8]
 
 
-SPECS = ["knapsack", "dynamic-sampling", "skip-zero-var:p=1", "schedule:double@0.25"]
+SPECS = ["knapsack", "dynamic-sampling", "skip-zero-var:p=1", "schedule:double@0.25", "dynamo",
+         "pilot-commit"]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -390,6 +462,11 @@ def test_recorded_compute_and_tokens_are_what_the_engine_generated(spec, tiny_lm
         assert all(s["rollouts"] == 8 * s["rounds"] for s in res.steps)
     if spec == "skip-zero-var:p=1":
         assert all(s["rollouts"] == 8 for s in res.steps)
+    if spec == "dynamo":  # every step spends bp * n, split within [n/2, 3n/2]
+        assert all(s["rollouts"] == 8 and 2 <= s["n_min"] <= s["n_max"] <= 6 for s in res.steps)
+    if spec == "pilot-commit":  # pilot 2, commit 2: pilots of 2 x 2, a commit of 2 per kept group
+        assert all(s["groups_kept"] <= 2 and s["rollouts"] == 2 * s["groups_drawn"] + 2 * s["groups_kept"]
+                   for s in res.steps)
     if spec == "schedule:double@0.25":  # n 4 -> 8 once 8 of 32 rollouts are spent; the last step cut to fit
         assert [s["n_max"] for s in res.steps] == [4, 8, 4] and compute.tolist() == [0, 8, 32]
 

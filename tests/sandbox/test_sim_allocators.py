@@ -101,11 +101,12 @@ def test_schedule_doubling():
 def test_history_update():
     h = al.new_history(3)
     ak.update_history(h, 1, 0, 8, 5, 1.0)
-    assert h[1].tolist() == [0.0, 1.0, 0.0, 5.0]
+    assert h[1].tolist() == [0.0, 1.0, 0.0, 5.0, 0.0, 8.0, 0.0]  # p, streak, var, seen, k, g, evicted
     ak.update_history(h, 1, 4, 8, 6, 1.0)
-    assert h[1].tolist() == [0.5, 0.0, 0.25, 6.0]
+    assert h[1].tolist() == [0.5, 0.0, 0.25, 6.0, 4.0, 16.0, 0.0]
     ak.update_history(h, 1, 8, 8, 7, 0.5)  # EMA
     assert h[1, al.H_P] == 0.75 and h[1, al.H_STREAK] == 1.0
+    assert h[1, al.H_K] == 12.0 and h[1, al.H_G] == 24.0  # counts over every group, not an average
 
 
 def test_encode_errors():
@@ -260,7 +261,7 @@ def test_ada_stopping_rule():
 def test_zv_schedule_update_hand_case():
     h = al.new_history(4)
     st = h[4]
-    assert st.tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert st[:4].tolist() == [1.0, 0.0, 0.0, 0.0]  # multiplier, zero-variance groups, groups, steps
     # window 2, T = 0.5: steps with 10/16 and 6/16 zero-variance groups -> share 0.5, not > 0.5: no change
     assert ak.zv_schedule_update(st, 10.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
     assert ak.zv_schedule_update(st, 6.0, 16.0, 0.5, 2.0, 64.0, 8.0) == 1.0
@@ -327,3 +328,83 @@ def test_zv_schedule_doubles_on_saturated_problems():
     assert st.hist[cfg.d, al.Z_MULT] == 4.0  # 8 -> 16 -> 32 = nmax
     t = run(cfg).table
     assert t["compute"][-1] <= cfg.budget and t["m"][-1] < cfg.steps
+
+
+# ------------------------------------------------ pilot-commit (Pilot-Commit), dynamo (DynaMO)
+
+def test_pilot_commit_rules_by_hand():
+    # band [0.125, 0.75] (the repository's scripts): 1 of 2, 3 of 4 (the upper edge) and 1 of 8 (the lower)
+    assert ak.pilot_keep(1, 2, 0.125, 0.25) and ak.pilot_keep(3, 4, 0.125, 0.25)
+    assert ak.pilot_keep(1, 8, 0.125, 0.25)
+    assert not ak.pilot_keep(0, 2, 0.125, 0.25) and not ak.pilot_keep(2, 2, 0.125, 0.25)
+    assert not ak.pilot_keep(7, 8, 0.125, 0.25) and not ak.pilot_keep(0, 8, 0.125, 0.25)
+    assert ak.pilot_keep(0, 2, 0.0, 0.0) and ak.pilot_keep(2, 2, 0.0, 0.0)  # the whole range: all kept
+    # evict at 1: only an all-correct pilot; above 1: never
+    assert ak.pilot_evict(2, 2, 1.0) and not ak.pilot_evict(1, 2, 1.0) and not ak.pilot_evict(2, 2, 1.5)
+    assert ak.pilot_evict(3, 4, 0.75) and not ak.pilot_evict(2, 4, 0.75)
+
+
+def test_dynamo_weights_and_split_by_hand():
+    # P = k (g - k) / (g (g - 1)): 2 of 4 -> 4 / 12 = 1/3; 3 of 4 -> 3 / 12; 0 of 4 -> 0; below 2 rollouts
+    # the prior's p (1 - p)
+    assert ak.bernoulli_variance(2.0, 4.0, 0.5) == pytest.approx(1 / 3)
+    assert ak.bernoulli_variance(3.0, 4.0, 0.5) == pytest.approx(0.25)
+    assert ak.bernoulli_variance(0.0, 4.0, 0.5) == 0.0
+    assert ak.bernoulli_variance(1.0, 1.0, 0.2) == pytest.approx(0.16)
+    # weight 4 P, at least floor, floor once the rate reaches master
+    assert ak.dynamo_priority(0.5, 1 / 3, 0.01, 0.85) == pytest.approx(4 / 3)
+    assert ak.dynamo_priority(0.0, 0.0, 0.01, 0.85) == 0.01
+    assert ak.dynamo_priority(0.9, 0.1, 0.01, 0.85) == 0.01
+    # A: 2 of 4 (w 4/3), B: 0 of 4 (w floor), C: unseen (w 1), D: 4 of 4 (mastered, floor); budget 16 in
+    # [2, 8]: B and D at nmin, A and C share 12 as 4/3 : 1, lam = 36/7: 6.86 and 5.14, floored 6 and 5, the
+    # last rollout to the larger remainder (A)
+    out, w = np.zeros(4, dtype=np.int64), np.zeros(4)
+    k, g = np.array([2.0, 0.0, 0.0, 4.0]), np.array([4.0, 4.0, 0.0, 4.0])
+    assert ak.dynamo_alloc(k, g, 0.5, 0.01, 0.85, 16, 2, 8, w, out) == 16
+    assert out.tolist() == [7, 2, 5, 2]
+    assert w.tolist() == pytest.approx([4 / 3, 0.01, 1.0, 0.01])
+    # n_i ~ P_i (the variance), not sqrt(P_i) as VIP's variance allocator: 3 of 4 (P = 1/4) and 1 of 16
+    # (P = 15 / 240 = 1/16) weigh 1 : 1/4 and split 10 as 8 : 2 (sqrt would give 2 : 1)
+    ak.dynamo_alloc(np.array([3.0, 1.0]), np.array([4.0, 16.0]), 0.5, 1e-9, 1.0, 10, 1, 10, w[:2], out[:2])
+    assert w[:2].tolist() == pytest.approx([1.0, 0.25]) and out[:2].tolist() == [8, 2]
+
+
+def test_encode_pilot_commit_and_dynamo():
+    code, par = al.encode("pilot-commit", 8)
+    assert code == al.A_PILOT and par[:5].tolist() == [30.0, 2.0, 0.125, 0.25, 1.0]
+    assert al.encode("pilot-commit", 16)[1][1] == 4.0  # a quarter of n for the pilot (32 + 96, 16 + 48)
+    code, par = al.encode("dynamo", 16)
+    assert code == al.A_DYNAMO and par[:6].tolist() == [8.0, 24.0, 0.5, 0.0, 0.01, 0.85]  # n_low 8, n_high 24
+    assert al.encode("dynamo", 8)[1][:2].tolist() == [4.0, 12.0]
+    for bad, n in (("pilot-commit", 2), ("pilot-commit:pilot=8", 8), ("pilot-commit:pilot=1", 8),
+                   ("pilot-commit:lower=0.8", 8), ("pilot-commit:rounds=0", 8), ("pilot-commit:evict=0", 8),
+                   ("dynamo:nmin=9", 8), ("dynamo:floor=0", 8), ("dynamo:master=2", 8)):
+        with pytest.raises(AllocatorError):
+            al.encode(bad, n)
+
+
+@pytest.mark.parametrize("spec", ["pilot-commit", "dynamo", "dynamo:oracle=1"])
+def test_pilot_commit_and_dynamo_compute_is_rollouts_drawn(spec):
+    from sandbox.grpo import AC_ROLL
+    from sandbox.runner import prepare
+
+    cfg = SimConfig(**{**SMALL, "dataset": "veasy"}, allocator=spec)
+    t = run(cfg).table
+    assert t["compute"][0] == 0 and np.all(np.diff(t["compute"]) > 0) and t["compute"][-1] <= cfg.budget
+    st = prepare(cfg)
+    assert st.train_to(cfg.steps) == 0
+    assert st.acc[AC_ROLL] == t["compute"][-1]
+    if spec.startswith("dynamo"):  # one split of bp * n per step: the fixed path's compute
+        assert np.array_equal(t["m"] * cfg.bp * cfg.n, t["compute"])
+        assert st.hist[: cfg.d, al.H_G].sum() == t["compute"][-1]  # every rollout counted in the history
+    else:  # veasy: many pilots all correct, so problems are evicted and steps pilot more than one round
+        assert st.hist[: cfg.d, al.H_OUT].sum() > 0
+        assert st.hist[: cfg.d, al.H_G].sum() == t["compute"][-1]
+
+
+def test_pilot_commit_that_keeps_every_pilot_spends_the_fixed_compute():
+    """band [0, 1] and no eviction: every pilot is committed, one round a step of bp (pilot + commit) = bp n,
+    so the steps and their compute are the fixed path's."""
+    cfg = SimConfig(**SMALL, allocator="pilot-commit:lower=0,upper=0,evict=2")
+    t = run(cfg).table
+    assert np.array_equal(t["m"] * cfg.bp * cfg.n, t["compute"]) and t["m"][-1] == cfg.steps

@@ -1,5 +1,5 @@
-"""isocompute.reports.allocators.compare: interpolation at C, n* envelope and paired SEs on a synthetic
-table."""
+"""isocompute.reports.allocators: interpolation at C, n* envelope and paired SEs on a synthetic table; the
+Holm flags of a table on hand-computed cases."""
 
 from __future__ import annotations
 
@@ -39,36 +39,24 @@ def test_compare_envelope_and_paired_se():
     assert k["seeds"] == 3
 
 
-def test_llm_section_pairs_base_lr_runs_only(monkeypatch, tmp_path):
-    """The LLM section compares allocators with the study's base-lr fixed runs; the lr-bracket runs (here a
-    fixed-n2 at 3x the lr, far better) must not become the envelope."""
-    import isocompute.reports.llm_study as llm_study
-    from isocompute.reports.allocators import llm_section
+def test_marks_holm_over_a_table_by_hand():
+    """Two-sided paired t-tests on 8 seeds (7 df), Holm over the family. t = 2.5 and 2.6 (p 0.0410 and
+    0.0354) are each more than 2 SE above, but Holm over the two asks p_(1) <= 0.025: neither is flagged.
+    With t = 5, 4 (below) and 3 (p 0.00157, 0.00519, 0.0199) added, the five sorted p times 5, 4, 3, 2, 1 give
+    0.0078, 0.0208, 0.0598, ...: t = 5 above and t = 4 below are flagged, the rest are not."""
+    from isocompute.reports.allocators import marks
 
-    t = _table()
-    t["lr_base"] = llm_study.BASE_LR
-    extra = t.loc[t["allocator"] == "fixed-n2"].copy()
-    extra["lr_base"] = 3 * llm_study.BASE_LR
-    extra["val_mean"] += 100.0
-    extra["run_id"] += "-x3"
-    same = t.loc[t["allocator"] == "fixed-n8"].copy()  # a history rule that never had a history
-    same["allocator"] = "skip-zero-var"
-    same["run_id"] += "-szv"
-    t = pd.concat([t, extra, same], ignore_index=True)
-    t = t.assign(model="smollm2", dataset="easy", bp=8, zero_var_frac=0.25)
-    monkeypatch.setattr(llm_study, "runs_table", lambda results: t)
-    (tmp_path / "easy.train.jsonl").write_text("{}\n" * 5)
-    rec = {"config": {"allocator": "skip-zero-var", "dataset": "easy", "bp": 8,
-                      "options": {"data_dir": str(tmp_path)}}}
-    monkeypatch.setattr("studies.results_dir.finished_records", lambda results: {"x": rec})
-    lines = llm_section(tmp_path)
-    text = "\n".join(lines)
-    assert "skip-zero-var: every evaluation equals fixed-n8's on every seed" in text
-    assert "40 steps x bp 8 = 320 problem draws from a training split of 5 problems" in text
-    assert "no problem has a history" not in text  # 320 draws from 5 problems revisit them
-    assert "knapsack: every" not in text
-    row = next(x for x in lines if x.startswith("| knapsack |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    mean = sum(0.1 * (s + 1) * math.log(4) for s in range(3)) / 3
-    assert cells[-5].startswith(f"{mean:+.4f}")  # the C = 400 cell: vs the envelope fixed-n8
-    assert " / 400: n8. " in "\n".join(lines)
+    two = {"a": (0.025, 0.01, 8), "b": (0.026, 0.01, 8)}
+    assert marks(two) == {"a": "", "b": ""}
+    five = {**two, "c": (0.05, 0.01, 8), "d": (-0.04, 0.01, 8), "e": (0.03, 0.01, 8)}
+    assert marks(five) == {"a": "", "b": "", "c": "above", "d": "below", "e": ""}
+    assert marks({"a": (0.025, 0.01, 8)}) == {"a": "above"}  # alone: p 0.041 <= 0.05
+
+
+def test_marks_never_flag_a_difference_that_reads_zero():
+    from isocompute.reports.allocators import _cell, marks
+
+    m = marks({"tiny": (3e-5, 1e-7, 8), "none": (0.0, 0.0, 8), "real": (0.02, 0.001, 8)})
+    assert m == {"tiny": "", "none": "", "real": "above"}
+    assert _cell(3e-5, 1e-7, m["tiny"]) == "+0.0000 +- 0.0000"
+    assert _cell(0.02, 0.001, m["real"]).endswith(" **")
