@@ -8,6 +8,7 @@ scaled down to the simulator's problem sets (d = 1024 problems).
 from __future__ import annotations
 
 from paper_figs.specs import POW2, StudySpec
+from studies.presets import DEMO_BASE
 
 BUDGET = 2**18
 """Quick default budget in rollouts per run (about 2.6e5)."""
@@ -56,9 +57,9 @@ JOINT_EASY = joint("easy")
 JOINT_HARD = joint("hard")
 FIXED_EASY = fixed_batch("easy")
 FIXED_HARD = fixed_batch("hard")
-HEADLINE_BASE = (("d", 512), ("d_val", 256), ("n_evals", 24))
-"""The configs of `isocompute demo` (studies/cli.py), so `isocompute figs --only headline --reuse` finds the
-demo's runs and the figure shows the same numbers as the demo's n*(C) tables."""
+HEADLINE_BASE = tuple(sorted(DEMO_BASE.items()))
+"""The configs of `isocompute demo` (studies/cli.py, studies.presets.DEMO_BASE), so `isocompute figs --only
+headline --reuse` finds the demo's runs and the figure shows the same numbers as the demo's n*(C) tables."""
 HEADLINE_TABULAR = n_vs_m("headline-tabular", preset="tabular", seeds=8, base=HEADLINE_BASE)
 HEADLINE_INTERFERENCE = n_vs_m("headline-interference", preset="interference", seeds=8, base=HEADLINE_BASE)
 

@@ -13,7 +13,8 @@ VARIANTS = (
     ("interference, share 0.5", (("preset", "interference"), ("options", (("share", 0.5),)))),
     ("interference, share 1", (("preset", "interference"), ("options", (("share", 1.0),)))),
 )
-"""Policy roles of specs.PRESETS (swap stronger presets in there); `share` is the sandbox's sharing knob."""
+"""Policy roles of studies.presets.PRESETS (swap stronger presets in there); `share` is the sandbox's sharing
+knob."""
 STUDIES = tuple(
     StudySpec(
         f"models-{ds}", kind="n-vs-m", dataset=ds, n=POW2, budget=BUDGET, seeds=SEEDS, variants=VARIANTS

@@ -14,12 +14,13 @@ from paper_figs import analysis as an
 from paper_figs import plots, style
 from paper_figs.catalog import HEADLINE_INTERFERENCE, HEADLINE_TABULAR
 from paper_figs.specs import FigureSpec
+from studies.presets import DEMO_ROLES
 
 PRESET_COLORS = {"tabular": "0.35", "interference": "#e8710a"}
-METRICS = {"tabular": "train_mean", "interference": "val_mean"}
-"""As in `isocompute demo`: the tabular policy is read on its training problems (the theory's object, Sec.
-5.1; its held-out problems share no parameters, so its validation reward is flat by construction), the
-interference policy on held-out validation problems (the paper's metric)."""
+METRICS = {role: metric for role, metric, _ in DEMO_ROLES}
+"""As in `isocompute demo` (studies.presets.DEMO_ROLES): the tabular policy is read on its training problems
+(the theory's object, Sec. 5.1; its held-out problems share no parameters, so its validation reward is flat
+by construction), the interference policy on held-out validation problems (the paper's metric)."""
 STUDIES = (HEADLINE_TABULAR, HEADLINE_INTERFERENCE)
 ROLES = (("tabular", HEADLINE_TABULAR.name), ("interference", HEADLINE_INTERFERENCE.name))
 SHORT = {"train_mean": "training reward", "val_mean": "validation reward"}

@@ -255,6 +255,14 @@ def engine_defaults(name: str) -> str:
     return ", ".join(parts)
 
 
+def sim_default(name: str) -> Any:
+    """The simulator's default of its config field `name`: what a RunConfig field left None becomes on the
+    simulator (studies.presets.preset_lr reads the lr a preset leaves unwritten)."""
+    from sandbox.config import SimConfig
+
+    return {f.name: f.default for f in fields(SimConfig)}[name]
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """{field: its attribute docstring} of a dataclass, read from its source (the string literal that
     follows each annotated field), joined to one line."""

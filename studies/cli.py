@@ -543,14 +543,6 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
 
 
 # ----------------------------------------------------------------------------------------------------- demo
-DEMO_PRESETS = (
-    # tabular validation problems never move (no shared parameters), so claim 1 is read on training problems
-    ("tabular", "train_mean", "many small steps should win: n* stays at the smallest n (docs/PAPER.md 5.1)"),
-    ("interference", "val_mean",
-     "interference should move n* up with C, then saturate (docs/PAPER.md finding 1)"),
-)
-
-
 @click.command()
 @click.option("--out", "out_dir", type=OutPath(file_okay=False, path_type=Path),
               default=Path("results/demo"), show_default=True,
@@ -564,6 +556,7 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     printing each n*(C) table and writing each frontier figure."""
     from studies.executors import run_sweep
     from studies.files import check_output_dir, jsonable
+    from studies.presets import DEMO_BASE, DEMO_ROLES, presets_for
     from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
@@ -571,9 +564,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
     jobs = check_jobs(jobs)
     check_output_dir(out_dir)
     fit_report = import_attr("studies.fit.report", "fit_report")
-    for model, metric, claim in DEMO_PRESETS:
-        base = RunConfig(backend="sim", model=model, dataset="easy", bp=32, budget=budget, d=512, d_val=256,
-                         n_evals=24)
+    for model, metric, claim in DEMO_ROLES:
+        base = RunConfig(backend="sim", dataset="easy", bp=32, budget=budget, **presets_for("sim")[model],
+                         **DEMO_BASE)
         configs = build_sweep("n-vs-m", base, n=parse_count_list("2^1..2^8"), seeds=seeds)
         where = out_dir / model
         with echo_warnings(), ResultStore(where, study="n-vs-m") as store:

@@ -4,9 +4,9 @@ A `StudySpec` names a sweep (kind, policy role, dataset, grid, budget, seeds, ov
 `study_configs` turns it into RunConfigs with `studies.sweeps.build_sweep`, `run_studies` runs the missing
 ones through `studies.executors.run_sweep` into one `studies.store.ResultStore`, and `Tables` hands the
 consumer the finished runs' tables, read through the store. Run ids are hashes of the config, so a run that
-several studies need is computed once and never recomputed. Policy roles are looked up in a presets mapping
-that the consumer owns (paper_figs.specs.PRESETS, isocompute.reports.claims' presets), so a stronger preset
-swaps in by editing one dict.
+several studies need is computed once and never recomputed. Policy roles are looked up in a presets mapping,
+one backend's table of studies.presets for every consumer, so one configuration has one run id in every
+figure and report.
 """
 
 from __future__ import annotations
@@ -37,25 +37,6 @@ POW2 = tuple(2**k for k in range(1, 9))
 GRID_KEYS = ("n", "bp", "batch", "bmax", "budget")
 """Override keys that change a study's grid rather than the RunConfig."""
 
-def _cpu_dtype() -> str:
-    from studies.backends import llm_cpu_dtype
-
-    return llm_cpu_dtype()
-
-
-CPU_LLM: dict[str, Any] = {
-    "engine": "vllm",
-    "engine_dtype": _cpu_dtype(),
-    "train_dtype": _cpu_dtype(),
-    "max_new_tokens": 16,
-    "d_val": 16,
-}
-"""RunConfig fields / llm options of the CPU-sized real-model preset (SmolLM2-135M, minutes per study on
-2 cores): rollouts and training in the CPU's precision (bf16 with AMX / AVX-512 BF16, float32 elsewhere,
-where bf16 is ~20x slower; llm_backend.config.cpu_dtype), 16 new tokens, 16 validation problems. The dtype
-is written into the options so that it is part of every run id. The grid (bp 4, n 2..8,
-budget 256, 1 seed) is the consumer's (paper_figs.specs.LLM_PRESETS, isocompute.reports.claims)."""
-
 
 @dataclass(frozen=True)
 class StudySpec:
@@ -66,7 +47,7 @@ class StudySpec:
     kind: str = "n-vs-m"
     """Sweep kind of studies.sweeps: n-vs-m, fixed-batch, joint or allocators."""
     preset: str = "interference"
-    """Policy role, looked up in the consumer's presets for the backend."""
+    """Policy role, looked up in the presets of the backend (studies.presets)."""
     dataset: str = "easy"
     n: tuple[int, ...] = POW2
     bp: tuple[int, ...] = (32,)

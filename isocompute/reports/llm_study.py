@@ -32,6 +32,7 @@ import pandas as pd
 from studies.config import RunConfig, StudiesError
 from studies.executors import SweepSummary, run_sweep
 from studies.files import write_marked_block
+from studies.presets import presets_for
 from studies.store import ResultStore
 
 NS = (2, 4, 8, 16)
@@ -97,7 +98,8 @@ def _sim_fit(budget: int, bp: int, seeds: int) -> dict:
     from studies.fit.report import fit_report
     from studies.sweeps import n_vs_m
 
-    base = RunConfig(backend="sim", model="interference", bp=bp, budget=budget, lr_rule="sqrt")
+    base = RunConfig(backend="sim", bp=bp, budget=budget, lr_rule="sqrt",
+                     **presets_for("sim")["interference"])
     with tempfile.TemporaryDirectory() as tmp, ResultStore(tmp, study="n-vs-m") as store:
         run_sweep(n_vs_m(base, NS, seeds), store, jobs=1, progress=False)
         table = pd.concat([store.read_run(r) for r in store.finished_runs()], ignore_index=True)

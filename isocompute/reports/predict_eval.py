@@ -33,6 +33,7 @@ from studies.fit.predict import (
     swept_n_star,
     upper_mask,
 )
+from studies.presets import presets_for
 
 
 def evaluate(base: RunConfig, n: Sequence[int], budget: int, out: Path, fraction: float = PILOT_FRACTION,
@@ -88,7 +89,8 @@ CASES: dict[str, dict[str, Any]] = {
     "interference-dual": {"model": "interference", "dataset": "dual"},
     "mlp-hard": {"model": "mlp", "dataset": "hard"},
 }
-"""Simulator cases of the evaluation: RunConfig fields over the shared base (bp 32, budget 2^20, d = d_val
+"""Simulator cases of the evaluation: a policy role of studies.presets ("model") and RunConfig fields over its
+preset and the shared base (bp 32, budget 2^20, d = d_val
 = 512, 40 evaluation points, n 2..256, 4 pilot seeds at 5% of the budget, 4 truth seeds at the budget)."""
 EVAL_NS = (2, 4, 8, 16, 32, 64, 128, 256)
 EVAL_BUDGET = 2**20
@@ -97,8 +99,10 @@ EVAL_BUDGET = 2**20
 def case_config(name: str) -> tuple[RunConfig, str]:
     kw = dict(CASES[name])
     kw.setdefault("d", 512)
-    metric = "train_mean" if kw.get("model") == "tabular" else "val_mean"  # tabular val problems never move
-    return RunConfig(backend="sim", bp=32, budget=EVAL_BUDGET, d_val=512, n_evals=40, **kw), metric
+    role = kw.pop("model")
+    metric = "train_mean" if role == "tabular" else "val_mean"  # tabular val problems never move
+    return RunConfig(backend="sim", bp=32, budget=EVAL_BUDGET, d_val=512, n_evals=40,
+                     **(presets_for("sim")[role] | kw)), metric
 
 
 TUNE_OFFSET = 300

@@ -90,7 +90,7 @@ def summary_of(plan, outcomes) -> dict:
            "seed_sets": [b[0] for b in first.by_set] if first else [],
            "verdicts": {k: o.verdict for k, o in by.items()},
            "by_set": {k: [[b[0], b[1]] for b in o.by_set] for k, o in by.items()}}
-    preset_lr = plan.presets.get("interference", {}).get("lr")
+    preset_lr = plan.preset_lr("interference")
     out["preset_lr"] = preset_lr
     f1 = by.get("f1")
     if f1 is not None and f1.numbers and f1.numbers.get("main") == RECIPE_ROW:
@@ -208,12 +208,11 @@ CAPTION_BEGIN, CAPTION_END = "<!-- headline-caption:begin -->", "<!-- headline-c
 
 def demo_setup() -> dict:
     """Seeds, bp, budget and lr of the headline figure's interference runs (`make demo`:
-    paper_figs.catalog.HEADLINE_INTERFERENCE at the simulator's default constant lr, the claims preset's)."""
-    from isocompute.reports.claims.common import PRESETS
+    paper_figs.catalog.HEADLINE_INTERFERENCE at the interference preset's lr, the simulator's default)."""
     from paper_figs.catalog import HEADLINE_INTERFERENCE as st
+    from studies.presets import preset_lr
 
-    return {"seeds": st.seeds, "bp": st.bp[0], "budget": st.budget,
-            "lr": PRESETS["sim"]["interference"]["lr"]}
+    return {"seeds": st.seeds, "bp": st.bp[0], "budget": st.budget, "lr": preset_lr("sim", st.preset)}
 
 
 def headline_caption(summary: dict | None, demo: dict | None = None) -> str:

@@ -39,6 +39,7 @@ import pandas as pd
 from isocompute.contract.status import DIVERGED, DONE
 from studies.config import RunConfig
 from studies.declared import StudySpec, study_configs
+from studies.presets import presets_for
 
 # ---------------------------------------------------------------------------------------------- the recipe
 LR_CENTRE = 1e-4
@@ -317,8 +318,6 @@ QUICK = Plan(
 """The same machinery in seconds (CI: `isocompute report tiny-study --quick`): the science is not in it."""
 
 PLANS = {"full": FULL, "quick": QUICK}
-PRESETS = {"tiny": {"lm": "tiny"}}
-"""The one policy role of this study: the shipped tiny LM."""
 
 STAGES = ("pilot", "tune", "report", "hard-tune", "hard-report")
 """The named stages, in order (`stage_plan`)."""
@@ -344,7 +343,7 @@ def spec(plan: Plan, part: Part, lrs: Iterable[float]) -> StudySpec:
     return StudySpec(
         f"tiny-study-{plan.name}/{part.key}",
         kind="n-vs-m",
-        preset="tiny",
+        preset="interference",
         dataset=part.dataset,
         n=part.ns,
         bp=(plan.bp,),
@@ -358,7 +357,7 @@ def spec(plan: Plan, part: Part, lrs: Iterable[float]) -> StudySpec:
 def configs(plan: Plan, part: Part, lrs: Iterable[float]) -> dict[tuple[int, int, float], RunConfig]:
     """{(n, seed, lr): RunConfig} of every declared run of `part` at base lrs `lrs`."""
     out = {}
-    for _, cfg in study_configs(spec(plan, part, lrs), PRESETS, "llm"):
+    for _, cfg in study_configs(spec(plan, part, lrs), presets_for("llm", "tiny"), "llm"):
         out[(int(cfg.n), int(cfg.seed), float(cfg.lr))] = cfg
     return out
 

@@ -82,7 +82,7 @@ def test_claims_llm_real_model(tmp_path):
     of 8 rollouts (3 GRPO steps in all; ~30 s on one core)."""
     from dataclasses import replace
 
-    from isocompute.reports.claims import common
+    from studies import presets
 
     plan = replace(
         LLM_QUICK,
@@ -98,15 +98,14 @@ def test_claims_llm_real_model(tmp_path):
     )
     # float32: transformers generate under bf16 autocast (CPU_LLM's dtype with AMX) is the slow path on CPU;
     # no train-sample evaluation (f1 and f5 read val): half of the run's time went to evaluating
-    tiny = dict(common.CPU_LLM) | {"engine": "hf", "max_new_tokens": 8, "d_val": 4, "n_evals": 2,
-                                   "engine_dtype": "float32", "train_dtype": "float32", "train_eval": False}
-    presets = {"interference": tiny}
-    old = common.PRESETS["llm"]
-    common.PRESETS["llm"] = presets
+    tiny = dict(presets.CPU_LLM) | {"engine": "hf", "max_new_tokens": 8, "d_val": 4, "n_evals": 2,
+                                    "engine_dtype": "float32", "train_dtype": "float32", "train_eval": False}
+    old = presets.PRESETS["llm"]
+    presets.PRESETS["llm"] = {"interference": tiny}
     try:
         md, outcomes = build_report(
             plan, tmp_path / "results", jobs=1, sections=tuple(s for s in SECTIONS if s.key in ("f1", "f5"))
         )
     finally:
-        common.PRESETS["llm"] = old
+        presets.PRESETS["llm"] = old
     assert {o.section.key: o.verdict in VERDICTS for o in outcomes} == {"f1": True, "f5": True}

@@ -13,9 +13,10 @@ import pytest
 from synthetic_curves import synthetic_table
 
 from isocompute.reports.claims import recipe
-from isocompute.reports.claims.common import FULL, LLM_QUICK, PRESETS, QUICK, stakes
+from isocompute.reports.claims.common import FULL, LLM_QUICK, QUICK, stakes
 from isocompute.reports.claims.report import Outcome, SeedSet, replicated
 from studies.declared import study_configs
+from studies.presets import PRESETS, preset_lr
 
 
 def test_the_recipe_is_every_study_default():
@@ -43,7 +44,10 @@ def test_the_recipe_is_every_study_default():
 def test_the_preset_lr_is_the_simulators_default():
     from sandbox.config import SimConfig
 
-    assert PRESETS["sim"]["interference"]["lr"] == SimConfig().lr
+    assert preset_lr("sim", "interference") == preset_lr("sim", "tabular") == SimConfig().lr
+    # a constant lr at the preset's is the preset's spelling (one run id); any other is written out
+    assert "lr" not in dict(QUICK.study("c", lr=SimConfig().lr).base)
+    assert dict(QUICK.study("c", lr=0.03).base)["lr"] == 0.03
 
 
 def test_a_seed_offset_moves_reported_and_tuning_seeds():

@@ -12,11 +12,12 @@ from click.testing import CliRunner
 
 from isocompute.cli import main
 from isocompute.reports.claims import QUICK, SECTIONS, VERDICTS
-from isocompute.reports.claims.common import PRESETS, n_star_cell, n_star_rows
+from isocompute.reports.claims.common import n_star_cell, n_star_rows
 from isocompute.reports.claims.nstar import RECIPE_ROW, f1_measure, theory_measure
 from isocompute.reports.claims.report import studies_of, tune
 from studies.declared import Tables, study_configs
 from studies.fit.report import fit_report
+from studies.presets import PRESETS
 
 pytestmark = pytest.mark.slow  # one whole quick report (~40 s on one core), shared by the module
 

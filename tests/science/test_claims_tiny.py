@@ -34,12 +34,13 @@ def test_claims_on_the_tiny_lm_run_through_the_pipeline(tmp_path, monkeypatch):
     from dataclasses import replace
 
     from isocompute.reports.claims import common, report
+    from studies import presets
 
     small = replace(TINY_QUICK, top=2**9, side_top=2**9, ns=(2, 4), side_ns=(2, 4), bp=4, large_min=4,
                     pass1_ns=(2, 4))
     monkeypatch.setitem(common.MODES, ("tiny", True), small)
     monkeypatch.setitem(report.MODES, ("tiny", True), small)
-    monkeypatch.setitem(common.PRESETS, "tiny", {"interference": {"lm": "tiny", "d_val": 16, "n_evals": 4}})
+    monkeypatch.setitem(presets.PRESETS, "tiny", {"interference": {"lm": "tiny", "d_val": 16, "n_evals": 4}})
     out = tmp_path / "claims.md"
     r = CliRunner().invoke(main, ["claims", "--backend", "llm", "--lm", "tiny", "--quick", "--jobs", "2",
                                   "--results", str(tmp_path / "results"), "--out", str(out)])

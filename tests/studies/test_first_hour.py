@@ -193,7 +193,7 @@ def test_5_llm_options_are_listed_from_the_config():
 
 def test_5_dtype_default_follows_the_cpu(tmp_path):
     from llm_backend.config import CPU_DTYPE, LLMConfig, cpu_dtype
-    from studies.declared import CPU_LLM
+    from studies.presets import CPU_LLM
 
     cases = (("fpu sse avx2 amx_tile amx_bf16", "bfloat16"), ("fpu avx512f avx512_bf16", "bfloat16"),
              ("fpu sse avx2 fma", "float32"))

@@ -72,10 +72,11 @@ def test_predict_runs_tiny_pilots(tmp_path):
 
 def test_figs_on_the_tiny_lm(monkeypatch, tmp_path):
     from paper_figs import build
+    from studies import presets
 
     monkeypatch.setattr(build, "TINY_GRID", {"n": (2, 4), "bp": (4,), "budget": 64, "seeds": 1})
     quick = {"lm": "tiny", "d_val": 16, "n_evals": 2, "train_eval": False}
-    monkeypatch.setattr(build, "TINY_PRESETS", {"interference": quick})
+    monkeypatch.setitem(presets.PRESETS, "tiny", {"interference": quick})
     _ok(["figs", "--backend", "llm", "--lm", "tiny", "--only", "fig24", "--results", str(tmp_path / "r"),
          "--out", str(tmp_path / "img"), "--jobs", "1", "--quiet"])
     assert (tmp_path / "img" / "fig24.png").stat().st_size > 0

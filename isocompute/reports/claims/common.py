@@ -1,4 +1,4 @@
-"""What every claims section shares: sizes (ClaimsMode), presets, the Section declaration, and the statistics.
+"""What every claims section shares: sizes (ClaimsMode), the Section declaration, and the statistics.
 
 Conventions: seeds are paired across n (seed s uses problem_seed s, so every n sees the same
 problems and initial policy); differences and their SEs are taken per seed; CIs are 95% t-intervals over
@@ -24,29 +24,15 @@ from isocompute.reports.claims.judge import NAN_INTERVAL, Interval, equivalent, 
 from isocompute.reports.claims.recipe import RECIPE, TUNE_SEED0, regularisation
 from isocompute.reports.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
-from studies.declared import CPU_LLM, StudySpec, Tables
+from studies.declared import StudySpec, Tables
 from studies.fit.analyses import run_rewards
 from studies.fit.frontier import FrontierFit
+from studies.presets import preset_lr, presets_for
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "inconclusive", "does not replicate",
             "not applicable to a simulator", "measured")
 """Every verdict a section may give (judge.py: the first five come from intervals; 'does not replicate' where
 two seed sets disagree)."""
-
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "sim": {
-        "interference": {"model": "interference", "lr": 0.1},
-        "tabular": {"model": "tabular", "lr": 0.1},
-        "skills": {"model": "skills"},
-    },
-    "llm": {"interference": dict(CPU_LLM)},
-    "tiny": {"interference": {"lm": "tiny"}},
-}
-"""Backend -> policy role -> RunConfig fields / backend options. A real LM plays the interference role. The
-simulator's lr is written out (its default, 0.1) so the preset and the lr study's "constant lr 0.1" are the
-same runs. "tiny" is the llm backend on the shipped tiny LM (`--lm tiny`, its own defaults:
-llm_backend.config.TINY_DEFAULTS)."""
-
 
 @dataclass(frozen=True)
 class ClaimsMode:
@@ -76,7 +62,7 @@ class ClaimsMode:
     pass1_ns: tuple[int, int] = (8, 128)
     """(small n, large n) of the pass@1 distribution comparison (finding 5)."""
     lm: str | None = None
-    """The llm backend's model (`--lm`; None: SmolLM2's CPU preset); its PRESETS key when set."""
+    """The llm backend's model (`--lm`; None: SmolLM2's CPU preset); "tiny" picks the tiny LM's presets."""
     tune_seeds: int = 2
     """Tuning seeds of the recipe's base lr (recipe.TUNE_SEED0 + seed_offset onward), never reported."""
     seed_offset: int = 0
@@ -86,8 +72,12 @@ class ClaimsMode:
 
     @property
     def presets(self) -> dict[str, dict[str, Any]]:
-        """PRESETS of this plan: the backend's, or the tiny LM's for lm = "tiny"."""
-        return PRESETS[self.lm or self.backend]
+        """The policy roles of this plan (studies.presets): the backend's, or the tiny LM's (lm "tiny")."""
+        return presets_for(self.backend, self.lm)
+
+    def preset_lr(self, role: str = "interference") -> float | None:
+        """The lr a role's preset trains with (studies.presets.preset_lr; None: the LM's own)."""
+        return preset_lr(self.backend, role, self.lm)
 
     @property
     def recipe(self) -> bool:
@@ -120,16 +110,21 @@ class ClaimsMode:
             base = {"d": self.d, "d_val": self.d, "snapshots": False} if self.d else {"snapshots": False}
         return tuple(sorted((base | kw).items()))
 
-    def lr_overrides(self, full_name: str, dataset: str, lr: float | str = RECIPE) -> dict[str, Any]:
+    def lr_overrides(self, full_name: str, dataset: str, lr: float | str = RECIPE,
+                     preset: str = "interference") -> dict[str, Any]:
         """The RunConfig overrides of a study's lr (see `study`): for the recipe the sqrt rule, the
-        dataset's regularisation and, once the tuning stage has chosen it, the base lr of `full_name`."""
+        dataset's regularisation and, once the tuning stage has chosen it, the base lr of `full_name`; for a
+        constant lr that lr, left unwritten where it is the one `preset` trains with, so that the constant
+        lr row and the preset's runs are one run id (studies.presets)."""
         if lr == RECIPE and self.recipe:
             extra: dict[str, Any] = regularisation(dataset) | {"lr_rule": "sqrt"}
             chosen = dict(self.tuned).get(full_name)
             if chosen is not None:
                 extra["lr"] = chosen
             return extra
-        return {"lr": float(lr)} if isinstance(lr, int | float) else {}
+        if isinstance(lr, int | float):
+            return {} if float(lr) == self.preset_lr(preset) else {"lr": float(lr)}
+        return {}
 
     def study(
         self,
@@ -148,7 +143,7 @@ class ClaimsMode:
         stage chose for this study, KL + entropy on Easy; explicit kw win); PRESET_LR with the preset's own
         lr; a number with that constant lr. Plans without the recipe (llm) treat RECIPE as PRESET_LR."""
         full = f"{self.name}/{name}"
-        extra = self.lr_overrides(full, dataset, lr)
+        extra = self.lr_overrides(full, dataset, lr, preset)
         return StudySpec(
             full,
             kind="n-vs-m",
@@ -592,10 +587,13 @@ def yes(v: bool | None) -> str:
 
 
 def setup_text(plan: ClaimsMode, st: StudySpec, extra: str = "") -> str:
-    """`RunConfig(...)` of a study's shared fields, for the report's Setup lines."""
+    """`RunConfig(...)` of a study's shared fields, for the report's Setup lines; the lr is the one the runs
+    train with, also where the preset leaves it to the backend (studies.presets.preset_lr)."""
     from studies.declared import study_configs
 
     cfg = study_configs(st, plan.presets, plan.backend)[0][1]
+    if cfg.lr is None and plan.preset_lr(st.preset) is not None:
+        cfg = cfg.replace(lr=plan.preset_lr(st.preset))
     skip = {"n", "seed", "problem_seed", "backend", "options"}
     default = RunConfig().to_dict()
     fields = {k: v for k, v in cfg.to_dict().items() if k not in skip and v != default.get(k)}

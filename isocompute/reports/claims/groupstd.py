@@ -37,6 +37,7 @@ from isocompute.reports.claims.selection import directional_growth, saturated_ed
 from isocompute.reports.claims.wgain import w_gain
 from studies.declared import StudySpec, Tables, run_studies
 from studies.fit.frontier import FrontierFit
+from studies.presets import presets_for
 
 SHOWN, RULED_OUT, INCONCLUSIVE = "shown", "ruled out", "inconclusive"
 RULED_OUT_BELOW = 0.01
@@ -123,6 +124,11 @@ class Size:
         return self.budgets[-1]
 
     @property
+    def presets(self) -> dict[str, dict[str, object]]:
+        """The policy roles of this size's backend and LM (studies.presets; `over` names the LM)."""
+        return presets_for(self.backend, dict(self.over).get("lm"))
+
+    @property
     def tune_seeds(self) -> list[int]:
         return list(range(self.tune))
 
@@ -205,8 +211,6 @@ SIZES = {
         staged=True,
     ),
 }
-PRESETS = {"sim": {"interference": {"model": "interference"}}, "llm": {"interference": {}}}
-"""Policy role -> fields per backend: the simulator's interference preset (Adam); the LM's own defaults."""
 
 
 def spec(size: Size, arm: Arm, fixed_batch: bool = False, ns: tuple[int, ...] | None = None) -> StudySpec:
@@ -563,7 +567,7 @@ def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs:
     choice was run, and leave the others out. `run` False reads the store only (`_stored_or_run`)."""
     from studies.declared import study_configs
 
-    full = {name: study_configs(st, PRESETS[size.backend], size.backend) for name, st in studies.items()}
+    full = {name: study_configs(st, size.presets, size.backend) for name, st in studies.items()}
     tune = set(size.tune_seeds)
     stage1 = {name: [(lab, c) for lab, c in runs if c.seed in tune] for name, runs in full.items()}
     _stored_or_run([c for runs in stage1.values() for _, c in runs], results, jobs, progress,
@@ -591,7 +595,7 @@ def build(size: Size, results: Path, jobs: int = 2, progress: bool = False, run:
         plan = run_studies(
             studies,
             results,
-            PRESETS[size.backend],
+            size.presets,
             size.backend,
             jobs,
             progress,

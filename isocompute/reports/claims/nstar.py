@@ -98,7 +98,7 @@ def constant_label(lr: float, preset_lr: float | None) -> str:
 
 
 def _preset_lr(p: ClaimsMode) -> float | None:
-    return p.presets.get("interference", {}).get("lr")
+    return p.preset_lr("interference")
 
 
 def _recipe(p: ClaimsMode):
