@@ -90,8 +90,8 @@ CASES: dict[str, dict[str, Any]] = {
     "mlp-hard": {"model": "mlp", "dataset": "hard"},
 }
 """Simulator cases of the evaluation: a policy role of studies.presets ("model") and RunConfig fields over its
-preset and the shared base (bp 32, budget 2^20, d = d_val
-= 512, 40 evaluation points, n 2..256, 4 pilot seeds at 5% of the budget, 4 truth seeds at the budget)."""
+preset and the shared base (bp 32, budget 2^20, d = d_val = 512, 40 evaluation points, n 2..256, 4 pilot
+seeds at 5% of the budget, 4 truth seeds at the budget)."""
 EVAL_NS = (2, 4, 8, 16, 32, 64, 128, 256)
 EVAL_BUDGET = 2**20
 
