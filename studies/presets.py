@@ -1,7 +1,7 @@
 """The policy presets: one table per backend that maps a policy role to the RunConfig fields of its runs.
 
 Every consumer that names a role (the figures of paper_figs, the claims report and its group-std study, the
-tiny-LM study, `isocompute demo`) reads it here. A run id is a hash of the RunConfig
+tiny-LM study, the allocators study, `isocompute demo`) reads it here. A run id is a hash of the RunConfig
 (studies.config.RunConfig.run_id), so two tables that spell one configuration differently (an lr written out
 in one, left to the backend's default in the other) give the same runs two ids, and a figure and a report
 cannot share them; one table gives one configuration one id everywhere, and a stronger preset swaps in for

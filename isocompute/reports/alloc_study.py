@@ -35,6 +35,7 @@ from isocompute.contract.status import DONE
 from isocompute.reports import tiny_study as ts
 from studies.config import RunConfig, StudiesError
 from studies.declared import StudySpec, study_configs
+from studies.presets import presets_for
 
 STAGES = ("tune", "report")
 """The stages of every part, in order."""
@@ -64,7 +65,7 @@ class Part:
     """Centre of the base-lr grid (at B_ref = lr_ref_batch under the sqrt rule)."""
     lr_ref_batch: int
     model: str | None = None
-    """The simulator's policy preset (backend sim)."""
+    """The simulator's policy role (backend sim): a role of studies.presets' simulator table."""
     lm: str | None = None
     """The language model (backend llm)."""
     d_val: int | None = None
@@ -110,8 +111,9 @@ SIM_PRESETS = (("tabular", "easy", "train_mean"), ("tabular", "hard", "train_mea
                ("interference", "easy", "val_mean"), ("interference", "hard", "val_mean"),
                ("tabular", "dual", "train_mean"), ("interference", "dual", "val_mean"),
                ("interference", "tri", "val_mean"))
-"""(model, dataset, metric) of the simulator parts: tabular's validation problems never move (no shared
-parameters), so its metric is the training pass@1; interference generalises, so held-out pass@1."""
+"""(model, dataset, metric) of the simulator parts, the model a simulator role of studies.presets (its fields
+come from there: `role_fields`): tabular's validation problems never move (no shared parameters), so its
+metric is the training pass@1; interference generalises, so held-out pass@1."""
 SIM_ALLOCATORS = ("knapsack", "knapsack:oracle=1", "variance", "variance:oracle=1", "gvm", "ada",
                   "dynamic-sampling", "skip-zero-var", "schedule:double@0.25,0.5", "schedule:zv@0.5",
                   "pilot-commit", "dynamo")
@@ -119,7 +121,9 @@ LLM_ALLOCATORS = ("knapsack", "dynamic-sampling", "skip-zero-var", "schedule:dou
                   "dynamo")
 """Every allocator the llm backend has, at its defaults (a schedule: BroRL's doubling at 25% and 50%)."""
 SIM_LR = 0.1
-"""The simulator presets' lr (Adam, constant before): the centre of the simulator's base-lr grid."""
+"""The simulator presets' lr (Adam, constant before; studies.presets.preset_lr of every simulator role, which
+leave it to the simulator's default: tests/studies/test_presets.py checks): the centre of the simulator's
+base-lr grid. Written out so that declaring the study does not import the simulator."""
 
 
 def _tiny_base(kl: float, entropy: float) -> tuple[tuple[str, Any], ...]:
@@ -198,13 +202,21 @@ def spec(part: Part, lrs: Iterable[float]) -> StudySpec:
                      variants=tuple((ts.lr_label(lr), (("lr", lr),)) for lr in sorted(lrs)))
 
 
+def role_fields(part: Part) -> dict[str, Any]:
+    """The RunConfig fields of the part's policy role, from the one preset table (studies.presets): the
+    simulator's role `model`, or the interference role of the part's LM (the tiny LM's own table for
+    lm "tiny"), its `lm` named."""
+    if part.backend == "sim":
+        return presets_for("sim")[part.model]
+    return presets_for(part.backend, part.lm)["interference"] | ({"lm": part.lm} if part.lm else {})
+
+
 def configs(plan: Plan, part: Part, lrs: Iterable[float] | None = None
             ) -> dict[tuple[str, int, float], RunConfig]:
     """{(arm, seed, lr): RunConfig} of every declared run of `part` at base lrs `lrs` (default lr_grid)."""
-    role = {"model": part.model} if part.backend == "sim" else {"lm": part.lm}
     lrs = lr_grid(plan, part) if lrs is None else lrs
     out = {}
-    for _, cfg in study_configs(spec(part, lrs), {part.key: role}, part.backend):
+    for _, cfg in study_configs(spec(part, lrs), {part.key: role_fields(part)}, part.backend):
         out[(label(cfg.allocator, cfg.n), int(cfg.seed), float(cfg.lr))] = cfg
     return out
 

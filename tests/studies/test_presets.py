@@ -15,7 +15,7 @@ from paper_figs import build
 from paper_figs.catalog import HEADLINE_INTERFERENCE, HEADLINE_TABULAR
 from studies import backends
 from studies.declared import study_configs
-from studies.presets import DEMO_BASE, PRESETS, preset_lr, presets_for
+from studies.presets import DEMO_BASE, DEMO_ROLES, PRESETS, preset_lr, presets_for
 
 SMALL = {"n": (2, 4), "seeds": 1, "budget": 2**12}
 """A size of the headline's studies that runs in seconds: n = 2 and 4 at bp 32, one seed."""
@@ -31,6 +31,23 @@ def test_every_consumer_reads_the_one_table():
     assert all("lr" not in fields for fields in PRESETS["sim"].values())
     assert QUICK.preset_lr("tabular") == preset_lr("sim", "interference") == 0.1
     assert LLM_QUICK.preset_lr() is None
+
+
+def test_the_allocators_study_reads_the_one_table():
+    """Its simulator parts are roles of the simulator's table, read on the demo's metric of the role, centred
+    on the role's preset lr; its tiny-LM parts run the tiny LM's role (the committed store's ids)."""
+    from isocompute.reports import alloc_study
+
+    metric = {role: m for role, m, _ in DEMO_ROLES}
+    for model, _, m in alloc_study.SIM_PRESETS:
+        assert model in PRESETS["sim"] and m == metric[model]
+    for plan in (*alloc_study.PLANS.values(), *alloc_study.QUICK.values()):
+        for part in plan.parts:
+            if part.backend == "sim":
+                assert alloc_study.role_fields(part) is PRESETS["sim"][part.model]
+                assert part.lr_centre == alloc_study.SIM_LR == preset_lr("sim", part.model)
+            else:
+                assert alloc_study.role_fields(part) == PRESETS["tiny"]["interference"] == {"lm": "tiny"}
 
 
 def _pairs():
