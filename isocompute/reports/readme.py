@@ -312,7 +312,7 @@ def _caption_row(pos: str, row: dict, top: str, f1_verdict: str) -> str:
         verdict = ("n*(C) grows with compute: finding 1 reproduced" if f1_verdict == "reproduced"
                    else f"the claims report's verdict on finding 1: {f1_verdict}")
     elif row["key"] == "constant":
-        what = f"the constant lr {row['lr']:g} (the simulator's default; a sensitivity row, not a verdict)"
+        what = f"the preset's constant lr {row['lr']:g} (a sensitivity row, not a verdict)"
         verdict = ""
     else:
         what = "the backend's own recipe and lr"
@@ -320,12 +320,23 @@ def _caption_row(pos: str, row: dict, top: str, f1_verdict: str) -> str:
     inter, tab = roles.get("interference", {}).get("top"), roles.get("tabular", {}).get("top")
     out = f"{pos + ', ' if pos else ''}{what}:"
     if inter:
-        out += f" interference n* at {top} is {_set(inter)}{_stake(inter['stake'])};"
+        out += f" interference n* at {top} is {_set(inter)}{_caption_stake(inter['stake'])};"
     out += f" the top-budget gain of the best large n over the best small n is {_gt(row['gain'])}"
-    out += f" ({verdict})" if verdict else ""
+    out += f"; {verdict}" if verdict else ""
     if tab:
         out += f"; tabular n* at {top} is {_set(tab)}"
     return out + "."
+
+
+def _caption_stake(st: dict | None) -> str:
+    """', with nothing at stake (n* is the best small n)' or ', gaining +0.0041 [+0.0012, +0.0070] over the
+    best small n' (the stake beside n*, claims.common.stakes); empty without one."""
+    if not st:
+        return ""
+    if st["estimate"] == 0 and st["lo"] == 0 and st["hi"] == 0:
+        return ", with nothing at stake (n* is the best small n)"
+    within = " (inside the equivalence margin)" if st["within"] else ""
+    return f", gaining {st['estimate']:+.4f} [{st['lo']:+.4f}, {st['hi']:+.4f}] over the best small n{within}"
 
 
 def _set(top: dict) -> str:

@@ -28,19 +28,20 @@ STAKE_OFFSET = {"tabular": 0.93, "interference": 1.07}
 """Horizontal nudge (a factor of the budget) of each policy's stake, so the two intervals never overlap."""
 
 
-def row_title(row: dict) -> str:
-    """'paper's recipe: sqrt rule, base lr 0.003 (interference), 0.01 (tabular), tuned on held-out seeds' or
-    'constant lr 0.1 (the preset's; a sensitivity row)', with the row's top-budget gain of large n."""
+def row_title(row: dict, top: float) -> str:
+    """'paper's recipe: sqrt rule, base lr 0.003 (interference), 0.01 (tabular) tuned on held-out seeds' or
+    'constant lr 0.1 (the preset's; a sensitivity row)', with the row's gain of large n at the top budget
+    `top`."""
     if row["key"] == "recipe":
         lrs = ", ".join(f"{r['base_lr']:g} ({role})" for role, r in row["roles"].items()
                         if r["base_lr"] is not None)
-        head = f"paper's recipe: lr = base x sqrt(bp n / 256), base lr {lrs} chosen on tuning seeds"
+        head = f"paper's recipe: sqrt rule, base lr {lrs} tuned on held-out seeds"
     elif row["key"] == "constant":
         head = f"constant lr {row['lr']:g} (the preset's; a sensitivity row)"
     else:
         head = "the backend's own recipe and lr"
     g = row["gain"]
-    gain = (f"; interference, best large n - best small n at the top budget: {g['iv'].text()}"
+    gain = (f"   |   interference at {budget_text(top)}, best large n - best small n: {g['iv'].text()}"
             if "n_small" in g else "")
     return head + gain
 
@@ -69,27 +70,31 @@ def _draw(tables: Tables, plan: ClaimsMode, x: dict) -> Figure:
     subs = np.atleast_1d(fig.subfigures(len(rows), 1))
     ns: set = set()
     for sub, row in zip(subs, rows, strict=True):
-        sub.suptitle(row_title(row), fontsize=12, fontweight="bold")
+        sub.suptitle(row_title(row, plan.top), fontsize=12, fontweight="bold")
         axes = sub.subplots(1, ncols, squeeze=False)[0]
         ax_star, ax_stake = axes[-2], axes[-1]
-        notes = []
+        notes, row_ns = [], set()
         for ax, role in zip(axes, roles, strict=False):
             r = row["roles"].get(role)
             if r is None:
                 style.empty_panel(ax, f"no {role} runs at this lr")
                 continue
             t = tables[r["study"]]
-            ns |= set(t["n"].unique())
+            row_ns |= {float(v) for v in t["n"].unique()}
             rep = plots.n_curves(ax, t, r["metric"])
             ax.set_title(f"{role} policy ({SHORT[r['metric']]})")
             plots.nstar_panel(ax_star, rep, color_by_reward=False, color=PRESET_COLORS[role], label=role)
             if r["rows"]:
                 top = r["rows"][-1]
-                notes.append(f"{role}: n* at {budget_text(top['budget'])} {n_star_cell(top)}")
+                notes.append(f"{role}: n* at {budget_text(top['budget'])} is {n_star_cell(top)}")
             _stakes(ax_stake, r["rows"], role, PRESET_COLORS[role])
+        ns |= row_ns
+        if row_ns:  # every n of the grid on the axis, so each tie's shaded set lies inside it
+            style.log2_axis(ax_star, "y", row_ns, label="compute-optimal n*")
+            ax_star.set_ylim(min(row_ns) / 1.3, max(row_ns) * 1.3)
         ax_star.set_title("compute-optimal n*(C)")
         if notes:
-            ax_star.text(0.98, 0.03, "\n".join(notes), ha="right", va="bottom", fontsize=9,
+            ax_star.text(0.03, 0.97, "\n".join(notes), ha="left", va="top", fontsize=9,
                          transform=ax_star.transAxes,
                          bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
         ax_stake.axhline(0.0, color="0.3", lw=0.8)
@@ -106,7 +111,8 @@ def _draw(tables: Tables, plan: ClaimsMode, x: dict) -> Figure:
     labels += [f"{r}: n*(C) where determined; stake with its 95% interval" for r in roles]
     style.outside_legend(fig, handles, labels, where="bottom")
     seeds = f"seeds {plan.seeds_text()}"
-    fig.suptitle(f"Finding 1 at two lr choices: frontiers, n*(C) and the reward at stake (claims report, "
+    choices = f"{len(rows)} lr choices" if len(rows) > 1 else "its lr"
+    fig.suptitle(f"Finding 1 at {choices}: frontiers, n*(C) and the reward at stake (claims report, "
                  f"{plan.name} mode, {seeds}, bp = {plan.bp}, easy)", fontsize=13)
     return fig
 
