@@ -73,7 +73,7 @@ def _draw(tables: Tables, plan: ClaimsMode, x: dict) -> Figure:
         sub.suptitle(row_title(row, plan.top), fontsize=12, fontweight="bold")
         axes = sub.subplots(1, ncols, squeeze=False)[0]
         ax_star, ax_stake = axes[-2], axes[-1]
-        notes, row_ns = [], set()
+        notes, row_ns, staked = [], set(), False
         for ax, role in zip(axes, roles, strict=False):
             r = row["roles"].get(role)
             if r is None:
@@ -87,7 +87,7 @@ def _draw(tables: Tables, plan: ClaimsMode, x: dict) -> Figure:
             if r["rows"]:
                 top = r["rows"][-1]
                 notes.append(f"{role}: n* at {budget_text(top['budget'])} is {n_star_cell(top)}")
-            _stakes(ax_stake, r["rows"], role, PRESET_COLORS[role])
+            staked |= _stakes(ax_stake, r["rows"], role, PRESET_COLORS[role])
         ns |= row_ns
         if row_ns:  # every n of the grid on the axis, so each tie's shaded set lies inside it
             style.log2_axis(ax_star, "y", row_ns, label="compute-optimal n*")
@@ -97,6 +97,9 @@ def _draw(tables: Tables, plan: ClaimsMode, x: dict) -> Figure:
             ax_star.text(0.03, 0.97, "\n".join(notes), ha="left", va="top", fontsize=9,
                          transform=ax_star.transAxes,
                          bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
+        if not staked:
+            ax_stake.text(0.5, 0.5, "no stake: it needs two seeds or more", ha="center", va="center",
+                          transform=ax_stake.transAxes, color="0.35")
         ax_stake.axhline(0.0, color="0.3", lw=0.8)
         ax_stake.axhspan(-EQUIVALENCE_MARGIN, EQUIVALENCE_MARGIN, color="0.85", alpha=0.5, lw=0, zorder=0)
         style.compute_axis(ax_stake)
@@ -117,18 +120,19 @@ def _draw(tables: Tables, plan: ClaimsMode, x: dict) -> Figure:
     return fig
 
 
-def _stakes(ax, rows: list[dict], role: str, color) -> None:
+def _stakes(ax, rows: list[dict], role: str, color) -> bool:
     """The stake of each budget's n* as a point with its 95% interval (a bare point where n* is the best
-    small n itself: nothing at stake); budgets without a stake are left out."""
+    small n itself: nothing at stake); budgets without a stake are left out. Whether any was drawn."""
     pts = [(r["budget"], r["stake"]) for r in rows if r.get("stake") is not None
            and np.isfinite(r["stake"].estimate)]
     if not pts:
-        return
+        return False
     b = np.array([p[0] for p in pts]) * STAKE_OFFSET.get(role, 1.0)
     est = np.array([p[1].estimate for p in pts])
     lo = np.array([p[1].lo if np.isfinite(p[1].lo) else p[1].estimate for p in pts])
     hi = np.array([p[1].hi if np.isfinite(p[1].hi) else p[1].estimate for p in pts])
     ax.errorbar(b, est, yerr=[est - lo, hi - est], fmt="o", ms=5, color=color, capsize=3, lw=1.4)
+    return True
 
 
 def write(path: Path, tables: Tables, plan: ClaimsMode, x: dict) -> Path:

@@ -332,6 +332,10 @@ def f1_body(x: dict) -> list[str]:
     if x.get("tabular_recipe_rows"):
         labels["tabular (train_mean, paper's recipe)"] = x["tabular_recipe_rows"]
     lines += n_star_table(labels)
+    if len(x.get("lr_choices", [])) > 1:
+        lines += ["", "README's headline figure draws these lr choices side by side, each with both "
+                  "policies' frontiers, n*(C) and the stake (claims/headline.py; the report writes it beside "
+                  "itself as -headline.png, with --docs as docs/figs/headline.png)."]
     if x.get("base_lr") is not None:
         tab = (f"; tabular {x['tabular_base_lr']:g}" if x.get("tabular_base_lr") is not None else "")
         lines += ["", f"Recipe base lr (at bp n = 256, chosen on the tuning seeds; the report's recipe table "
