@@ -125,7 +125,7 @@ def summary_of(plan, outcomes) -> dict:
            "by_set": {k: [[b[0], b[1]] for b in o.by_set] for k, o in by.items()}}
     preset_lr = plan.preset_lr("interference")
     out["preset_lr"] = preset_lr
-    out["tabular_lr"] = plan.presets.get("tabular", {}).get("lr")
+    out["tabular_lr"] = plan.preset_lr("tabular") if "tabular" in plan.presets else None
     out["base_lr_grid"] = list(plan.sqrt_lrs)
     f1 = by.get("f1")
     if f1 is not None and f1.numbers and f1.numbers.get("main") == RECIPE_ROW:

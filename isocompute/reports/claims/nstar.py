@@ -31,6 +31,7 @@ from isocompute.reports.claims.judge import MIN_GAIN, Rule, combine, judge, part
 from isocompute.reports.claims.recipe import PRESET_LR
 from isocompute.reports.claims.selection import cross_fit
 from studies.declared import Tables
+from studies.presets import DEMO_ROLES
 
 
 # ------------------------------------------------------------------------------------------------ theory
@@ -258,6 +259,11 @@ def f1_measure(t: Tables, p: ClaimsMode) -> dict:
     return out
 
 
+ROLE_METRIC = {role: metric for role, metric, _ in DEMO_ROLES}
+"""The reward each policy role is read on (studies.presets.DEMO_ROLES): the tabular policy on its training
+problems, the interference policy on held-out ones."""
+
+
 def headline_rows(x: dict, p: ClaimsMode) -> list[dict]:
     """`lr_choices` with what was measured for each (f1_measure's numbers): per preset role its study name,
     metric and n* rows (with the stake), the base lr the tuning stage chose for it (recipe rows), and the
@@ -270,7 +276,7 @@ def headline_rows(x: dict, p: ClaimsMode) -> list[dict]:
         for role, st in c["studies"].items():
             inter = role == "interference"
             base = (x.get("base_lr") if inter else x.get("tabular_base_lr")) if c["key"] == "recipe" else None
-            roles[role] = {"study": st.name, "metric": "val_mean" if inter else "train_mean",
+            roles[role] = {"study": st.name, "metric": ROLE_METRIC[role],
                            "rows": tr["rows"] if inter else tab_rows.get(c["key"]) or [], "base_lr": base}
         out.append({"key": c["key"], "treatment": c["treatment"], "lr": c["lr"], "roles": roles,
                     "gain": tr["record"]})
