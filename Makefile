@@ -29,7 +29,8 @@ $(STAMP_ALL): pyproject.toml | $(BIN)/python
 env: $(STAMP_BASE)
 env-all: $(STAMP_ALL)
 
-## demo: the main job, a small simulated n-vs-m study (tabular vs interference) -> n*(C) table + headline figure
+## demo: the main job, a small simulated n-vs-m study (tabular vs interference) -> n*(C) table + its figure at the
+#   simulator's default constant lr (results/demo/headline.png; README's headline is the claims report's)
 demo: $(STAMP_BASE)
 	$(BIN)/isocompute demo --out $(OUT)/demo
 	$(BIN)/isocompute figs --only headline --reuse $(OUT)/demo/tabular --reuse $(OUT)/demo/interference \

@@ -23,7 +23,8 @@ def _ids(value: tuple[str, ...]) -> list[str]:
     "only",
     multiple=True,
     metavar="ID",
-    help="Figure id(s) to build (repeat or comma list); default: all. `--list` shows the ids.",
+    help="Figure id(s) to build (repeat or comma list); default: every gallery figure (all but the demo's "
+    "`headline`). `--list` shows the ids.",
 )
 @click.option(
     "--backend",
@@ -90,12 +91,13 @@ def figs(only, backend, lm, out, results, jobs, size, gallery_path, reuse, list_
         raise click.UsageError("--lm takes --backend llm")
     if only and not _ids(only):  # `--only ''` must not silently mean every figure (hundreds of runs)
         raise click.UsageError("--only names no figure id; drop it to build all (`--list` shows the ids)")
-    ids = _ids(only) or list(reg)
+    listed = [i for i, spec in reg.items() if spec.gallery]
+    ids = _ids(only) or listed
     unknown = [i for i in ids if i not in reg]
     if unknown:
         raise click.UsageError(f"unknown figure id(s) {', '.join(unknown)}; choose from {', '.join(reg)}")
-    if gallery_path is not None and set(ids) != set(reg):
-        raise click.UsageError("--gallery lists every figure: build all of them (drop --only)")
+    if gallery_path is not None and set(ids) != set(listed):
+        raise click.UsageError("--gallery lists every gallery figure: build all of them (drop --only)")
     from studies.cli_kit.checks import check_jobs
     from studies.files import check_output_dir, check_output_file
 

@@ -1,7 +1,11 @@
-"""Our headline figure: tabular vs interference frontiers and n*(C) side by side (docs/PAPER.md Section 5.1).
+"""`make demo`'s figure: tabular vs interference frontiers and n*(C) side by side (docs/PAPER.md Section 5.1).
 
 Claim 1 of the theory: a tabular softmax learner is M-favouring (small n, many steps wins at every budget);
-interference across problems moves the optimum to larger n as compute grows (paper Fig 6-7).
+interference across problems moves the optimum to larger n as compute grows (paper Fig 6-7). Drawn at the
+simulator's default constant lr from the demo's runs (`isocompute figs --only headline`, into
+results/demo/headline.png); it is not in the gallery (`gallery=False`): README's headline figure,
+docs/figs/headline.png, is the claims report's, from finding 1's runs under the paper's tuned recipe and the
+constant lr side by side (isocompute/reports/claims/headline.py, which draws with this module's colours).
 """
 
 from __future__ import annotations
@@ -113,4 +117,5 @@ SPEC = FigureSpec(
     paper_finding="Theory (Sec. 5.1): a tabular learner prefers many small steps (n* stays small); "
     "interference "
     "across problems makes n* grow with compute, as the paper measures on LLMs.",
+    gallery=False,
 )

@@ -45,3 +45,7 @@ class FigureSpec:
     backends: tuple[str, ...] = field(default=("sim",))
     text: Callable[[dict[str, pd.DataFrame]], str] | None = None
     """Optional text the build prints after drawing (the headline prints the n*(C) tables)."""
+    gallery: bool = True
+    """Whether `isocompute figs` builds it among all figures and the gallery lists it (docs/figs/<id>.png).
+    False for `make demo`'s figure (`--only headline`): docs/figs/headline.png is README's headline, drawn by
+    the claims report from its own runs (isocompute/reports/claims/headline.py)."""

@@ -63,9 +63,10 @@ def stray_numbers(text: str) -> list[tuple[int, str]]:
 
 
 # ------------------------------------------------------------------------------------- claims-summary block
-SUMMARY_VERSION = 2
-"""Version of docs/CLAIMS.json's layout: 2 = verdicts per seed set and finding 1's key intervals under the
-paper's recipe (older files predate the recipe and are quoted by verdict only)."""
+SUMMARY_VERSION = 3
+"""Version of docs/CLAIMS.json's layout: 3 = verdicts per seed set, finding 1's key intervals under the
+paper's recipe and its lr choices as the headline figure draws them ("headline"); older files are quoted by
+verdict only."""
 
 
 def _iv(c: dict | None) -> dict | None:
@@ -77,11 +78,43 @@ def _iv(c: dict | None) -> dict | None:
             "hi": iv.hi, "lo90": iv.lo90, "hi90": iv.hi90, "seeds": iv.k}
 
 
+def _stake_json(iv) -> dict | None:
+    """A stake interval (claims.common.stakes) for the JSON: estimate, 95% bounds, and whether it lies
+    inside the equivalence margin (judge.equivalent)."""
+    from isocompute.reports.claims.judge import equivalent
+
+    if iv is None:
+        return None
+    return {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi, "within": equivalent(iv)}
+
+
+def _top(rows: list[dict]) -> dict | None:
+    """n* at the top budget of a row list (claims.common.n_star_rows) for the JSON: the budget, the set as
+    text, whether it is a tie, and the stake."""
+    if not rows:
+        return None
+    r = rows[-1]
+    members = r.get("set") or [r["n_star"]]
+    return {"budget": r["budget"], "set": r.get("set_text") or str(r["n_star"]), "tie": len(members) > 1,
+            "stake": _stake_json(r.get("stake"))}
+
+
+def headline_of(plan, x: dict) -> dict:
+    """What README's headline caption quotes of the figure (claims/headline.py), from the same finding-1
+    numbers `x` (nstar.f1_measure's "lr_choices"): per lr choice its lr (a constant, or each policy's tuned
+    base lr), each policy's n* at the top budget with its stake, and the top-budget gain of large n."""
+    rows = []
+    for c in x.get("lr_choices", []):
+        rows.append({"key": c["key"], "lr": c["lr"], "gain": _iv(c["gain"]),
+                     "roles": {role: {"base_lr": r["base_lr"], "top": _top(r["rows"])}
+                               for role, r in c["roles"].items()}})
+    return {"mode": plan.name, "bp": plan.bp, "top": plan.top, "ns": list(plan.ns), "rows": rows}
+
+
 def summary_of(plan, outcomes) -> dict:
     """The numbers the README's paragraph and caption quote, from the report's outcomes
     (isocompute.reports.claims.report.Outcome): every verdict with its per-seed-set verdicts, and finding 1's
     key quantity (the top-budget gain of large n) under the recipe, the lr envelope and the preset lr."""
-    from isocompute.reports.claims.judge import equivalent
     from isocompute.reports.claims.nstar import ENVELOPE, RECIPE_ROW, constant_label
 
     by = {o.section.key: o for o in outcomes}
@@ -92,20 +125,23 @@ def summary_of(plan, outcomes) -> dict:
            "by_set": {k: [[b[0], b[1]] for b in o.by_set] for k, o in by.items()}}
     preset_lr = plan.preset_lr("interference")
     out["preset_lr"] = preset_lr
+    out["tabular_lr"] = plan.preset_lr("tabular") if "tabular" in plan.presets else None
+    out["base_lr_grid"] = list(plan.sqrt_lrs)
     f1 = by.get("f1")
     if f1 is not None and f1.numbers and f1.numbers.get("main") == RECIPE_ROW:
         tr = f1.numbers["treatments"]
         rec = tr[RECIPE_ROW]
         top = rec["rows"][-1] if rec["rows"] else {}
-        stake = top.get("stake")
-        stake_top = None if stake is None else {"estimate": stake.estimate, "lo": stake.lo, "hi": stake.hi,
-                                                "within": equivalent(stake)}
+        stake_top = _stake_json(top.get("stake"))
+        out["headline"] = headline_of(plan, f1.numbers)
         out["f1"] = {
-            "recipe": {"base_lr": f1.numbers.get("base_lr"), "gain": _iv(rec["record"]),
+            "recipe": {"base_lr": f1.numbers.get("base_lr"),
+                       "tabular_base_lr": f1.numbers.get("tabular_base_lr"),
+                       "gain": _iv(rec["record"]),
                        "gain_final": _iv(rec["final"]),
                        "n_star": [r.get("set_text") or str(r["n_star"]) for r in rec["rows"]],
                        "stake_top": stake_top},
-            "envelope": {"gain": _iv(tr.get(ENVELOPE, {}).get("record"))},
+            "envelope": {"gain": _iv(tr.get(ENVELOPE, {}).get("record")), "grid": f1.numbers.get("lr_grid")},
         }
         pre = tr.get(constant_label(preset_lr, preset_lr)) if preset_lr is not None else None
         if pre is not None:
@@ -148,6 +184,11 @@ def _stake(st: dict | None) -> str:
             f"[{st['lo']:+.4f}, {st['hi']:+.4f}]{within}")
 
 
+def _grid(values) -> str:
+    """'0.001, 0.003, 0.01' (an lr grid), '' without one."""
+    return ", ".join(f"{v:g}" for v in values or [])
+
+
 def _current(summary: dict | None) -> bool:
     return bool(summary) and summary.get("version") == SUMMARY_VERSION and "f1" in summary
 
@@ -178,24 +219,31 @@ def claims_paragraph(summary: dict | None) -> str:
     f1v = v.get("f1", "n/a") + (f" (seeds {per[0][0]}: {per[0][1]}; seeds {per[1][0]}: {per[1][1]})"
                                 if len(per) > 1 else "")
     first = f" (numbers: seeds {sets[0]})" if len(sets) > 1 else ""
+    tab_lr = summary.get("tabular_lr")
+    grid = _grid(summary.get("base_lr_grid"))
+    env_grid = _grid(f1["envelope"].get("grid"))
     parts = [
         lead,
         f"In short ({summary['plan']} mode, {seeds}; generated from docs/CLAIMS.json by `isocompute report "
         "readme`):",
-        f"the tabular theory (small n wins; the tabular learner at its preset constant lr): "
-        f"{v.get('theory', 'n/a')};",
+        f"the tabular theory (small n wins; the tabular learner at its preset constant lr"
+        f"{f' {tab_lr:g}' if tab_lr is not None else ''}): {v.get('theory', 'n/a')};",
         f"finding 1 under the paper's recipe (sqrt(batch) lr rule with the base lr {rec['base_lr']:g} chosen "
-        f"on tuning seeds, KL + entropy on Easy): {f1v}, the top-budget gain of the best large n over the "
-        f"best small n being {_gt(rec['gain'])}{first}, n* per budget {', '.join(rec['n_star'])}"
-        + _stake(stake) + ";",
-        f"with the best constant lr per n and budget (the lr envelope, chosen on held-out seeds) the same "
-        f"gain is {_gt(f1['envelope']['gain'])};",
+        f"on tuning seeds{f' from the grid {grid}' if grid else ''}, KL + entropy on Easy): {f1v}, the "
+        f"top-budget gain of the best large n over the best small n being {_gt(rec['gain'])}{first}, n* per "
+        f"budget {', '.join(rec['n_star'])}" + _stake(stake) + ";",
+        f"with the best constant lr per n and budget (the lr envelope: each n's lr of the grid"
+        f"{f' {env_grid}' if env_grid else ''} chosen on held-out seeds) the same gain is "
+        f"{_gt(f1['envelope']['gain'])};",
     ]
     if "preset" in f1:
         pre = f1["preset"]
         parts.append(f"at the preset's constant lr {pre['lr']:g} (a sensitivity row, not a verdict) it is "
                      f"{_gt(pre['gain'])}, n* per budget {', '.join(pre['n_star'])};")
-    parts.append(f"the pass@1 polarisation of small n (finding 5, under the recipe): {v.get('f5', 'n/a')}.")
+    parts.append(f"the pass@1 polarisation of small n (finding 5, under the recipe): {v.get('f5', 'n/a')};")
+    parts.append("the other findings train with the recipe too, each study with its own base lr chosen on "
+                 "tuning seeds (the report's recipe table lists them), apart from what their Setup lines "
+                 "name (constant-lr sensitivity rows, the mechanism study's per-n tuned lrs).")
     mech = summary.get("mechanisms")
     if mech:
         parts.append(f"Under a per-n tuned lr, {len(mech['rises'])} of the {mech['of']} mechanism "
@@ -216,33 +264,96 @@ def demo_setup() -> dict:
 
 
 def headline_caption(summary: dict | None, demo: dict | None = None) -> str:
-    """The caption of README's headline figure: what its panels show, at which lr, and what the claims report
-    says about n*(C) under the paper's recipe; it says n* grows with compute only where the recipe's verdict
-    on finding 1 is 'reproduced' (docs/CLAIMS.json)."""
-    d = demo or demo_setup()
+    """The caption of README's headline figure (docs/figs/headline.png, drawn by `isocompute report claims
+    --docs` from finding 1's runs: claims/headline.py): what its rows and panels show and, per lr choice, the
+    numbers the figure draws (summary["headline"], from the same finding-1 numbers): the lr (the recipe's
+    tuned base lrs, or the constant), n* at the top budget with its stake, and the top-budget gain of large
+    n. It says n*(C) grows with compute only where finding 1's verdict is 'reproduced'. A summary that
+    predates that figure (no "headline") keeps the caption of the figure it had: `make demo`'s, at the
+    simulator's default constant lr (`demo`: its setup, demo_setup)."""
+    if not _current(summary) or "headline" not in summary:
+        return _demo_caption(demo or demo_setup())
+    h, v = summary["headline"], summary["verdicts"]
+    sets = summary.get("seed_sets") or []
+    seeds = (f"seeds {sets[0]}, the first of {len(sets)} disjoint sets" if len(sets) > 1
+             else f"{summary['seeds']} seeds")
+    cmd = "isocompute report claims --docs" if h["mode"] == "full" else "isocompute report claims --quick"
+    top = _budget(h["top"])
+    lead = (f"Finding 1's runs at {len(h['rows'])} lr choice{'s' if len(h['rows']) > 1 else ''}, one per "
+            f"row, drawn by `{cmd}` ({h['mode']} mode, {seeds}, bp = {h['bp']}, n = "
+            f"{', '.join(map(str, h['ns']))}, Easy, budgets up to {top} rollouts). Per row: the frontier of "
+            "a tabular policy (independent logits per problem; training reward) and of a shared MLP policy "
+            "(updates interfere across problems; held-out reward), n*(C) of both (shaded where the seeds "
+            "cannot tell n apart) and the reward at stake (what n* gains over the best small n, with its 95% "
+            "interval).")
+    where = ["Top", "Bottom"] if len(h["rows"]) == 2 else [""] * len(h["rows"])
+    parts = [lead]
+    for pos, row in zip(where, h["rows"], strict=True):
+        parts.append(_caption_row(pos, row, top, v.get("f1", "n/a")))
+    return "*" + " ".join(parts) + "*"
+
+
+def _budget(b: float) -> str:
+    """2^k (claims.common.budget_text)."""
+    from isocompute.reports.claims.common import budget_text
+
+    return budget_text(b)
+
+
+def _caption_row(pos: str, row: dict, top: str, f1_verdict: str) -> str:
+    """One lr choice of the headline caption: its lr, interference's n* at the top budget with its stake and
+    the gain of large n (with finding 1's verdict on the recipe row), the tabular policy's n*."""
+    roles = row["roles"]
+    if row["key"] == "recipe":
+        lrs = " and ".join(f"{r['base_lr']:g} ({role})" for role, r in roles.items()
+                           if r["base_lr"] is not None)
+        what = (f"the paper's recipe (lr = base x sqrt(bp n / 256) with the base lr {lrs} chosen on tuning "
+                "seeds, KL + entropy)")
+        verdict = ("n*(C) grows with compute: finding 1 reproduced" if f1_verdict == "reproduced"
+                   else f"the claims report's verdict on finding 1: {f1_verdict}")
+    elif row["key"] == "constant":
+        what = f"the preset's constant lr {row['lr']:g} (a sensitivity row, not a verdict)"
+        verdict = ""
+    else:
+        what = "the backend's own recipe and lr"
+        verdict = f"the claims report's verdict on finding 1: {f1_verdict}"
+    inter, tab = roles.get("interference", {}).get("top"), roles.get("tabular", {}).get("top")
+    out = f"{pos + ', ' if pos else ''}{what}:"
+    if inter:
+        out += f" interference n* at {top} is {_set(inter)}{_caption_stake(inter['stake'])};"
+    out += f" the top-budget gain of the best large n over the best small n is {_gt(row['gain'])}"
+    out += f"; {verdict}" if verdict else ""
+    if tab:
+        out += f"; tabular n* at {top} is {_set(tab)}"
+    return out + "."
+
+
+def _caption_stake(st: dict | None) -> str:
+    """', with nothing at stake (n* is the best small n)' or ', gaining +0.0041 [+0.0012, +0.0070] over the
+    best small n' (the stake beside n*, claims.common.stakes); empty without one."""
+    if not st:
+        return ""
+    if st["estimate"] == 0 and st["lo"] == 0 and st["hi"] == 0:
+        return ", with nothing at stake (n* is the best small n)"
+    within = " (inside the equivalence margin)" if st["within"] else ""
+    return f", gaining {st['estimate']:+.4f} [{st['lo']:+.4f}, {st['hi']:+.4f}] over the best small n{within}"
+
+
+def _set(top: dict) -> str:
+    """'{32-128} (a tie: the seeds cannot tell these n apart)' or '8'."""
+    return f"{{{top['set']}}} (a tie)" if top["tie"] else top["set"]
+
+
+def _demo_caption(d: dict) -> str:
+    """The caption of `make demo`'s figure (tabular vs interference at the simulator's default constant
+    lr), for a README whose claims summary predates the claims report's headline figure."""
     k = int(round(math.log2(d["budget"])))
     built = (f"Built by `make demo` ({d['seeds']} seeds per n, bp = {d['bp']}, budget 2^{k} rollouts, the "
              f"simulator's default constant lr {d['lr']:g}).")
-    left = "Left: a tabular policy (independent logits per problem)"
-    mid = (f"Middle and right: a shared MLP policy (updates interfere across problems); both at the "
-           f"simulator's default constant lr {d['lr']:g}, not the paper's tuned recipe")
-    if not _current(summary):
-        return (f"*{left}; middle and right: a shared MLP policy (updates interfere across problems), both "
-                f"at the simulator's default constant lr, which is not the paper's tuned recipe: whether "
-                f"n*(C) grows under the recipe is the claims report's question (docs/CLAIMS.md). {built}*")
-    v = summary["verdicts"]
-    theory = ("is best served by the smallest n at every budget (the claims report's theory verdict: "
-              f"{v.get('theory')})" if v.get("theory") == "reproduced"
-              else f"(the claims report's theory verdict: {v.get('theory')})")
-    rec = summary["f1"]["recipe"]
-    f1v = v.get("f1", "n/a")
-    if f1v == "reproduced":
-        tuned = (f"under the paper's recipe with a tuned base lr ({rec['base_lr']:g}) n*(C) grows with "
-                 f"compute too (finding 1 reproduced, top-budget gain of large n {_gt(rec['gain'])})")
-    else:
-        tuned = (f"under the paper's recipe with a tuned base lr ({rec['base_lr']:g}) the claims report's "
-                 f"verdict on finding 1 is {f1v}: the top-budget gain of large n is {_gt(rec['gain'])}")
-    return f"*{left} {theory}. {mid}; {tuned} (docs/CLAIMS.md). {built}*"
+    return ("*Left: a tabular policy (independent logits per problem); middle and right: a shared MLP "
+            "policy (updates interfere across problems), both at the simulator's default constant lr, which "
+            "is not the paper's tuned recipe: whether n*(C) grows under the recipe is the claims report's "
+            f"question (docs/CLAIMS.md). {built}*")
 
 
 # --------------------------------------------------------------------------------------- llm-rollout block

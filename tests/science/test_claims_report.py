@@ -110,3 +110,27 @@ def test_quick_report_json_makes_a_true_readme_paragraph_and_caption(quick_repor
     assert f"finding 1: {summary['verdicts']['f1']}" in par or f"Easy): {summary['verdicts']['f1']}" in par
     assert ("grows with compute" in cap) == (summary["verdicts"]["f1"] == "reproduced")
     assert "constant lr" in cap
+
+
+def test_quick_report_draws_the_headline_and_its_caption_quotes_the_tables(quick_report):
+    """The report writes README's headline figure beside itself (with --docs: docs/figs/headline.png), one
+    row per lr choice of finding 1; the caption made from its JSON quotes the numbers finding 1 measures
+    on the runs."""
+    import json
+
+    from test_claims_headline import assert_caption_quotes
+
+    from isocompute.reports import readme
+    from isocompute.reports.claims.headline import figure, row_title
+    from isocompute.reports.cli.claims import headline_path
+
+    _, _, tables, out = quick_report
+    assert headline_path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plan = tuned_quick(out.parent / "results")
+    x = f1_measure(tables, plan)
+    assert [r["key"] for r in x["lr_choices"]] == ["recipe", "constant"]
+    fig = figure(tables, plan, x)
+    assert [s._suptitle.get_text() for s in fig.subfigs] == [row_title(r, plan.top) for r in x["lr_choices"]]
+    assert all(len(s.axes) == 4 for s in fig.subfigs)  # both policies' frontiers, n*(C), the stake
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert_caption_quotes(readme.headline_caption(summary), x, plan, summary["verdicts"]["f1"])

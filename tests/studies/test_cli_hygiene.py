@@ -90,7 +90,13 @@ def test_claims_writes_results_by_default_and_docs_only_with_docs(cwd, monkeypat
     from isocompute.reports import readme
     from isocompute.reports.cli import claims
 
-    monkeypatch.setattr(claims, "build_report", lambda *a, docs=False, **k: (f"# report docs={docs}\n", []))
+    figures = []
+
+    def build(*a, docs=False, headline=None, **k):
+        figures.append(headline)
+        return f"# report docs={docs}\n", []
+
+    monkeypatch.setattr(claims, "build_report", build)
     monkeypatch.setattr(readme, "summary_of", lambda plan, outcomes: {})
     r = invoke("claims", "--results", "res")
     assert r.exit_code == 0, r.output
@@ -99,6 +105,8 @@ def test_claims_writes_results_by_default_and_docs_only_with_docs(cwd, monkeypat
     r = invoke("report", "claims", "--results", "res", "--docs")
     assert r.exit_code == 0, r.output
     assert (cwd / "docs" / "CLAIMS.md").read_text() == "# report docs=True\n"
+    # the headline figure: beside the report, or README's docs/figs/headline.png with --docs
+    assert figures == [Path("results/CLAIMS-full-headline.png"), Path("docs/figs/headline.png")]
     for bad in (["--quick", "--docs"], ["--docs", "--out", "x.md"]):
         r = invoke("claims", "--results", "res", *bad)
         assert one_line_error(r), r.output

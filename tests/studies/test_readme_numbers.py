@@ -46,15 +46,28 @@ def _gain(est, lo, hi):
             "seeds": 8}
 
 
+def _top(nstar: str, tie: bool, stake: tuple[float, float, float] | None = None) -> dict:
+    st = None if stake is None else {"estimate": stake[0], "lo": stake[1], "hi": stake[2], "within": False}
+    return {"budget": 2.0**22, "set": nstar, "tie": tie, "stake": st}
+
+
 def _summary(f1: str, gain: dict) -> dict:
+    pre_gain = _gain(0.0264, 0.0158, 0.0370)
+    headline = {"mode": "full", "bp": 32, "top": 2**22, "ns": [2, 8, 32, 256], "rows": [
+        {"key": "recipe", "lr": None, "gain": gain,
+         "roles": {"interference": {"base_lr": 0.001, "top": _top("32-128", True, (0.0, 0.0, 0.0))},
+                   "tabular": {"base_lr": 0.01, "top": _top("2", False, (0.0, 0.0, 0.0))}}},
+        {"key": "constant", "lr": 0.1, "gain": pre_gain,
+         "roles": {"interference": {"base_lr": None, "top": _top("256", False, (0.0213, 0.0101, 0.0325))},
+                   "tabular": {"base_lr": None, "top": _top("2-4", True)}}}]}
     return {"version": readme.SUMMARY_VERSION, "plan": "full", "seeds": 8, "seed_sets": ["0..7", "8..15"],
-            "verdicts": {"theory": "reproduced", "f1": f1, "f5": "reproduced"},
+            "verdicts": {"theory": "reproduced", "f1": f1, "f5": "reproduced"}, "tabular_lr": 0.1,
+            "base_lr_grid": [0.0001, 0.001, 0.01],
             "f1": {"recipe": {"base_lr": 0.001, "gain": gain, "n_star": ["2", "2-4", "32-128"],
                               "stake_top": {"estimate": 0.0004, "lo": -0.0002, "hi": 0.001, "within": True}},
-                   "envelope": {"gain": _gain(-0.0005, -0.0014, 0.0004)},
-                   "preset": {"lr": 0.1, "gain": _gain(0.0264, 0.0158, 0.0370),
-                              "n_star": ["8", "64", "256"]}},
-            "mechanisms": {"rises": [], "of": 7}}
+                   "envelope": {"gain": _gain(-0.0005, -0.0014, 0.0004), "grid": [0.01, 0.1]},
+                   "preset": {"lr": 0.1, "gain": pre_gain, "n_star": ["8", "64", "256"]}},
+            "headline": headline, "mechanisms": {"rises": [], "of": 7}}
 
 
 def test_claims_paragraph_quotes_the_summary_and_says_which_lr():
@@ -71,15 +84,33 @@ def test_claims_paragraph_quotes_the_summary_and_says_which_lr():
     assert "lr envelope" in p and "-0.0005 [-0.0014, +0.0004]" in p
     assert "constant lr 0.1 (a sensitivity row, not a verdict)" in p and "+0.0264 [+0.0158, +0.0370]" in p
     assert "two disjoint sets of 8 seeds (0..7 and 8..15)" in p and "0 of the 7" in p
+    # what each lr choice was: the theory's constant, the recipe's grid, the envelope's grid, the others'
+    assert "preset constant lr 0.1): reproduced" in p and "from the grid 0.0001, 0.001, 0.01" in p
+    assert "each n's lr of the grid 0.01, 0.1 chosen on held-out seeds" in p
+    assert "each study with its own base lr chosen on tuning seeds" in p
 
 
-def test_headline_caption_says_grows_only_where_the_recipe_reproduces():
+def test_headline_caption_quotes_both_lr_choices_and_says_grows_only_where_the_recipe_reproduces():
+    no = readme.headline_caption(_summary("inconclusive", _gain(0.0, -0.002, 0.002)))
+    assert "grows with compute" not in no and "verdict on finding 1: inconclusive" in no
+    top, bottom = no.split("Bottom, ")
+    assert "base lr 0.001 (interference) and 0.01 (tabular) chosen on tuning seeds" in top
+    assert "interference n* at 2^22 is {32-128} (a tie), with nothing at stake" in top
+    assert "+0.0000 [-0.0020, +0.0020]" in top and "tabular n* at 2^22 is 2." in top
+    assert bottom.startswith("the preset's constant lr 0.1 (a sensitivity row, not a verdict)")
+    assert "interference n* at 2^22 is 256, gaining +0.0213 [+0.0101, +0.0325]" in bottom
+    assert "+0.0264 [+0.0158, +0.0370]" in bottom and "tabular n* at 2^22 is {2-4} (a tie)" in bottom
+    assert "`isocompute report claims --docs`" in no and "seeds 0..7, the first of 2 disjoint sets" in no
+    yes = readme.headline_caption(_summary("reproduced", _gain(0.02, 0.01, 0.03)))
+    assert "n*(C) grows with compute: finding 1 reproduced" in yes and "+0.0200 [+0.0100, +0.0300]" in yes
+
+
+def test_a_summary_without_the_headline_keeps_the_demo_caption():
     demo = {"seeds": 8, "bp": 32, "budget": 2**18, "lr": 0.1}
-    no = readme.headline_caption(_summary("inconclusive", _gain(0.0, -0.002, 0.002)), demo)
-    assert "grows with compute" not in no and "verdict on finding 1 is inconclusive" in no
-    assert "default constant lr 0.1" in no and "budget 2^18" in no
-    yes = readme.headline_caption(_summary("reproduced", _gain(0.02, 0.01, 0.03)), demo)
-    assert "n*(C) grows with compute" in yes and "+0.0200 [+0.0100, +0.0300]" in yes
+    s = _summary("inconclusive", _gain(0.0, -0.002, 0.002))
+    del s["headline"]
+    cap = readme.headline_caption(s, demo)
+    assert "Built by `make demo`" in cap and "budget 2^18" in cap and "grows with compute" not in cap
 
 
 def test_a_summary_that_predates_the_recipe_is_quoted_without_numbers():

@@ -31,6 +31,7 @@ from isocompute.reports.claims.judge import MIN_GAIN, Rule, combine, judge, part
 from isocompute.reports.claims.recipe import PRESET_LR
 from isocompute.reports.claims.selection import cross_fit
 from studies.declared import Tables
+from studies.presets import DEMO_ROLES
 
 
 # ------------------------------------------------------------------------------------------------ theory
@@ -38,6 +39,12 @@ def _tabular(p: ClaimsMode, lr: float | None = None):
     """The tabular sweep at the preset lr (the theory's learner; no recipe: the theory is about the learner,
     not the paper's training recipe) or at a constant lr (finding 1's control)."""
     return p.study(f"tabular-lr{lr}" if lr else "tabular", preset="tabular", lr=lr or PRESET_LR)
+
+
+def _tabular_recipe(p: ClaimsMode):
+    """The tabular sweep under the paper's recipe with its own tuned base lr: finding 1's tabular control
+    beside the recipe row, so each lr choice of the headline figure shows both policies."""
+    return p.study("tabular-recipe", preset="tabular")
 
 
 THEORY_RULE = Rule("mean over the budgets of the record reward of the best large n minus the best small n "
@@ -123,7 +130,27 @@ def verdict_row(p: ClaimsMode) -> str:
 
 def f1_studies(p: ClaimsMode) -> tuple:
     tab = (_tabular(p), *(_tabular(p, lr) for lr in p.lrs)) if p.backend == "sim" else ()
-    return (*_treatments(p).values(), *tab)
+    rec = (_tabular_recipe(p),) if p.recipe else ()
+    return (*_treatments(p).values(), *tab, *rec)
+
+
+def lr_choices(p: ClaimsMode) -> list[dict]:
+    """Finding 1's lr choices side by side, as the headline figure draws them and the README caption quotes
+    them: the verdict's treatment (the paper's recipe, or the backend's own lr) and, where the plan runs it,
+    the preset's constant lr (a sensitivity row). Each: "key" ("recipe", "backend" or "constant"), its
+    treatment label in f1_measure's "treatments", its lr ("lr": the constant, None for tuned ones) and
+    {preset role: StudySpec} (the tabular policy where the plan runs it at that lr)."""
+    preset = _preset_lr(p)
+    tr = _treatments(p)
+    main = verdict_row(p)
+    out = [{"key": "recipe" if p.recipe else "backend", "treatment": main, "lr": None,
+            "studies": {"interference": tr[main]} | ({"tabular": _tabular_recipe(p)} if p.recipe else {})}]
+    const = constant_label(preset, preset) if preset is not None else None
+    if const in tr:
+        tab = {"tabular": _tabular(p)} if p.backend == "sim" else {}
+        out.append({"key": "constant", "treatment": const, "lr": preset,
+                    "studies": {"interference": tr[const]} | tab})
+    return out
 
 
 def _arms(t: Tables, studies: dict[float, object]) -> tuple[pd.DataFrame, dict]:
@@ -183,11 +210,13 @@ def f1_measure(t: Tables, p: ClaimsMode) -> dict:
     out: dict = {"budgets": budgets, "ns": list(p.ns), "treatments": {}, "seeds": p.seeds, "max_n": max(p.ns),
                  "main": main, "base_lr": dict(p.tuned).get(_recipe(p).name), "small": small, "large": large}
     per_n: dict = {}
+    preset_row = constant_label(_preset_lr(p), _preset_lr(p)) if _preset_lr(p) is not None else None
     for name, st in _treatments(p).items():
         tab = t[st.name]
         sens = "sensitivity" in name
         out["treatments"][name] = {
-            "rows": n_star_rows(tab, budgets, small=None if sens else small),
+            # the stake beside n* where a row is judged or drawn in the headline (the preset's constant lr)
+            "rows": n_star_rows(tab, budgets, small=small if not sens or name == preset_row else None),
             "final": contrast(tab, top, p, p.ns, "final"),
             "record": contrast(tab, top, p, p.ns, "best"),
             "sensitivity": sens,
@@ -214,7 +243,7 @@ def f1_measure(t: Tables, p: ClaimsMode) -> dict:
         out["lr_edges"] = lr_edges(env, lrs, budgets, p.bp)
     out["per_n"] = {f"{k[0]} ({'record' if k[1] == 'best' else 'final'})": v for k, v in per_n.items()}
     if p.backend == "sim":
-        tab_rows = n_star_rows(t[_tabular(p).name], budgets, "train_mean")
+        tab_rows = n_star_rows(t[_tabular(p).name], budgets, "train_mean", small=small)
         out["tabular_rows"] = tab_rows
         out["tabular_ok"] = _small(tab_rows, sorted(p.ns)[:2])
         out["tabular_per_lr"] = {
@@ -222,6 +251,35 @@ def f1_measure(t: Tables, p: ClaimsMode) -> dict:
         }
     else:
         out["tabular_rows"], out["tabular_ok"], out["tabular_per_lr"] = [], None, {}
+    if p.recipe:
+        st = _tabular_recipe(p)
+        out["tabular_recipe_rows"] = n_star_rows(t[st.name], budgets, "train_mean", small=small)
+        out["tabular_base_lr"] = dict(p.tuned).get(st.name)
+    out["lr_choices"] = headline_rows(out, p)
+    return out
+
+
+ROLE_METRIC = {role: metric for role, metric, _ in DEMO_ROLES}
+"""The reward each policy role is read on (studies.presets.DEMO_ROLES): the tabular policy on its training
+problems, the interference policy on held-out ones."""
+
+
+def headline_rows(x: dict, p: ClaimsMode) -> list[dict]:
+    """`lr_choices` with what was measured for each (f1_measure's numbers): per preset role its study name,
+    metric and n* rows (with the stake), the base lr the tuning stage chose for it (recipe rows), and the
+    row's top-budget gain of large n (record reward)."""
+    tab_rows = {"recipe": x.get("tabular_recipe_rows"), "constant": x.get("tabular_rows")}
+    out = []
+    for c in lr_choices(p):
+        tr = x["treatments"][c["treatment"]]
+        roles = {}
+        for role, st in c["studies"].items():
+            inter = role == "interference"
+            base = (x.get("base_lr") if inter else x.get("tabular_base_lr")) if c["key"] == "recipe" else None
+            roles[role] = {"study": st.name, "metric": ROLE_METRIC[role],
+                           "rows": tr["rows"] if inter else tab_rows.get(c["key"]) or [], "base_lr": base}
+        out.append({"key": c["key"], "treatment": c["treatment"], "lr": c["lr"], "roles": roles,
+                    "gain": tr["record"]})
     return out
 
 
@@ -277,10 +335,17 @@ def f1_body(x: dict) -> list[str]:
         labels["interference, lr envelope"] = tr[ENVELOPE]["rows"]
     if x["tabular_rows"]:
         labels["tabular (train_mean, preset lr)"] = x["tabular_rows"]
+    if x.get("tabular_recipe_rows"):
+        labels["tabular (train_mean, paper's recipe)"] = x["tabular_recipe_rows"]
     lines += n_star_table(labels)
+    if len(x.get("lr_choices", [])) > 1:
+        lines += ["", "README's headline figure draws these lr choices side by side, each with both "
+                  "policies' frontiers, n*(C) and the stake (claims/headline.py; the report writes it beside "
+                  "itself as -headline.png, with --docs as docs/figs/headline.png)."]
     if x.get("base_lr") is not None:
+        tab = (f"; tabular {x['tabular_base_lr']:g}" if x.get("tabular_base_lr") is not None else "")
         lines += ["", f"Recipe base lr (at bp n = 256, chosen on the tuning seeds; the report's recipe table "
-                  f"lists the grid): {x['base_lr']:g}."]
+                  f"lists the grid): interference {x['base_lr']:g}{tab}."]
     lines += [
         "",
         "All lr treatments (small n <= the plan's small_max, large n >= its large_min; seeds paired; "

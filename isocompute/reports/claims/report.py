@@ -53,11 +53,13 @@ class Outcome:
 @dataclass
 class SeedSet:
     """One seed set's report: the plan with its tuned base lrs, each section's outcome, the tuning choices
-    (recipe study name -> recipe.Choice)."""
+    (recipe study name -> recipe.Choice) and its tables."""
 
     plan: ClaimsMode
     outcomes: list[Outcome]
     choices: dict[str, Choice] = field(default_factory=dict)
+    tables: Tables | None = None
+    """The set's tables (lazy, studies.declared.Tables): what its figures are drawn from."""
 
 
 def studies_of(sections, plan: ClaimsMode) -> dict:
@@ -136,7 +138,7 @@ def run_seed_set(
         outcomes.append(Outcome(s, s.setup(plan), nums, verdict, reason,
                                 ((plan.seeds_text(), verdict, reason),)))
         echo(f"{s.key}: {verdict} (seeds {plan.seeds_text()})")
-    return SeedSet(plan, outcomes, choices)
+    return SeedSet(plan, outcomes, choices, tables)
 
 
 def replicated(sets: list[SeedSet]) -> list[Outcome]:
@@ -165,17 +167,35 @@ def build_report(
     sections: tuple[Section, ...] = SECTIONS,
     replicate_on: bool = False,
     docs: bool = False,
+    headline: Path | None = None,
 ) -> tuple[str, list[Outcome]]:
     """The report on the plan's seed set, or (`replicate_on`) on it and on the next disjoint set of as many
     seeds (offset + seeds), each verdict standing only where both agree. Returns (Markdown, outcomes);
-    `docs`: the report is the committed copy, and its quoted command says `--docs`."""
+    `docs`: the report is the committed copy, and its quoted command says `--docs`; `headline`: where the
+    headline figure of finding 1 goes (write_headline; the numbers of the first seed set, as the tables)."""
     t0 = time.perf_counter()
     sets = [run_seed_set(plan, results, jobs, echo, progress, sections)]
     if replicate_on:
         second = replace(plan, seed_offset=plan.seed_offset + plan.seeds)
         sets.append(run_seed_set(second, results, jobs, echo, progress, sections))
     outcomes = replicated(sets) if len(sets) > 1 else sets[0].outcomes
+    if headline is not None:
+        write_headline(headline, sets[0], echo or (lambda s: None))
     return render(plan, outcomes, time.perf_counter() - t0, results, sets, docs=docs), outcomes
+
+
+def write_headline(path: Path, ss: SeedSet, echo) -> Path | None:
+    """README's headline figure (claims/headline.py) from one seed set's finding-1 numbers and tables; None
+    (with one line) where finding 1 did not run."""
+    from isocompute.reports.claims import headline
+
+    f1 = next((o for o in ss.outcomes if o.section.key == F1.key and o.numbers), None)
+    if f1 is None or ss.tables is None:
+        echo("headline figure: finding 1 did not run, so there is none")
+        return None
+    out = headline.write(path, ss.tables, ss.plan, f1.numbers)
+    echo(f"headline figure: {out}")
+    return out
 
 
 def default_results(plan: ClaimsMode) -> Path:

@@ -21,6 +21,14 @@ from isocompute.reports.cli.destinations import docs_option, docs_path
 from studies.config import StudiesError
 from studies.files import atomic_write_text, check_output_dir, check_output_file
 
+HEADLINE = Path("docs/figs/headline.png")
+"""README's headline figure: the committed report's (`--docs`) finding-1 figure."""
+
+
+def headline_path(out: Path) -> Path:
+    """Where a report written to `out` puts its headline figure: beside it, `<stem>-headline.png`."""
+    return out.with_name(f"{out.stem}-headline.png")
+
 
 @click.command("claims")
 @click.option("--quick", is_flag=True, help="Small budgets and 3 seeds (CI, <= 5 min on 2 cores).")
@@ -38,7 +46,8 @@ from studies.files import atomic_write_text, check_output_dir, check_output_file
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Markdown file to write (default: results/CLAIMS-<mode>.md, e.g. results/CLAIMS-quick.md with "
-    "--quick); the numbers the README quotes go beside it as .json.",
+    "--quick); the numbers the README quotes go beside it as .json, the headline figure of finding 1 as "
+    "-headline.png (with --docs: docs/figs/headline.png, README's figure).",
 )
 @docs_option()
 @click.option(
@@ -75,13 +84,15 @@ def claims(
                                "--backend llm (use --out)")
     out = docs_path("docs/CLAIMS.md", to_docs, out) or out or Path(f"results/CLAIMS-{plan.name}.md")
     results = results or default_results(plan)
-    # both destinations are checked before the studies run, so a bad path never costs them
+    figure = HEADLINE if to_docs else headline_path(out)
+    # every destination is checked before the studies run, so a bad path never costs them
     check_output_file(out)
+    check_output_file(figure, what="headline figure", suffixes=(".png",), kind="figure")
     check_output_dir(results, what="--results")
     try:
         md, outcomes = build_report(
             plan, results, jobs, echo=lambda s: click.echo(s, err=True), progress=progress,
-            replicate_on=replicate, docs=to_docs,
+            replicate_on=replicate, docs=to_docs, headline=figure,
         )
     except StudiesError as e:
         raise click.UsageError(str(e)) from None
