@@ -102,13 +102,16 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
-    """cos, sin of shape positions.shape + (head_dim,): Llama's default rotary embedding (Su et al. 2021),
-    inv_freq = theta^(-2i/d) duplicated over both halves as transformers' LlamaRotaryEmbedding."""
+    """cos and signed sin, each of shape positions.shape + (head_dim,): Llama's default rotary embedding (Su et
+    al. 2021), inv_freq = theta^(-2i/d) duplicated over both halves as transformers' LlamaRotaryEmbedding; the
+    first half of the sin table is negated for `rotate`."""
     hd = cfg.head_dim
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
     freqs = positions.float()[..., None] * inv
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos().to(dtype), emb.sin().to(dtype)
+    sin = emb.sin()
+    sin[..., : hd // 2].neg_()
+    return emb.cos().to(dtype), sin.to(dtype)
 
 
 def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
@@ -119,9 +122,14 @@ def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x * cos + rotate_half(x) * sin (transformers' apply_rotary_pos_emb); cos/sin broadcast over heads."""
-    h = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * sin
+    """transformers' apply_rotary_pos_emb, x * cos + rotate_half(x) * sin, as x * cos + roll(x) * sin' with
+    sin' the signed table of `rope_tables`; cos/sin broadcast over heads.
+
+    rotate_half(x) = cat(-x2, x1) and roll(x, d/2) = cat(x2, x1), so each product is the same float
+    ((-a) * b == a * (-b) exactly) and so is the sum, forward and backward (the gradient of x2 gets
+    g1 * (-s1) where transformers' gets -(g1 * s1)), in 4 ops instead of 7 (and a 1-op backward for the roll
+    instead of a cat's, a negation's and two slices')."""
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
 
 
 class Attention(nn.Module):
