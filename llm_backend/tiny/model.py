@@ -86,8 +86,16 @@ SIZES = {
 4 heads of 32). Both tie the head to the embedding (vocabulary 18)."""
 
 
-class RMSNorm(nn.Module):
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) in float32, times a learned scale (Zhang & Sennrich 2019)."""
+    dt = x.dtype
+    x = x.float()
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return w * x.to(dt)
+
+
+class RMSNorm(nn.Module):
+    """LlamaRMSNorm's parameter (`rms_norm` is its maths)."""
 
     def __init__(self, size: int, eps: float):
         super().__init__()
@@ -95,10 +103,16 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dt = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dt)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def residual_mm(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x + h @ w^T, the residual update of an output projection: one `addmm` in float32 (the same floats as
+    `mm` then `add`: the gemm adds x to its finished sum; one op and one backward node instead of two),
+    `mm` then `add` in other precisions (a bf16 addmm would round once where the two ops round twice)."""
+    if x.dtype == torch.float32:
+        return torch.addmm(x, h, w.t())
+    return x + torch.mm(h, w.t())
 
 
 def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
@@ -133,6 +147,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 class Attention(nn.Module):
+    """q/k/v/o projections of a layer (parameters only: `Layer.forward` computes the attention)."""
+
     def __init__(self, cfg: TinyConfig):
         super().__init__()
         d, hd = cfg.hidden_size, cfg.head_dim
@@ -142,31 +158,27 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, self.kvh * hd, bias=False)
         self.o_proj = nn.Linear(self.h * hd, d, bias=False)
 
-    def forward(self, x, cos, sin, mask, causal: bool):
-        B, L, _ = x.shape
-        q = self.q_proj(x).view(B, L, self.h, self.hd).transpose(1, 2)
-        k = self.k_proj(x).view(B, L, self.kvh, self.hd).transpose(1, 2)
-        v = self.v_proj(x).view(B, L, self.kvh, self.hd).transpose(1, 2)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        if self.kvh != self.h:
-            k = k.repeat_interleave(self.h // self.kvh, dim=1)
-            v = v.repeat_interleave(self.h // self.kvh, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
-        return self.o_proj(o.transpose(1, 2).reshape(B, L, self.h * self.hd))
-
 
 class MLP(nn.Module):
+    """SiLU-gated MLP projections of a layer (parameters only: `Layer.forward` computes it)."""
+
     def __init__(self, cfg: TinyConfig):
         super().__init__()
         self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
 
 class Layer(nn.Module):
+    """One decoder layer: x + attention(norm(x)), then + mlp(norm(x)).
+
+    The forward works on the (B * L, d) rows of the batch, with each projection one `mm` against its
+    weight's transposed view (what `Linear` computes; on 3-D inputs `Linear` adds a reshape and a view per
+    call, forward and backward) and the output projections folded into the residual add (`residual_mm`); it
+    reads its submodules' weights instead of calling them (no per-module call overhead). The floats are those
+    of the module-per-projection form, forward and backward (tests/llm_backend/test_llm_refactor_bits.py).
+    """
+
     def __init__(self, cfg: TinyConfig):
         super().__init__()
         self.self_attn = Attention(cfg)
@@ -174,9 +186,23 @@ class Layer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, causal):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, causal)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, shape, cos, sin, mask, causal: bool):
+        """x: (B * L, d) rows of a (B, L) batch `shape`; cos/sin: (B, L, 1, head_dim) signed rotary tables;
+        mask: additive (B, 1, L, L) or None (causal when `causal`)."""
+        B, L = shape
+        a, m, n1, n2 = self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm
+        h = rms_norm(x, n1.weight, n1.eps)
+        q = rotate(torch.mm(h, a.q_proj.weight.t()).view(B, L, a.h, a.hd), cos, sin).transpose(1, 2)
+        k = rotate(torch.mm(h, a.k_proj.weight.t()).view(B, L, a.kvh, a.hd), cos, sin).transpose(1, 2)
+        v = torch.mm(h, a.v_proj.weight.t()).view(B, L, a.kvh, a.hd).transpose(1, 2)
+        if a.kvh != a.h:
+            k = k.repeat_interleave(a.h // a.kvh, dim=1)
+            v = v.repeat_interleave(a.h // a.kvh, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+        x = residual_mm(x, o.transpose(1, 2).reshape(B * L, a.h * a.hd), a.o_proj.weight)
+        h = rms_norm(x, n2.weight, n2.eps)
+        gu = F.silu(torch.mm(h, m.gate_proj.weight.t())) * torch.mm(h, m.up_proj.weight.t())
+        return residual_mm(x, gu, m.down_proj.weight)
 
 
 class Body(nn.Module):
@@ -203,14 +229,15 @@ class Body(nn.Module):
             mask = (tri[None] & attention_mask.bool()[:, None, :]).unsqueeze(1)
             mask = mask | torch.eye(L, dtype=torch.bool, device=input_ids.device)  # no empty row: no NaN
             causal = False
-        x = self.embed_tokens(input_ids)
+        x = F.embedding(input_ids.reshape(-1), self.embed_tokens.weight)  # (B * L, d)
         if mask is not None:  # additive form once per forward (SDPA converts a boolean mask at every call)
             mask = additive_mask(mask, x.dtype)
         cos, sin = rope_tables(self.cfg, position_ids, x.dtype)
-        cos, sin = cos[:, None], sin[:, None]  # broadcast over heads
+        cos, sin = cos[:, :, None], sin[:, :, None]  # (B, L, 1, hd): broadcast over heads
         for layer in self.layers:
-            x = layer(x, cos, sin, mask, causal)
-        return SimpleNamespace(last_hidden_state=self.norm(x))
+            x = layer(x, (B, L), cos, sin, mask, causal)
+        x = rms_norm(x, self.norm.weight, self.norm.eps)
+        return SimpleNamespace(last_hidden_state=x.view(B, L, -1))
 
 
 class TinyLM(nn.Module):
