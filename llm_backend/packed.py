@@ -265,7 +265,9 @@ def micro_logprobs(model, mb: Micro, T: int, temperature: float = 1.0, with_entr
     body = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     h = body(input_ids=mb.input_ids, position_ids=mb.position_ids, attention_mask=mb.attn).last_hidden_state
     h = h.reshape(-1, h.shape[-1])[mb.src]  # (N, d)
-    logits = model.get_output_embeddings()(h).float() / temperature  # (N, V) float32
+    logits = model.get_output_embeddings()(h).float()  # (N, V) float32
+    if temperature != 1.0:  # x / 1 is x (and so is its gradient): no op at the default temperature
+        logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     lp = logp_all.gather(-1, mb.tgt[:, None]).squeeze(-1)
     s = mb.seqs.shape[0]

@@ -22,7 +22,7 @@ from llm_backend.model import load_model
 def old_logprobs(model, batch: TrainBatch, cfg) -> torch.Tensor:
     """Trainer log-probs (S, T) of the batch before any update (the rollout-time policy), no gradient."""
     out = torch.zeros_like(batch.engine_logp)
-    with torch.no_grad():
+    with torch.inference_mode():
         for chunk in batch.chunks(0, batch.num_sequences):
             lp, _ = chunk.logprobs(model, cfg.temperature)
             out[chunk.rows, chunk.cols] = lp.float()
@@ -48,7 +48,7 @@ def backward(model, batch: TrainBatch, cfg, ref_model=None, rows: slice | None =
         cell = (chunk.rows, chunk.cols)
         ref = None
         if ref_model is not None:  # the policy's precision, so rounding alone puts no floor under the KL
-            with torch.no_grad():
+            with torch.inference_mode():  # no autograd bookkeeping; grpo_loss saves nothing of `ref`
                 ref, _ = chunk.logprobs(ref_model, cfg.temperature)
         # entropy is a logged metric even when entropy_coef == 0
         logp, ent = chunk.logprobs(model, cfg.temperature, with_entropy=True,

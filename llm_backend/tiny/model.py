@@ -89,6 +89,8 @@ SIZES = {
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) in float32, times a learned scale (Zhang & Sennrich 2019)."""
     dt = x.dtype
+    if dt == torch.float32:
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
     x = x.float()
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return w * x.to(dt)
@@ -219,25 +221,62 @@ class Body(nn.Module):
         """attention_mask: None (causal), (B, L) 0/1 padding (causal and keys where 1, as transformers), or
         a (B, 1, L, L) boolean mask used as given (True = may attend; the packed layout's tree)."""
         B, L = input_ids.shape
-        if position_ids is None:
-            position_ids = torch.arange(L, device=input_ids.device).expand(B, L)
-        mask, causal = None, True
-        if attention_mask is not None and attention_mask.dim() == 4:
-            mask, causal = attention_mask.bool(), False
-        elif attention_mask is not None and not bool(attention_mask.all()):
-            tri = torch.ones(L, L, dtype=torch.bool, device=input_ids.device).tril()
-            mask = (tri[None] & attention_mask.bool()[:, None, :]).unsqueeze(1)
-            mask = mask | torch.eye(L, dtype=torch.bool, device=input_ids.device)  # no empty row: no NaN
-            causal = False
         x = F.embedding(input_ids.reshape(-1), self.embed_tokens.weight)  # (B * L, d)
-        if mask is not None:  # additive form once per forward (SDPA converts a boolean mask at every call)
-            mask = additive_mask(mask, x.dtype)
-        cos, sin = rope_tables(self.cfg, position_ids, x.dtype)
-        cos, sin = cos[:, :, None], sin[:, :, None]  # (B, L, 1, hd): broadcast over heads
+        cos, sin, mask, causal = _TABLES.get(self.cfg, (B, L), input_ids.device, x.dtype, position_ids,
+                                             attention_mask)
         for layer in self.layers:
             x = layer(x, (B, L), cos, sin, mask, causal)
         x = rms_norm(x, self.norm.weight, self.norm.eps)
         return SimpleNamespace(last_hidden_state=x.view(B, L, -1))
+
+
+def forward_tables(cfg: TinyConfig, shape, device, dtype, position_ids=None, attention_mask=None):
+    """(cos, sin, mask, causal) of a forward: the (B, L, 1, head_dim) rotary tables of `rope_tables`, the
+    additive (B, 1, L, L) mask or None, and whether SDPA applies its own causal mask (Body.forward's
+    attention_mask forms)."""
+    B, L = shape
+    if position_ids is None:
+        position_ids = torch.arange(L, device=device).expand(B, L)
+    mask, causal = None, True
+    if attention_mask is not None and attention_mask.dim() == 4:
+        mask, causal = attention_mask.bool(), False
+    elif attention_mask is not None and not bool(attention_mask.all()):
+        tri = torch.ones(L, L, dtype=torch.bool, device=device).tril()
+        mask = (tri[None] & attention_mask.bool()[:, None, :]).unsqueeze(1)
+        mask = mask | torch.eye(L, dtype=torch.bool, device=device)  # no empty row: no NaN
+        causal = False
+    if mask is not None:  # additive form once per forward (SDPA converts a boolean mask at every call)
+        mask = additive_mask(mask, dtype)
+    cos, sin = rope_tables(cfg, position_ids, dtype)
+    return cos[:, :, None], sin[:, :, None], mask, causal  # (B, L, 1, hd): broadcast over heads
+
+
+class _LastTables:
+    """forward_tables of the last forward, reused while the next forward gets the same position-id and mask
+    tensors (the same objects, unmodified) at the same precision: the reference and the policy forward of a
+    microbatch, and each update's forward over the same batch, build them once.
+
+    The entry holds its key tensors (so their ids cannot be reused while it lives); tensors made under
+    inference_mode (no version counter) are never a key. The tables are built outside inference_mode, so a
+    forward with autograd may save them whichever forward built them."""
+
+    def __init__(self):
+        self.key, self.keep, self.value = None, None, None
+
+    def get(self, cfg, shape, device, dtype, position_ids, attention_mask):
+        keys = (position_ids, attention_mask)
+        if any(t is not None and t.is_inference() for t in keys):
+            return forward_tables(cfg, shape, device, dtype, position_ids, attention_mask)
+        key = (cfg, tuple(shape), str(device), dtype,
+               *((id(t), t._version) if t is not None else None for t in keys))
+        if key != self.key:
+            with torch.inference_mode(False), torch.no_grad():
+                self.value = forward_tables(cfg, shape, device, dtype, position_ids, attention_mask)
+            self.key, self.keep = key, keys
+        return self.value
+
+
+_TABLES = _LastTables()
 
 
 class TinyLM(nn.Module):
