@@ -25,7 +25,8 @@ from llm_backend.tiny.model import TinyLM, additive_mask, rope_tables, rotate
 
 
 def _norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    """RMSNorm in float32 (model.rms_norm: torch's F.rms_norm, one call)."""
+    return F.rms_norm(x, (x.shape[-1],), w, eps)
 
 
 def gumbel_noise(u: torch.Tensor) -> torch.Tensor:
