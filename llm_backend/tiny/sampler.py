@@ -179,18 +179,17 @@ class KVEngine:
         d, rep, nqk = cfg.hidden_size, H // KVH, H + KVH
         emb, layers, norm_w, head_t = weights
         S = P + T
-        # (B, S, heads, hd) per layer, uninitialised: a decoding step reads positions < P + t + 1 only, all
-        # written by then; attention reads it as a (B, heads, S, hd) view
-        caches = [(torch.empty(B, S, KVH, hd, device=dev), torch.empty(B, S, KVH, hd, device=dev))
+        # (B, heads, S, hd) per layer, uninitialised: a decoding step reads positions < P + t + 1 only, all
+        # written by then (this layout, each head's keys contiguous, is also the one SDPA reads fastest)
+        caches = [(torch.empty(B, KVH, S, hd, device=dev), torch.empty(B, KVH, S, hd, device=dev))
                   for _ in layers]
         key_ok = torch.ones(B, S, dtype=torch.bool, device=dev)
         key_ok[:, :P] = valid.repeat_interleave(n, 0)
         key_add = additive_mask(key_ok[:, None, None, :])  # (B, 1, 1, S)
-        # rotary tables of every decoding step: row r's new token at step t has position start_r + t
+        # rotary tables by position, cos and sin side by side: row r's new token at step t has position
+        # start_r + t, and one lookup per step gives both (looked up per step: a call ends early)
         start = (P - pad).repeat_interleave(n, 0)
-        cos_all, sin_all = rope_tables(cfg, torch.arange(S, device=dev))  # (S, hd)
-        at = start[None, :] + torch.arange(T, device=dev)[:, None]  # (T, B)
-        cos_t, sin_t = cos_all[at][:, :, None], sin_all[at][:, :, None]  # (T, B, 1, hd)
+        rope = torch.stack(rope_tables(cfg, torch.arange(S, device=dev)), 1)  # (S, 2, hd)
 
         # prefill: the c prompts once, as (c * P, d) rows; each prompt's keys/values copied into its n rows
         tri = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
@@ -204,10 +203,9 @@ class KVEngine:
             qk, v = torch.mm(_norm(x, ln1, eps), wqkv).split((qd + kd, kd), 1)
             qk = rotate(qk.view(c, P, nqk, hd), cos, sin)  # (c, P, H + KVH, hd)
             q, k = qk.split((H, KVH), 2)
-            v = v.view(c, P, KVH, hd)
-            kc[:, :P].view(c, n, P, KVH, hd).copy_(k[:, None].expand(c, n, P, KVH, hd))
-            vc[:, :P].view(c, n, P, KVH, hd).copy_(v[:, None].expand(c, n, P, KVH, hd))
-            k, v = k.transpose(1, 2), v.transpose(1, 2)
+            k, v = k.transpose(1, 2), v.view(c, P, KVH, hd).transpose(1, 2)  # (c, KVH, P, hd)
+            kc[:, :, :P].view(c, n, KVH, P, hd).copy_(k[:, None].expand(c, n, KVH, P, hd))
+            vc[:, :, :P].view(c, n, KVH, P, hd).copy_(v[:, None].expand(c, n, KVH, P, hd))
             if rep > 1:
                 k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
             o = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask)
@@ -228,15 +226,15 @@ class KVEngine:
             if t == T - 1 or bool(done.all()):
                 break
             x = F.embedding(tok.to(dev), emb)  # (B, d)
-            cs, sn = cos_t[t], sin_t[t]  # (B, 1, hd)
+            cs, sn = rope[start + t].split(1, 1)  # (B, 1, hd) each
             L = P + t + 1
             am = key_add[..., :L]
             for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
                 qk, v = torch.mm(_norm(x, ln1, eps), wqkv).split((qd + kd, kd), 1)
                 q, k = rotate(qk.view(B, nqk, hd), cs, sn).split((H, KVH), 1)  # (B, heads, hd)
-                kc.select(1, L - 1).copy_(k)
-                vc.select(1, L - 1).copy_(v.view(B, KVH, hd))
-                k, v = kc[:, :L].transpose(1, 2), vc[:, :L].transpose(1, 2)
+                kc.select(2, L - 1).copy_(k)
+                vc.select(2, L - 1).copy_(v.view(B, KVH, hd))
+                k, v = kc[:, :, :L], vc[:, :, :L]
                 if rep > 1:
                     k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
                 o = F.scaled_dot_product_attention(q[:, :, None], k, v, attn_mask=am)  # (B, H, 1, hd)
