@@ -189,7 +189,7 @@ class KVEngine:
         # rotary tables by position, cos and sin side by side: row r's new token at step t has position
         # start_r + t, and one lookup per step gives both (looked up per step: a call ends early)
         start = (P - pad).repeat_interleave(n, 0)
-        rope = torch.stack(rope_tables(cfg, torch.arange(S, device=dev)), 1)  # (S, 2, hd)
+        rope = torch.stack(rope_tables(cfg, torch.arange(S, device=dev)), 1)[:, :, None]  # (S, 2, 1, hd)
 
         # prefill: the c prompts once, as (c * P, d) rows; each prompt's keys/values copied into its n rows
         tri = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
@@ -226,18 +226,19 @@ class KVEngine:
             if t == T - 1 or bool(done.all()):
                 break
             x = F.embedding(tok.to(dev), emb)  # (B, d)
-            cs, sn = rope[start + t].split(1, 1)  # (B, 1, hd) each
+            cs, sn = rope[start + t].split(1, 1)  # (B, 1, 1, hd) each
             L = P + t + 1
             am = key_add[..., :L]
             for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
-                qk, v = torch.mm(_norm(x, ln1, eps), wqkv).split((qd + kd, kd), 1)
-                q, k = rotate(qk.view(B, nqk, hd), cs, sn).split((H, KVH), 1)  # (B, heads, hd)
-                kc.select(2, L - 1).copy_(k)
-                vc.select(2, L - 1).copy_(v.view(B, KVH, hd))
+                # (B, heads, 1, hd) views of the projection: SDPA's layout for one query, the cache's for one key
+                qk, v = torch.mm(_norm(x, ln1, eps), wqkv).view(B, nqk + KVH, 1, hd).split((nqk, KVH), 1)
+                q, k = rotate(qk, cs, sn).split((H, KVH), 1)
+                kc.narrow(2, L - 1, 1).copy_(k)
+                vc.narrow(2, L - 1, 1).copy_(v)
                 k, v = kc[:, :, :L], vc[:, :, :L]
                 if rep > 1:
                     k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-                o = F.scaled_dot_product_attention(q[:, :, None], k, v, attn_mask=am)  # (B, H, 1, hd)
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=am)  # (B, H, 1, hd)
                 x = torch.addmm(x, o.reshape(B, qd), wo)
                 g, u = torch.mm(_norm(x, ln2, eps), wgu).chunk(2, -1)
                 x = torch.addmm(x, F.silu(g) * u, wd)
