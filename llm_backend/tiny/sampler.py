@@ -94,22 +94,22 @@ class KVEngine:
         pass
 
     def _weights(self):
-        """Per layer: (ln1, W_qkv^T, W_o^T, ln2, W_gate_up^T, W_down^T), detached, the matrices as transposed
-        views (x @ W^T by one `mm`, the call `linear` makes); plus embedding, final norm and head^T."""
+        """Per layer: (ln1, W_qkv^T, W_o^T, ln2, W_gate_up^T, W_down^T), the matrices as transposed views
+        (x @ W^T by one `mm`, the call `linear` makes); plus embedding, final norm and head^T. Called under
+        inference_mode, where nothing records a graph (no detach needed)."""
         m = self.model.model
         layers = []
         for layer in m.layers:
             a, p = layer.self_attn, layer.mlp
             layers.append((
-                layer.input_layernorm.weight.detach(),
-                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach().t(),
-                a.o_proj.weight.detach().t(),
-                layer.post_attention_layernorm.weight.detach(),
-                torch.cat([p.gate_proj.weight, p.up_proj.weight]).detach().t(),
-                p.down_proj.weight.detach().t(),
+                layer.input_layernorm.weight,
+                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).t(),
+                a.o_proj.weight.t(),
+                layer.post_attention_layernorm.weight,
+                torch.cat([p.gate_proj.weight, p.up_proj.weight]).t(),
+                p.down_proj.weight.t(),
             ))
-        head = self.model.lm_head.weight.detach().t()
-        return m.embed_tokens.weight.detach(), layers, m.norm.weight.detach(), head
+        return m.embed_tokens.weight, layers, m.norm.weight, self.model.lm_head.weight.t()
 
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int = 0) -> Rollouts:
@@ -186,8 +186,9 @@ class KVEngine:
         key_ok = torch.ones(B, S, dtype=torch.bool, device=dev)
         key_ok[:, :P] = valid.repeat_interleave(n, 0)
         key_add = additive_mask(key_ok[:, None, None, :])  # (B, 1, 1, S)
-        # rotary tables by position, cos and sin side by side: row r's new token at step t has position
-        # start_r + t, and one lookup per step gives both (looked up per step: a call ends early)
+        # rotary tables by position, cos and sin side by side, for the prefill and every decoding step (the
+        # same floats as tables of those positions: elementwise); row r's new token at step t has position
+        # start_r + t, looked up per step (a call ends early)
         start = (P - pad).repeat_interleave(n, 0)
         rope = torch.stack(rope_tables(cfg, torch.arange(S, device=dev)), 1)[:, :, None]  # (S, 2, 1, hd)
 
@@ -195,8 +196,7 @@ class KVEngine:
         tri = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
         mask = additive_mask(((tri[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev))
                              .unsqueeze(1))
-        cos, sin = rope_tables(cfg, pos)
-        cos, sin = cos[:, :, None], sin[:, :, None]  # (c, P, 1, hd): broadcast over heads
+        cos, sin = rope[pos].unbind(2)  # (c, P, 1, hd): broadcast over heads
         x = F.embedding(ids, emb).view(c * P, d)
         qd, kd = H * hd, KVH * hd
         for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
