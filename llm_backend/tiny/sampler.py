@@ -149,17 +149,16 @@ class KVEngine:
             tl += toks.tolist()
             ll += lps.tolist()
             lens += lengths.tolist()
+        out.prompt_ids = [e for e in enc for _ in range(n)]
+        out.token_ids = [row[:k] for row, k in zip(tl, lens, strict=True)]
+        out.logprobs = [row[:k] for row, k in zip(ll, lens, strict=True)]
         texts: dict[tuple, str] = {}  # completions repeat: decode each distinct one once
-        for r in range(B):
-            k = lens[r]
-            ids = tl[r][:k]
+        for ids in out.token_ids:
             key = tuple(ids)
-            if key not in texts:
-                texts[key] = self.tok.decode(ids)
-            out.prompt_ids.append(enc[r // n])
-            out.token_ids.append(ids)
-            out.logprobs.append(ll[r][:k])
-            out.texts.append(texts[key])
+            text = texts.get(key)
+            if text is None:
+                text = texts[key] = self.tok.decode(ids)
+            out.texts.append(text)
         out.seconds = time.perf_counter() - t0
         return out
 
