@@ -89,12 +89,12 @@ SIZES = {
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) in float32, times a learned scale (Zhang & Sennrich 2019).
 
-    In float32 this is torch's F.rms_norm, whose CPU kernel is these same ops composed in C++ (equal floats,
-    forward and backward; a fused kernel in a later torch would show in tests/llm_backend/
-    test_llm_refactor_bits.py); other precisions keep the float32 upcast written out (F.rms_norm rounds
-    differently there)."""
+    In float32 this is torch's F.rms_norm: on the CPU the same ops composed in C++, one Python call instead of
+    six, with equal floats forward and backward (tests/llm_backend/test_llm_refactor_bits.py would show a
+    torch whose kernel rounds otherwise); other precisions keep the float32 upcast written out (F.rms_norm
+    rounds differently there)."""
     dt = x.dtype
-    if dt == torch.float32:  # torch's rms_norm: these ops in C++ (one Python call), the same floats
+    if dt == torch.float32:
         return F.rms_norm(x, (x.shape[-1],), w, eps)
     x = x.float()
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)

@@ -66,14 +66,16 @@ class KVEngine:
     The engine reads the policy's parameters at each call (no copy to sync: `sync_weights` only swaps the
     module, e.g. after a checkpoint load).
 
-    A decoding step is a few hundred tiny torch ops whose fixed cost (dispatch, Python) outweighs their
-    arithmetic at training batch sizes, so the step is written to issue few of them: hidden states stay 2-D
-    (B, d) with matmuls against pre-transposed weight views (one `mm` each, where `linear` on a 3-D input is
-    four ops); q and k are rotated together (one `rotate` over the q|k slice of the fused projection); the
-    rotary tables of every step, the Gumbel noise of every step and the key mask are built once per call;
-    tokens and log-probs are collected per step and the lengths found once at the end; everything runs under
-    inference_mode. Each of these computes the same floats as the op sequence it replaces (same kernels on
-    the same values), which tests/llm_backend/test_llm_refactor_bits.py checks on whole runs.
+    At training batch sizes a decoding step costs more in the fixed cost of each torch op (dispatch, Python)
+    than in arithmetic, so it is written to issue few ops (about 30 per layer): the hidden state is (B, d)
+    rows, each projection one `mm` against a transposed view of its weight (the output projections one
+    `addmm` into the residual); q, k and v are (B, heads, 1, hd) views of the fused projection, q and k rotated
+    by one `rotate`, k and v written into a (B, heads, S, hd) cache that SDPA reads as it is; RMSNorm is one
+    F.rms_norm call; the rotary table, the key mask and the Gumbel noise of all steps are built once per call;
+    tokens and log-probs are collected per step and the lengths found at the end; all of it runs under
+    inference_mode. Each of these computes the same floats as the longer op sequence it stands for (the same
+    kernels on the same values: tests/llm_backend/test_llm_refactor_bits.py compares whole runs), and
+    tests/llm_backend/test_tiny_speed.py bounds the ops of a step.
     """
 
     name = "kv"
