@@ -69,13 +69,13 @@ class KVEngine:
     At training batch sizes a decoding step costs more in the fixed cost of each torch op (dispatch, Python)
     than in arithmetic, so it is written to issue few ops (about 30 per layer): the hidden state is (B, d)
     rows, each projection one `mm` against a transposed view of its weight (the output projections one
-    `addmm` into the residual); q, k and v are (B, heads, 1, hd) views of the fused projection, q and k rotated
-    by one `rotate`, k and v written into a (B, heads, S, hd) cache that SDPA reads as it is; RMSNorm is one
-    F.rms_norm call; the rotary table, the key mask and the Gumbel noise of all steps are built once per call;
-    tokens and log-probs are collected per step and the lengths found at the end; all of it runs under
-    inference_mode. Each of these computes the same floats as the longer op sequence it stands for (the same
-    kernels on the same values: tests/llm_backend/test_llm_refactor_bits.py compares whole runs), and
-    tests/llm_backend/test_tiny_speed.py bounds the ops of a step.
+    `addmm` into the residual); q, k and v are (B, heads, 1, hd) views of the fused projection, q and k
+    rotated by one `rotate`, k and v written into a (B, heads, S, hd) cache that SDPA reads as it is; RMSNorm
+    is one F.rms_norm call; the rotary table, the key mask and the Gumbel noise of all steps are built once
+    per call; tokens and log-probs are collected per step and the lengths found at the end; all of it runs
+    under inference_mode. Each of these computes the same floats as the longer op sequence it stands for
+    (the same kernels on the same values: tests/llm_backend/test_llm_refactor_bits.py compares whole runs),
+    and tests/llm_backend/test_tiny_speed.py bounds the ops of a step.
     """
 
     name = "kv"
@@ -231,7 +231,7 @@ class KVEngine:
             L = P + t + 1
             am = key_add[..., :L]
             for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
-                # (B, heads, 1, hd) views of the projection: SDPA's layout for one query, the cache's for one key
+                # (B, heads, 1, hd) views of the projection: SDPA's shape of one query, the cache's of one key
                 qk, v = torch.mm(_norm(x, ln1, eps), wqkv).view(B, nqk + KVH, 1, hd).split((nqk, KVH), 1)
                 q, k = rotate(qk, cs, sn).split((H, KVH), 1)
                 kc.narrow(2, L - 1, 1).copy_(k)

@@ -9,9 +9,9 @@
 - flat_adamw: AdamW over one flat tensor steps each parameter as AdamW over the parameter tensors does (its
   ops are elementwise; bit-equal on that machine).
 - Rewards are memoised: the same completion graded twice gives the same reward, and a parse is not repeated.
-- A decoding step and a training step of the tiny LM issue at most a pinned number of torch ops: at n = 4 a step
-  is bound by the fixed cost per op (dispatch, Python), not by arithmetic, so the op count is the speed that
-  can be tested deterministically (it does not depend on the machine or its load).
+- A decoding step and a training step of the tiny LM issue at most a pinned number of torch ops: at n = 4 a
+  step is bound by the fixed cost per op (dispatch, Python), not by arithmetic, so the op count is the speed
+  that can be tested deterministically (it does not depend on the machine or its load).
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ DECODE_STEP_OPS = 123
 draw): 117 with torch 2.13, and a margin for other torch versions."""
 
 TRAIN_STEP_OPS = 1090
-"""Upper bound on the torch ops of one GRPO step at n = 4, bp = 16 with the KL reference and the entropy bonus:
-the packed batch, the reference and policy forwards, the loss, the backward pass, clipping and AdamW: 1035 with
-torch 2.13, and a margin for other torch versions."""
+"""Upper bound on the torch ops of one GRPO step at n = 4, bp = 16 with the KL reference and the entropy
+bonus: the packed batch, the reference and policy forwards, the loss, the backward pass, clipping and AdamW:
+1035 with torch 2.13, and a margin for other torch versions."""
 
 
 class _Ops(TorchDispatchMode):
