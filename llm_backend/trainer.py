@@ -20,10 +20,14 @@ from llm_backend.model import load_model
 
 
 def old_logprobs(model, batch: TrainBatch, cfg) -> torch.Tensor:
-    """Trainer log-probs (S, T) of the batch before any update (the rollout-time policy), no gradient."""
+    """Trainer log-probs (S, T) of the batch before any update (the rollout-time policy), no gradient.
+
+    The forwards run under inference_mode (no autograd bookkeeping); the chunks are made before it, since a
+    batch keeps them and the updates' forwards, which autograd records, use them again."""
     out = torch.zeros_like(batch.engine_logp)
+    chunks = batch.chunks(0, batch.num_sequences)
     with torch.inference_mode():
-        for chunk in batch.chunks(0, batch.num_sequences):
+        for chunk in chunks:
             lp, _ = chunk.logprobs(model, cfg.temperature)
             out[chunk.rows, chunk.cols] = lp.float()
     return out

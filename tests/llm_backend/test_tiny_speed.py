@@ -9,6 +9,8 @@
 - flat_adamw: AdamW over one flat tensor steps each parameter as AdamW over the parameter tensors does (its
   ops are elementwise; bit-equal on that machine).
 - Rewards are memoised: the same completion graded twice gives the same reward, and a parse is not repeated.
+- The reference's and the old log-probs' forwards run under inference_mode; a batch whose chunks the old
+  log-probs met first still trains (ppo epochs over one minibatch reuse those chunks).
 - A decoding step and a training step of the tiny LM issue at most a pinned number of torch ops: at n = 4 a
   step is bound by the fixed cost per op (dispatch, Python), not by arithmetic, so the op count is the speed
   that can be tested deterministically (it does not depend on the machine or its load).
@@ -94,6 +96,25 @@ def test_rewards_are_memoised_and_unchanged():
     assert first == [1.0 if tasks.is_correct(t, a) else 0.0 for t, a in cases]
     again = [tasks.reward(t, a) for t, a in cases]
     assert again == first and tasks.reward.cache_info().hits == len(cases)
+
+
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_ppo_epochs_over_one_minibatch_train_after_the_old_logprobs(layout):
+    path = resolve_model("tiny")
+    cfg = config_for("tiny", dataset="easy", n=4, bp=4, objective="ppo", ppo_epochs=2, minibatches=1,
+                     kl_coef=0.1, entropy_coef=0.01, train_layout=layout)
+    tok = load_tokenizer(path)
+    train, _ = load_problems(cfg)
+    probs = train[:4]
+    trainer = Trainer(cfg, path)
+    ro = KVEngine(trainer.model, tok).generate([tasks.build_prompt(tok, p.question) for p in probs], 4, 10,
+                                               seed=1)
+    groups = [Group(ro.prompt_ids[i:i + 4], ro.token_ids[i:i + 4], ro.logprobs[i:i + 4],
+                    np.array([float(j % 2) for j in range(4)])) for i in range(0, 16, 4)]
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    stats = trainer.step(build_batch(cfg, groups, tok.pad_token_id), 1)
+    assert stats["finite"] and stats["updates"] == 2
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
 
 
 DECODE_STEP_OPS = 123
