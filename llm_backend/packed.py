@@ -22,6 +22,7 @@ A PackedBatch is a training batch of llm_backend/batch.py's protocol: completion
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -86,20 +87,25 @@ class PackedBatch:
     def num_sequences(self) -> int:
         return len(self.token_ids)
 
+    @cached_property
+    def _size_at(self) -> dict[int, int]:
+        """{first sequence: size} of each group (given sizes), computed once."""
+        out, g = {}, 0
+        for k in self.sizes or ():
+            out[g] = int(k)
+            g += int(k)
+        return out
+
     def group_starts(self, lo: int = 0, hi: int | None = None) -> list[int]:
         """First sequence of each group starting in [lo, hi)."""
         hi = self.num_sequences if hi is None else hi
         if self.sizes is None:
             return list(range(lo, hi, self.n))
-        starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(int)
-        return [int(g) for g in starts if lo <= g < hi]
+        return [g for g in self._size_at if lo <= g < hi]
 
     def group_size(self, start: int) -> int:
         """Size of the group whose first sequence is `start`."""
-        if self.sizes is None:
-            return self.n
-        starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(int)
-        return int(self.sizes[int(np.searchsorted(starts, start))])
+        return self.n if self.sizes is None else self._size_at[start]
 
     def chunks(self, lo: int = 0, hi: int | None = None) -> list[Micro]:
         hi = self.num_sequences if hi is None else hi
@@ -132,13 +138,12 @@ def make_packed_batch(
     for g, k in bounds:
         if any(list(prompt_ids[g + j]) != list(prompt_ids[g]) for j in range(k)):
             raise ValueError(f"sequences {g}..{g + k - 1} do not share one prompt")
-    T = max(1, max(len(t) for t in token_ids))
-    mask = torch.zeros((S, T), dtype=torch.float32)
-    elp = torch.zeros((S, T), dtype=torch.float32)
-    for i, (t, lp) in enumerate(zip(token_ids, engine_logps, strict=True)):
-        mask[i, : len(t)] = 1
-        if len(t):
-            elp[i, : len(t)] = torch.tensor(lp[: len(t)], dtype=torch.float32)
+    lens = [len(t) for t in token_ids]
+    T = max(1, max(lens))
+    # whole (S, T) tables from padded lists: one tensor each, not one write per sequence
+    mask = torch.tensor([[1.0] * k + [0.0] * (T - k) for k in lens], dtype=torch.float32)
+    elp = torch.tensor([[float(x) for x in lp[:k]] + [0.0] * (T - k)
+                        for lp, k in zip(engine_logps, lens, strict=True)], dtype=torch.float32)
     return PackedBatch(
         [list(p) for p in prompt_ids], [list(t) for t in token_ids], mask.to(device), elp.to(device),
         torch.as_tensor(np.asarray(adv), dtype=torch.float32).to(device), n, row_tokens, micro_tokens,
@@ -221,18 +226,13 @@ def _build(pb: PackedBatch, rows: list[list[tuple[list[int], list[int]]]]) -> Mi
         grps.append(grp)
         brs.append(br)
     L = max(len(x) for x in toks)
-    R = len(rows)
-    input_ids = torch.full((R, L), pb.pad_id, dtype=torch.long)
-    position_ids = torch.zeros((R, L), dtype=torch.long)
-    G = torch.full((R, L), -1, dtype=torch.long)
-    B = torch.full((R, L), -2, dtype=torch.long)
-    for r in range(R):
-        m = len(toks[r])
-        input_ids[r, :m] = torch.tensor(toks[r])
-        position_ids[r, :m] = torch.tensor(poss[r])
-        G[r, :m] = torch.tensor(grps[r])
-        B[r, :m] = torch.tensor(brs[r])
-    G[G < 0] = 10**6  # padding: its own block (attends to earlier padding only: never an empty row)
+
+    def padded(lists, fill):  # (R, L) from rows of unequal lengths: one tensor, not one write per row
+        return torch.tensor([x + [fill] * (L - len(x)) for x in lists], dtype=torch.long)
+
+    input_ids, position_ids = padded(toks, pb.pad_id), padded(poss, 0)
+    G = padded(grps, 10**6)  # padding: its own block (attends to earlier padding only: never an empty row)
+    B = padded(brs, -2)
     idx = torch.arange(L)
     causal = idx[None, :] <= idx[:, None]
     same = G[:, :, None] == G[:, None, :]
@@ -265,7 +265,9 @@ def micro_logprobs(model, mb: Micro, T: int, temperature: float = 1.0, with_entr
     body = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     h = body(input_ids=mb.input_ids, position_ids=mb.position_ids, attention_mask=mb.attn).last_hidden_state
     h = h.reshape(-1, h.shape[-1])[mb.src]  # (N, d)
-    logits = model.get_output_embeddings()(h).float() / temperature  # (N, V) float32
+    logits = model.get_output_embeddings()(h).float()  # (N, V) float32
+    if temperature != 1.0:  # x / 1 is x (and so is its gradient): no op at the default temperature
+        logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     lp = logp_all.gather(-1, mb.tgt[:, None]).squeeze(-1)
     s = mb.seqs.shape[0]

@@ -20,10 +20,14 @@ from llm_backend.model import load_model
 
 
 def old_logprobs(model, batch: TrainBatch, cfg) -> torch.Tensor:
-    """Trainer log-probs (S, T) of the batch before any update (the rollout-time policy), no gradient."""
+    """Trainer log-probs (S, T) of the batch before any update (the rollout-time policy), no gradient.
+
+    The forwards run under inference_mode (no autograd bookkeeping); the chunks are made before it, since a
+    batch keeps them and the updates' forwards, which autograd records, use them again."""
     out = torch.zeros_like(batch.engine_logp)
-    with torch.no_grad():
-        for chunk in batch.chunks(0, batch.num_sequences):
+    chunks = batch.chunks(0, batch.num_sequences)
+    with torch.inference_mode():
+        for chunk in chunks:
             lp, _ = chunk.logprobs(model, cfg.temperature)
             out[chunk.rows, chunk.cols] = lp.float()
     return out
@@ -48,7 +52,7 @@ def backward(model, batch: TrainBatch, cfg, ref_model=None, rows: slice | None =
         cell = (chunk.rows, chunk.cols)
         ref = None
         if ref_model is not None:  # the policy's precision, so rounding alone puts no floor under the KL
-            with torch.no_grad():
+            with torch.inference_mode():  # no autograd bookkeeping; grpo_loss saves nothing of `ref`
                 ref, _ = chunk.logprobs(ref_model, cfg.temperature)
         # entropy is a logged metric even when entropy_coef == 0
         logp, ent = chunk.logprobs(model, cfg.temperature, with_entropy=True,

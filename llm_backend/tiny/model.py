@@ -86,8 +86,23 @@ SIZES = {
 4 heads of 32). Both tie the head to the embedding (vocabulary 18)."""
 
 
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) in float32, times a learned scale (Zhang & Sennrich 2019).
+
+    In float32 this is torch's F.rms_norm: on the CPU the same ops composed in C++, one Python call instead of
+    six, with equal floats forward and backward (tests/llm_backend/test_llm_refactor_bits.py would show a
+    torch whose kernel rounds otherwise); other precisions keep the float32 upcast written out (F.rms_norm
+    rounds differently there)."""
+    dt = x.dtype
+    if dt == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), w, eps)
+    x = x.float()
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return w * x.to(dt)
+
+
 class RMSNorm(nn.Module):
-    """LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) in float32, times a learned scale (Zhang & Sennrich 2019)."""
+    """LlamaRMSNorm's parameter (`rms_norm` is its maths)."""
 
     def __init__(self, size: int, eps: float):
         super().__init__()
@@ -95,20 +110,29 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dt = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dt)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def residual_mm(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x + h @ w^T, the residual update of an output projection: one `addmm` in float32 (the same floats as
+    `mm` then `add`: the gemm adds x to its finished sum; one op and one backward node instead of two),
+    `mm` then `add` in other precisions (a bf16 addmm would round once where the two ops round twice)."""
+    if x.dtype == torch.float32:
+        return torch.addmm(x, h, w.t())
+    return x + torch.mm(h, w.t())
 
 
 def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
-    """cos, sin of shape positions.shape + (head_dim,): Llama's default rotary embedding (Su et al. 2021),
-    inv_freq = theta^(-2i/d) duplicated over both halves as transformers' LlamaRotaryEmbedding."""
+    """cos and signed sin, each of shape positions.shape + (head_dim,): Llama's default rotary embedding (Su
+    et al. 2021), inv_freq = theta^(-2i/d) duplicated over both halves as transformers' LlamaRotaryEmbedding;
+    the first half of the sin table is negated for `rotate`."""
     hd = cfg.head_dim
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
     freqs = positions.float()[..., None] * inv
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos().to(dtype), emb.sin().to(dtype)
+    sin = emb.sin()
+    sin[..., : hd // 2].neg_()
+    return emb.cos().to(dtype), sin.to(dtype)
 
 
 def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
@@ -119,12 +143,19 @@ def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x * cos + rotate_half(x) * sin (transformers' apply_rotary_pos_emb); cos/sin broadcast over heads."""
-    h = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * sin
+    """transformers' apply_rotary_pos_emb, x * cos + rotate_half(x) * sin, as x * cos + roll(x) * sin' with
+    sin' the signed table of `rope_tables`; cos/sin broadcast over heads.
+
+    rotate_half(x) = cat(-x2, x1) and roll(x, d/2) = cat(x2, x1), so each product is the same float
+    ((-a) * b == a * (-b) exactly) and so is the sum, forward and backward (the gradient of x2 gets
+    g1 * (-s1) where transformers' gets -(g1 * s1)), in 4 ops instead of 7 (and a 1-op backward for the roll
+    instead of a cat's, a negation's and two slices')."""
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
 
 
 class Attention(nn.Module):
+    """q/k/v/o projections of a layer (parameters only: `Layer.forward` computes the attention)."""
+
     def __init__(self, cfg: TinyConfig):
         super().__init__()
         d, hd = cfg.hidden_size, cfg.head_dim
@@ -134,31 +165,27 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d, self.kvh * hd, bias=False)
         self.o_proj = nn.Linear(self.h * hd, d, bias=False)
 
-    def forward(self, x, cos, sin, mask, causal: bool):
-        B, L, _ = x.shape
-        q = self.q_proj(x).view(B, L, self.h, self.hd).transpose(1, 2)
-        k = self.k_proj(x).view(B, L, self.kvh, self.hd).transpose(1, 2)
-        v = self.v_proj(x).view(B, L, self.kvh, self.hd).transpose(1, 2)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        if self.kvh != self.h:
-            k = k.repeat_interleave(self.h // self.kvh, dim=1)
-            v = v.repeat_interleave(self.h // self.kvh, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
-        return self.o_proj(o.transpose(1, 2).reshape(B, L, self.h * self.hd))
-
 
 class MLP(nn.Module):
+    """SiLU-gated MLP projections of a layer (parameters only: `Layer.forward` computes it)."""
+
     def __init__(self, cfg: TinyConfig):
         super().__init__()
         self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
 
 class Layer(nn.Module):
+    """One decoder layer: x + attention(norm(x)), then + mlp(norm(x)).
+
+    The forward works on the (B * L, d) rows of the batch, with each projection one `mm` against its
+    weight's transposed view (what `Linear` computes; on 3-D inputs `Linear` adds a reshape and a view per
+    call, forward and backward) and the output projections folded into the residual add (`residual_mm`); it
+    reads its submodules' weights instead of calling them (no per-module call overhead). The floats are those
+    of the module-per-projection form, forward and backward (tests/llm_backend/test_llm_refactor_bits.py).
+    """
+
     def __init__(self, cfg: TinyConfig):
         super().__init__()
         self.self_attn = Attention(cfg)
@@ -166,9 +193,23 @@ class Layer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, mask, causal):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, causal)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, shape, cos, sin, mask, causal: bool):
+        """x: (B * L, d) rows of a (B, L) batch `shape`; cos/sin: (B, L, 1, head_dim) signed rotary tables;
+        mask: additive (B, 1, L, L) or None (causal when `causal`)."""
+        B, L = shape
+        a, m, n1, n2 = self.self_attn, self.mlp, self.input_layernorm, self.post_attention_layernorm
+        h = rms_norm(x, n1.weight, n1.eps)
+        q = rotate(torch.mm(h, a.q_proj.weight.t()).view(B, L, a.h, a.hd), cos, sin).transpose(1, 2)
+        k = rotate(torch.mm(h, a.k_proj.weight.t()).view(B, L, a.kvh, a.hd), cos, sin).transpose(1, 2)
+        v = torch.mm(h, a.v_proj.weight.t()).view(B, L, a.kvh, a.hd).transpose(1, 2)
+        if a.kvh != a.h:
+            k = k.repeat_interleave(a.h // a.kvh, dim=1)
+            v = v.repeat_interleave(a.h // a.kvh, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+        x = residual_mm(x, o.transpose(1, 2).reshape(B * L, a.h * a.hd), a.o_proj.weight)
+        h = rms_norm(x, n2.weight, n2.eps)
+        gu = F.silu(torch.mm(h, m.gate_proj.weight.t())) * torch.mm(h, m.up_proj.weight.t())
+        return residual_mm(x, gu, m.down_proj.weight)
 
 
 class Body(nn.Module):
@@ -185,24 +226,62 @@ class Body(nn.Module):
         """attention_mask: None (causal), (B, L) 0/1 padding (causal and keys where 1, as transformers), or
         a (B, 1, L, L) boolean mask used as given (True = may attend; the packed layout's tree)."""
         B, L = input_ids.shape
-        if position_ids is None:
-            position_ids = torch.arange(L, device=input_ids.device).expand(B, L)
-        mask, causal = None, True
-        if attention_mask is not None and attention_mask.dim() == 4:
-            mask, causal = attention_mask.bool(), False
-        elif attention_mask is not None and not bool(attention_mask.all()):
-            tri = torch.ones(L, L, dtype=torch.bool, device=input_ids.device).tril()
-            mask = (tri[None] & attention_mask.bool()[:, None, :]).unsqueeze(1)
-            mask = mask | torch.eye(L, dtype=torch.bool, device=input_ids.device)  # no empty row: no NaN
-            causal = False
-        x = self.embed_tokens(input_ids)
-        if mask is not None:  # additive form once per forward (SDPA converts a boolean mask at every call)
-            mask = additive_mask(mask, x.dtype)
-        cos, sin = rope_tables(self.cfg, position_ids, x.dtype)
-        cos, sin = cos[:, None], sin[:, None]  # broadcast over heads
+        x = F.embedding(input_ids.reshape(-1), self.embed_tokens.weight)  # (B * L, d)
+        cos, sin, mask, causal = _TABLES.get(self.cfg, (B, L), input_ids.device, x.dtype, position_ids,
+                                             attention_mask)
         for layer in self.layers:
-            x = layer(x, cos, sin, mask, causal)
-        return SimpleNamespace(last_hidden_state=self.norm(x))
+            x = layer(x, (B, L), cos, sin, mask, causal)
+        x = rms_norm(x, self.norm.weight, self.norm.eps)
+        return SimpleNamespace(last_hidden_state=x.view(B, L, -1))
+
+
+def forward_tables(cfg: TinyConfig, shape, device, dtype, position_ids=None, attention_mask=None):
+    """(cos, sin, mask, causal) of a forward: the (B, L, 1, head_dim) rotary tables of `rope_tables`, the
+    additive (B, 1, L, L) mask or None, and whether SDPA applies its own causal mask (Body.forward's
+    attention_mask forms)."""
+    B, L = shape
+    if position_ids is None:
+        position_ids = torch.arange(L, device=device).expand(B, L)
+    mask, causal = None, True
+    if attention_mask is not None and attention_mask.dim() == 4:
+        mask, causal = attention_mask.bool(), False
+    elif attention_mask is not None and not bool(attention_mask.all()):
+        tri = torch.ones(L, L, dtype=torch.bool, device=device).tril()
+        mask = (tri[None] & attention_mask.bool()[:, None, :]).unsqueeze(1)
+        mask = mask | torch.eye(L, dtype=torch.bool, device=device)  # no empty row: no NaN
+        causal = False
+    if mask is not None:  # additive form once per forward (SDPA converts a boolean mask at every call)
+        mask = additive_mask(mask, dtype)
+    cos, sin = rope_tables(cfg, position_ids, dtype)
+    return cos[:, :, None], sin[:, :, None], mask, causal  # (B, L, 1, hd): broadcast over heads
+
+
+class _LastTables:
+    """forward_tables of the last forward, reused while the next forward gets the same position-id and mask
+    tensors (the same objects, unmodified) at the same precision: the reference and the policy forward of a
+    microbatch, and each update's forward over the same batch, build them once.
+
+    The entry holds its key tensors (so their ids cannot be reused while it lives); tensors made under
+    inference_mode (no version counter) are never a key. The tables are built outside inference_mode, so a
+    forward with autograd may save them whichever forward built them."""
+
+    def __init__(self):
+        self.key, self.keep, self.value = None, None, None
+
+    def get(self, cfg, shape, device, dtype, position_ids, attention_mask):
+        keys = (position_ids, attention_mask)
+        if any(t is not None and t.is_inference() for t in keys):
+            return forward_tables(cfg, shape, device, dtype, position_ids, attention_mask)
+        key = (cfg, tuple(shape), str(device), dtype,
+               *((id(t), t._version) if t is not None else None for t in keys))
+        if key != self.key:
+            with torch.inference_mode(False), torch.no_grad():
+                self.value = forward_tables(cfg, shape, device, dtype, position_ids, attention_mask)
+            self.key, self.keep = key, keys
+        return self.value
+
+
+_TABLES = _LastTables()
 
 
 class TinyLM(nn.Module):

@@ -25,28 +25,39 @@ from llm_backend.tiny.model import TinyLM, additive_mask, rope_tables, rotate
 
 
 def _norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    """RMSNorm in float32 (model.rms_norm: torch's F.rms_norm, one call)."""
+    return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+def gumbel_noise(u: torch.Tensor) -> torch.Tensor:
+    """log(-log(u)) in place of the uniforms u (clamped at 1e-20): the noise the Gumbel-max draw subtracts,
+    for a whole call's uniforms at once (elementwise: the same floats as step by step)."""
+    return u.clamp_(min=1e-20).log_().neg_().log_()
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator | None,
-                  u: torch.Tensor | None = None):
+                  u: torch.Tensor | None = None, noise: torch.Tensor | None = None):
     """(token ids (B,), their log-probs (B,)) drawn from softmax(logits / temperature) (top-p nucleus).
 
-    u: the (B, V) uniforms of the Gumbel draw when the caller drew them (else drawn here from `gen`)."""
+    u: the (B, V) uniforms of the Gumbel draw when the caller drew them (else drawn here from `gen`);
+    noise: gumbel_noise of them, when the caller computed it for all steps at once."""
     if temperature <= 0:  # greedy: the log-prob of the argmax under the untempered distribution
         logp = torch.log_softmax(logits.float(), -1)
         tok = logp.argmax(-1)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
-    z = logits.float() / temperature
+        return tok, logp.gather(-1, tok[:, None]).view(-1)
+    z = logits.float()
+    if temperature != 1.0:  # x / 1 is x: no op at the default temperature
+        z = z / temperature
     if top_p < 1.0:
         srt, order = z.sort(-1, descending=True)
         mass = torch.softmax(srt, -1).cumsum(-1)
         drop = (mass - torch.softmax(srt, -1)) >= top_p  # tokens after the nucleus reached top_p
         z = z.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     logp = torch.log_softmax(z, -1)
-    u = (torch.rand(z.shape, generator=gen) if u is None else u.clone()).clamp_(min=1e-20)
-    tok = (logp - torch.log(-torch.log(u))).argmax(-1)  # Gumbel-max: an exact draw from softmax(z)
-    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+    if noise is None:
+        noise = gumbel_noise(torch.rand(z.shape, generator=gen) if u is None else u.clone())
+    tok = (logp - noise).argmax(-1)  # Gumbel-max: an exact draw from softmax(z)
+    return tok, logp.gather(-1, tok[:, None]).view(-1)
 
 
 class KVEngine:
@@ -54,6 +65,17 @@ class KVEngine:
 
     The engine reads the policy's parameters at each call (no copy to sync: `sync_weights` only swaps the
     module, e.g. after a checkpoint load).
+
+    At training batch sizes a decoding step costs more in the fixed cost of each torch op (dispatch, Python)
+    than in arithmetic, so it is written to issue few ops (about 30 per layer): the hidden state is (B, d)
+    rows, each projection one `mm` against a transposed view of its weight (the output projections one
+    `addmm` into the residual); q, k and v are (B, heads, 1, hd) views of the fused projection, q and k
+    rotated by one `rotate`, k and v written into a (B, heads, S, hd) cache that SDPA reads as it is; RMSNorm
+    is one F.rms_norm call; the rotary table, the key mask and the Gumbel noise of all steps are built once
+    per call; tokens and log-probs are collected per step and the lengths found at the end; all of it runs
+    under inference_mode. Each of these computes the same floats as the longer op sequence it stands for
+    (the same kernels on the same values: tests/llm_backend/test_llm_refactor_bits.py compares whole runs),
+    and tests/llm_backend/test_tiny_speed.py bounds the ops of a step.
     """
 
     name = "kv"
@@ -74,25 +96,26 @@ class KVEngine:
         pass
 
     def _weights(self):
-        """Per layer: (ln1, W_qkv, W_o, ln2, W_gate_up, W_down), detached; plus embedding and final norm."""
+        """Per layer: (ln1, W_qkv^T, W_o^T, ln2, W_gate_up^T, W_down^T), the matrices as transposed views
+        (x @ W^T by one `mm`, the call `linear` makes); plus embedding, final norm and head^T. Called under
+        inference_mode, where nothing records a graph (no detach needed)."""
         m = self.model.model
         layers = []
         for layer in m.layers:
             a, p = layer.self_attn, layer.mlp
             layers.append((
-                layer.input_layernorm.weight.detach(),
-                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach(),
-                a.o_proj.weight.detach(),
-                layer.post_attention_layernorm.weight.detach(),
-                torch.cat([p.gate_proj.weight, p.up_proj.weight]).detach(),
-                p.down_proj.weight.detach(),
+                layer.input_layernorm.weight,
+                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).t(),
+                a.o_proj.weight.t(),
+                layer.post_attention_layernorm.weight,
+                torch.cat([p.gate_proj.weight, p.up_proj.weight]).t(),
+                p.down_proj.weight.t(),
             ))
-        head = self.model.lm_head.weight.detach()
-        return m.embed_tokens.weight.detach(), layers, m.norm.weight.detach(), head
+        return m.embed_tokens.weight, layers, m.norm.weight, self.model.lm_head.weight.t()
 
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int = 0) -> Rollouts:
-        with torch.no_grad():
+        with torch.inference_mode():
             return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed)
 
     def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed) -> Rollouts:
@@ -107,46 +130,45 @@ class KVEngine:
         T = max(1, int(max_new_tokens))
         if P + T > cfg.max_position_embeddings:
             raise ValueError(f"prompt {P} + {T} new tokens exceed the model's {cfg.max_position_embeddings}")
-        ids = torch.full((bp, P), self.tok.pad_token_id, dtype=torch.long)
+        pad_id = self.tok.pad_token_id
+        ids = torch.tensor([[pad_id] * (P - len(e)) + e for e in enc], dtype=torch.long)
         pad = torch.tensor([P - len(e) for e in enc])
-        for i, e in enumerate(enc):
-            ids[i, P - len(e):] = torch.tensor(e, dtype=torch.long)
         weights = self._weights()
         # the uniforms of every step for the whole batch, drawn up front in the order one (B, V) draw per step
-        # gives: chunk c reads its rows of each step's draw
-        V = weights[3].shape[0]
+        # gives (chunk c reads its rows of each step's draw), turned into Gumbel noise at once
+        V = weights[3].shape[1]
         gen = torch.Generator(device="cpu").manual_seed(int(seed))
-        U = torch.rand((T, B, V), generator=gen) if temperature > 0 else None
-        toks = torch.zeros(B, T, dtype=torch.long)
-        lps = torch.zeros(B, T)
-        lengths = torch.full((B,), T, dtype=torch.long)
+        G = gumbel_noise(torch.rand((T, B, V), generator=gen)) if temperature > 0 else None
+        tl, ll, lens = [], [], []
         # chunks of <= chunk_rows rows (whole prompts, sizes balanced: no small tail): every tensor of a
         # step stays cache-sized; a row's values do not depend on the chunking up to matmul round-off
         chunks = -(-bp // max(1, self.chunk_rows // n))
         bounds = [i * bp // chunks for i in range(chunks + 1)]
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             rows = slice(a * n, b * n)
-            toks[rows], lps[rows], lengths[rows] = self._decode(
-                weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if U is None else U[:, rows])
-        tl, ll, lens = toks.tolist(), lps.tolist(), lengths.tolist()
+            toks, lps, lengths = self._decode(
+                weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if G is None else G[:, rows])
+            tl += toks.tolist()
+            ll += lps.tolist()
+            lens += lengths.tolist()
+        out.prompt_ids = [e for e in enc for _ in range(n)]
+        out.token_ids = [row[:k] for row, k in zip(tl, lens, strict=True)]
+        out.logprobs = [row[:k] for row, k in zip(ll, lens, strict=True)]
         texts: dict[tuple, str] = {}  # completions repeat: decode each distinct one once
-        for r in range(B):
-            k = lens[r]
-            ids = tl[r][:k]
+        for ids in out.token_ids:
             key = tuple(ids)
-            if key not in texts:
-                texts[key] = self.tok.decode(ids)
-            out.prompt_ids.append(enc[r // n])
-            out.token_ids.append(ids)
-            out.logprobs.append(ll[r][:k])
-            out.texts.append(texts[key])
+            text = texts.get(key)
+            if text is None:
+                text = texts[key] = self.tok.decode(ids)
+            out.texts.append(text)
         out.seconds = time.perf_counter() - t0
         return out
 
-    def _decode(self, weights, ids, pad, n, T, temperature, top_p, U):
+    def _decode(self, weights, ids, pad, n, T, temperature, top_p, G):
         """Prefill the c prompts `ids` (c, P) (left padding `pad` (c,)) once, then sample n completions of
-        each, T steps at most, all c * n rows in one batch; U: (T, c * n, V) uniforms of the Gumbel draws
-        (None: greedy). Returns token ids (c * n, T), their log-probs (c * n, T) and the lengths (c * n,)."""
+        each, T steps at most, all c * n rows in one batch; G: (T, c * n, V) Gumbel noise of the draws
+        (None: greedy). Returns token ids (c * n, T'), their log-probs (c * n, T') and the lengths (c * n,),
+        T' <= T the steps taken (entries past a row's length are meaningless)."""
         cfg, dev = self.model.config, self.device
         c, P = ids.shape
         B = c * n
@@ -155,70 +177,74 @@ class KVEngine:
         pos = (ar[None] - pad[:, None]).clamp(min=0)
         valid = ar[None] >= pad[:, None]  # (c, P)
         H, KVH, hd, eps = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.rms_norm_eps
-        rep = H // KVH
-        emb, layers, norm_w, head_w = weights
+        d, rep, nqk = cfg.hidden_size, H // KVH, H + KVH
+        emb, layers, norm_w, head_t = weights
         S = P + T
-        # uninitialised: a decoding step reads positions < P + t + 1 only, all written by then
+        # (B, heads, S, hd) per layer, uninitialised: a decoding step reads positions < P + t + 1 only, all
+        # written by then (this layout, each head's keys contiguous, is also the one SDPA reads fastest)
         caches = [(torch.empty(B, KVH, S, hd, device=dev), torch.empty(B, KVH, S, hd, device=dev))
                   for _ in layers]
         key_ok = torch.ones(B, S, dtype=torch.bool, device=dev)
         key_ok[:, :P] = valid.repeat_interleave(n, 0)
         key_add = additive_mask(key_ok[:, None, None, :])  # (B, 1, 1, S)
-        cos_all, sin_all = rope_tables(cfg, torch.arange(S, device=dev))  # (S, hd), indexed per step
+        # rotary tables by position, cos and sin side by side, for the prefill and every decoding step (the
+        # same floats as tables of those positions: elementwise); row r's new token at step t has position
+        # start_r + t, looked up per step (a call ends early)
+        start = (P - pad).repeat_interleave(n, 0)
+        rope = torch.stack(rope_tables(cfg, torch.arange(S, device=dev)), 1)[:, :, None]  # (S, 2, 1, hd)
 
-        # prefill: the c prompts once; each prompt's keys/values copied into its n rows of the cache
+        # prefill: the c prompts once, as (c * P, d) rows; each prompt's keys/values copied into its n rows
         tri = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
         mask = additive_mask(((tri[None] & valid[:, None, :]) | torch.eye(P, dtype=torch.bool, device=dev))
                              .unsqueeze(1))
-        cos, sin = rope_tables(cfg, pos)
-        cos, sin = cos[:, None], sin[:, None]
-        x = F.embedding(ids, emb)
+        cos, sin = rope[pos].unbind(2)  # (c, P, 1, hd): broadcast over heads
+        x = F.embedding(ids, emb).view(c * P, d)
         qd, kd = H * hd, KVH * hd
         for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
-            qkv = F.linear(_norm(x, ln1, eps), wqkv)
-            q = rotate(qkv[..., :qd].view(c, P, H, hd).transpose(1, 2), cos, sin)
-            k = rotate(qkv[..., qd:qd + kd].view(c, P, KVH, hd).transpose(1, 2), cos, sin)
-            v = qkv[..., qd + kd:].view(c, P, KVH, hd).transpose(1, 2)
+            qk, v = torch.mm(_norm(x, ln1, eps), wqkv).split((qd + kd, kd), 1)
+            qk = rotate(qk.view(c, P, nqk, hd), cos, sin)  # (c, P, H + KVH, hd)
+            q, k = qk.split((H, KVH), 2)
+            k, v = k.transpose(1, 2), v.view(c, P, KVH, hd).transpose(1, 2)  # (c, KVH, P, hd)
             kc[:, :, :P].view(c, n, KVH, P, hd).copy_(k[:, None].expand(c, n, KVH, P, hd))
             vc[:, :, :P].view(c, n, KVH, P, hd).copy_(v[:, None].expand(c, n, KVH, P, hd))
             if rep > 1:
                 k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            x = x + F.linear(o.transpose(1, 2).reshape(c, P, qd), wo)
-            g, u = F.linear(_norm(x, ln2, eps), wgu).chunk(2, -1)
-            x = x + F.linear(F.silu(g) * u, wd)
-        logits = F.linear(_norm(x[:, -1], norm_w, eps), head_w).repeat_interleave(n, 0)  # (B, V)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask)
+            x = torch.addmm(x, o.transpose(1, 2).reshape(c * P, qd), wo)
+            g, u = torch.mm(_norm(x, ln2, eps), wgu).chunk(2, -1)
+            x = torch.addmm(x, F.silu(g) * u, wd)
+        last = x.view(c, P, d)[:, -1]
+        logits = torch.mm(_norm(last, norm_w, eps), head_t).repeat_interleave(n, 0)  # (B, V)
 
-        toks = torch.zeros(B, T, dtype=torch.long)
-        lps = torch.zeros(B, T)
+        toks, lps = [], []
         done = torch.zeros(B, dtype=torch.bool)
-        lengths = torch.full((B,), T, dtype=torch.long)
         eos = self.tok.eos_token_id
-        start = (P - pad).repeat_interleave(n, 0)  # position id of the first new token
         for t in range(T):
-            tok, lp = sample_tokens(logits.cpu(), temperature, top_p, None, None if U is None else U[t])
-            toks[:, t], lps[:, t] = tok, lp
-            hit = (tok == eos) & ~done
-            lengths[hit] = t + 1
-            done |= hit
-            if bool(done.all()) or t == T - 1:
+            tok, lp = sample_tokens(logits.cpu(), temperature, top_p, None, noise=None if G is None else G[t])
+            toks.append(tok)
+            lps.append(lp)
+            done |= tok == eos
+            if t == T - 1 or bool(done.all()):
                 break
-            x = F.embedding(tok.to(dev), emb)[:, None]  # (B, 1, d)
-            cs, sn = cos_all[start + t][:, None, None], sin_all[start + t][:, None, None]  # (B, 1, 1, hd)
-            am = key_add[..., : P + t + 1]
+            x = F.embedding(tok.to(dev), emb)  # (B, d)
+            cs, sn = rope[start + t].split(1, 1)  # (B, 1, 1, hd) each
+            L = P + t + 1
+            am = key_add[..., :L]
             for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
-                qkv = F.linear(_norm(x, ln1, eps), wqkv)
-                q = rotate(qkv[..., :qd].view(B, 1, H, hd).transpose(1, 2), cs, sn)
-                k_new = qkv[..., qd:qd + kd].view(B, 1, KVH, hd).transpose(1, 2)
-                kc[:, :, P + t] = rotate(k_new, cs, sn)[:, :, 0]
-                vc[:, :, P + t] = qkv[..., qd + kd:].view(B, KVH, hd)
-                k, v = kc[:, :, : P + t + 1], vc[:, :, : P + t + 1]
+                # (B, heads, 1, hd) views of the projection: SDPA's shape of one query, the cache's of one key
+                qk, v = torch.mm(_norm(x, ln1, eps), wqkv).view(B, nqk + KVH, 1, hd).split((nqk, KVH), 1)
+                q, k = rotate(qk, cs, sn).split((H, KVH), 1)
+                kc.narrow(2, L - 1, 1).copy_(k)
+                vc.narrow(2, L - 1, 1).copy_(v)
+                k, v = kc[:, :, :L], vc[:, :, :L]
                 if rep > 1:
                     k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-                o = F.scaled_dot_product_attention(q, k, v, attn_mask=am)
-                x = x + F.linear(o.transpose(1, 2).reshape(B, 1, qd), wo)
-                g, u = F.linear(_norm(x, ln2, eps), wgu).chunk(2, -1)
-                x = x + F.linear(F.silu(g) * u, wd)
-            logits = F.linear(_norm(x[:, 0], norm_w, eps), head_w)
+                o = F.scaled_dot_product_attention(q, k, v, attn_mask=am)  # (B, H, 1, hd)
+                x = torch.addmm(x, o.reshape(B, qd), wo)
+                g, u = torch.mm(_norm(x, ln2, eps), wgu).chunk(2, -1)
+                x = torch.addmm(x, F.silu(g) * u, wd)
+            logits = torch.mm(_norm(x, norm_w, eps), head_t)
+        toks, lps = torch.stack(toks, 1), torch.stack(lps, 1)
+        hit = toks == eos
+        lengths = torch.where(hit.any(1), hit.int().argmax(1) + 1, T)  # through the first EOS, else T
         return toks, lps, lengths
-

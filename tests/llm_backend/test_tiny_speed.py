@@ -9,20 +9,29 @@
 - flat_adamw: AdamW over one flat tensor steps each parameter as AdamW over the parameter tensors does (its
   ops are elementwise; bit-equal on that machine).
 - Rewards are memoised: the same completion graded twice gives the same reward, and a parse is not repeated.
+- The reference's and the old log-probs' forwards run under inference_mode; a batch whose chunks the old
+  log-probs met first still trains (ppo epochs over one minibatch reuse those chunks).
+- A decoding step and a training step of the tiny LM issue at most a pinned number of torch ops: at n = 4 a
+  step is bound by the fixed cost per op (dispatch, Python), not by arithmetic, so the op count is the speed
+  that can be tested deterministically (it does not depend on the machine or its load).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
 from llm_backend import tasks  # noqa: E402
+from llm_backend.batch import Group, build_batch  # noqa: E402
 from llm_backend.config import config_for  # noqa: E402
 from llm_backend.model import load_model, load_tokenizer, resolve_model  # noqa: E402
 from llm_backend.problems import load_problems  # noqa: E402
 from llm_backend.tiny.sampler import KVEngine  # noqa: E402
-from llm_backend.trainer import flat_adamw  # noqa: E402
+from llm_backend.trainer import Trainer, flat_adamw  # noqa: E402
 
 LOGP_ATOL = 1e-5
 """Chunked vs one-batch log-probs of the same tokens: float32 round-off through 4 layers (seen: 1.4e-6)."""
@@ -87,3 +96,78 @@ def test_rewards_are_memoised_and_unchanged():
     assert first == [1.0 if tasks.is_correct(t, a) else 0.0 for t, a in cases]
     again = [tasks.reward(t, a) for t, a in cases]
     assert again == first and tasks.reward.cache_info().hits == len(cases)
+
+
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_ppo_epochs_over_one_minibatch_train_after_the_old_logprobs(layout):
+    path = resolve_model("tiny")
+    cfg = config_for("tiny", dataset="easy", n=4, bp=4, objective="ppo", ppo_epochs=2, minibatches=1,
+                     kl_coef=0.1, entropy_coef=0.01, train_layout=layout)
+    tok = load_tokenizer(path)
+    train, _ = load_problems(cfg)
+    probs = train[:4]
+    trainer = Trainer(cfg, path)
+    ro = KVEngine(trainer.model, tok).generate([tasks.build_prompt(tok, p.question) for p in probs], 4, 10,
+                                               seed=1)
+    groups = [Group(ro.prompt_ids[i:i + 4], ro.token_ids[i:i + 4], ro.logprobs[i:i + 4],
+                    np.array([float(j % 2) for j in range(4)])) for i in range(0, 16, 4)]
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    stats = trainer.step(build_batch(cfg, groups, tok.pad_token_id), 1)
+    assert stats["finite"] and stats["updates"] == 2
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+
+
+DECODE_STEP_OPS = 123
+"""Upper bound on the torch ops of one decoding step of the kv sampler at n = 4, bp = 16 (4 layers and one
+draw): 117 with torch 2.13, and a margin for other torch versions."""
+
+TRAIN_STEP_OPS = 1090
+"""Upper bound on the torch ops of one GRPO step at n = 4, bp = 16 with the KL reference and the entropy
+bonus: the packed batch, the reference and policy forwards, the loss, the backward pass, clipping and AdamW:
+1035 with torch 2.13, and a margin for other torch versions."""
+
+
+class _Ops(TorchDispatchMode):
+    """Counts the ops that reach the dispatcher: every op of an autograd forward and backward, and each
+    top-level call under inference_mode (where a composite op such as SDPA is one call into C++)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _ops(fn) -> int:
+    with _Ops() as ops:
+        fn()
+    return ops.n
+
+
+def test_a_decoding_step_and_a_training_step_stay_within_their_op_counts():
+    path = resolve_model("tiny")
+    cfg = config_for("tiny", dataset="easy", n=4, bp=16, budget=2**12, kl_coef=0.01, entropy_coef=0.001)
+    tok = load_tokenizer(path)
+    train, _ = load_problems(cfg)
+    probs = train[:16]
+    prompts = [tasks.build_prompt(tok, p.question) for p in probs]
+    trainer = Trainer(cfg, path)
+    engine = KVEngine(trainer.model, tok)
+
+    # one decoding step: a call of 2 new tokens less a call of 1 (both prefill and draw the first token)
+    def generate(tokens):
+        return lambda: engine.generate(prompts, cfg.n, tokens, 1.0, 1.0, seed=0)
+
+    assert max(map(len, engine.generate(prompts, cfg.n, 2, 1.0, 1.0, seed=0).token_ids)) == 2  # a step ran
+    decode = _ops(generate(2)) - _ops(generate(1))
+    assert 0 < decode <= DECODE_STEP_OPS
+
+    ro = engine.generate(prompts, cfg.n, cfg.max_new_tokens, 1.0, 1.0, seed=0)
+    groups = [Group(ro.prompt_ids[i:i + cfg.n], ro.token_ids[i:i + cfg.n], ro.logprobs[i:i + cfg.n],
+                    np.array([tasks.reward(t, probs[i // cfg.n].answer) for t in ro.texts[i:i + cfg.n]]))
+              for i in range(0, len(ro.texts), cfg.n)]
+    trainer.step(build_batch(cfg, groups, tok.pad_token_id), 1)  # the optimiser's state is made lazily
+    step = _ops(lambda: trainer.step(build_batch(cfg, groups, tok.pad_token_id), 2))
+    assert 0 < step <= TRAIN_STEP_OPS
