@@ -196,7 +196,9 @@ def test_a_sweep_interrupted_before_any_run_leaves_nothing(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals")
 def test_a_sweep_interrupted_after_a_run_keeps_it_and_leaves_no_lock(tmp_path):
     out = tmp_path / "res"
-    proc = _sweep(out, sleep=1.0)
+    # 5 s per run: the signal must land while the second of three runs sleeps, even when a loaded machine
+    # (the suite on two workers) delays this process between the first run's record and the signal
+    proc = _sweep(out, sleep=5.0)
     _wait_for(lambda: any((out / "runs").glob("*.json")), proc)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
