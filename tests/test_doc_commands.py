@@ -18,7 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 INLINE = re.compile(r"`([^`\n]+)`")
-ISO = re.compile(r"(?:^|[\s;&|(]|\$ )isocompute((?:\s+[A-Za-z][\w-]*){0,2})")
+ISO = re.compile(r"(?:^|[\s;&|(]|\$ )isocompute((?:\s+[A-Za-z][\w-]*){0,2})([^;&|)`]*)")
+LONG = re.compile(r"(?:^|\s)(--[A-Za-z][\w-]*)")
+"""A long option of an invocation (its value, after a space or '=', is not checked)."""
 PYM = re.compile(r"(?:^|[\s;&|(]|\$ )python3?\s+-m\s+([\w.]+)((?:\s+[A-Za-z][\w-]*){0,2})")
 
 
@@ -34,27 +36,35 @@ def code_of(text: str) -> list[str]:
 
 
 def invocations(code: str) -> list[tuple[str, list[str]]]:
-    """(program, words) of each invocation: ("isocompute", ["report", "claims"]), ("python -m X", [...])."""
+    """(program, words) of each invocation: ("isocompute", ["report", "claims", "--quick"]), ("python -m X",
+    [...]); an isocompute invocation's words end with the long options it passes."""
     out = []
     for line in code.splitlines():
         for m in ISO.finditer(line):
-            out.append(("isocompute", m.group(1).split()))
+            args = re.split(r"\s#", m.group(2))[0]  # a shell comment after the command is prose
+            out.append(("isocompute", m.group(1).split() + LONG.findall(args)))
         for m in PYM.finditer(line):
             out.append((f"python -m {m.group(1)}", m.group(2).split()))
     return out
 
 
 def missing(words: list[str]) -> str | None:
-    """Why `isocompute <words>` names no command (None when it does): each word after a group must be one of
-    its sub-commands; after a plain command the words are its arguments."""
+    """Why `isocompute <words>` names no command or option (None when it does): each word after a group must
+    be one of its sub-commands; after a plain command the words are its arguments; a long option must be one
+    of the command's (or group's) options where it stands."""
     from isocompute.cli import main
 
     cmd: click.Command = main
     ctx = click.Context(main)
     path = ["isocompute"]
     for w in words:
+        if w.startswith("--"):
+            known = {o for prm in cmd.params for o in (*prm.opts, *prm.secondary_opts)} | {"--help"}
+            if w not in known:
+                return f"`{' '.join(path)}` has no option {w}"
+            continue
         if not isinstance(cmd, click.Group):
-            return None
+            continue
         sub = cmd.get_command(ctx, w)
         if sub is None:
             return f"`{' '.join(path)}` has no command {w!r}"
@@ -92,13 +102,16 @@ def test_the_parser_finds_commands_in_code_only_and_fails_on_unknown_ones():
     text = "\n".join([
         "isocompute is a sandbox (prose, not a command).",
         "Run `isocompute report claims --quick` or `isocompute report nonsense`.",
+        "`isocompute report allocators --seeds 8` names a removed option; `isocompute fit r --by n` is fine.",
+        "```bash", "isocompute llm options    # every --option key (a comment)", "```",
         "```bash", "isocompute sweep n-vs-m --n 2,4 \\", "    --out r && isocompute fit r", "```",
         "`python -m llm_backend.study --n 2`, `python -m isocompute run --json`",
     ])
     got = problems(text)
     assert any("no command 'nonsense'" in p for p in got)
     assert any("no module llm_backend.study" in p for p in got)
-    assert len(got) == 2, got
+    assert any("`isocompute report allocators` has no option --seeds" in p for p in got)
+    assert len(got) == 3, got
 
 
 @pytest.mark.parametrize("doc", docs(), ids=lambda p: str(p.relative_to(ROOT)))
