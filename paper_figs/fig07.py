@@ -33,14 +33,10 @@ def summary(tables):
 
 
 def ours(s):
-    def r2(v):
-        return "n/a (n* constant)" if v["r2"] != v["r2"] else f"{v['r2']:.2f}"
-
-    e, h = s["easy"], s["hard"]
-    return (
-        f"log2 n* sigmoid fit r2: easy {r2(e)} (n* {plots.fmt_n(e['n_lo'])} -> {plots.fmt_n(e['n_hi'])}), "
-        f"hard {r2(h)} (n* {plots.fmt_n(h['n_lo'])} -> {plots.fmt_n(h['n_hi'])})."
-    )
+    return "log2 n* against log C: " + "; ".join(
+        f"{ds}: {v['fit']} (determined n* {plots.determined_span(v)})"
+        for ds, v in ((ds, s[ds]) for ds in ("easy", "hard"))
+    ) + "."
 
 
 SPEC = FigureSpec(

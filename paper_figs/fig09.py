@@ -27,8 +27,10 @@ def make(tables):
     handles, labels = [], []
     for i, (B, f) in enumerate(opt.groupby("batch")):
         c = style.VARIANT_COLORS[i % len(style.VARIANT_COLORS)]
-        axes[0, 0].scatter(f["m"], f["n_star"], s=16, color=c)
-        axes[0, 1].scatter(f["m"], f["bp_star"], s=16, color=c)
+        det = f["determined"].astype(bool)  # a tie (the seeds cannot tell) is drawn hollow: no trend point
+        for ax, col in ((axes[0, 0], "n_star"), (axes[0, 1], "bp_star")):
+            ax.scatter(f["m"][det], f[col][det], s=16, color=c)
+            ax.scatter(f["m"][~det], f[col][~det], s=16, facecolors="none", edgecolors=c)
         p = (fits.get(int(B)) or {}).get("params")
         r2 = (fits.get(int(B)) or {}).get("r2")
         if an.has_params(p) and r2 is not None and r2 >= plots.MIN_R2:
@@ -48,7 +50,8 @@ def make(tables):
     axes[0, 0].set_title("rollouts per problem")
     axes[0, 1].set_title("problems per step")
     style.outside_legend(
-        fig, handles, labels, "fixed batch (points: frontier, lines: sigmoid fit)", where="bottom"
+        fig, handles, labels, "fixed batch (points: frontier, hollow where n* is a tie; lines: sigmoid fit)",
+        where="bottom"
     )
     style.title(fig, "9", "fixed batch B = bp * n: optimal n*(M) and bp*(M) (easy)")
     return fig
@@ -59,7 +62,10 @@ def summary(tables):
     out = {}
     for B, f in opt.groupby("batch"):
         f = f.sort_values("m")
+        det = f[f["determined"].astype(bool)]
+        f = det if not det.empty else f  # the determined points; all of them where none is
         out[str(int(B))] = {
+            "determined": int(len(det)),
             "M_lo": float(f["m"].iloc[0]),
             "M_hi": float(f["m"].iloc[-1]),
             "n_lo": float(f["n_star"].iloc[0]),
@@ -71,7 +77,8 @@ def summary(tables):
 def ours(s):
     return (
         "; ".join(
-            f"B = {B}: n* {v['n_lo']:.0f} at M = {v['M_lo']:.0f} -> {v['n_hi']:.0f} at M = {v['M_hi']:.0f}"
+            f"B = {B}: determined n* {v['n_lo']:.0f} at M = {v['M_lo']:.0f} -> {v['n_hi']:.0f} at M = "
+            f"{v['M_hi']:.0f}" if v.get("determined", 1) else f"B = {B}: n* undetermined at every M (ties)"
             for B, v in s.items()
         )
         + "."

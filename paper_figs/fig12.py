@@ -53,8 +53,8 @@ def summary(tables):
 
 def ours(s):
     return (
-        "frontier n* at the lowest -> highest compute: "
-        + "; ".join(f"{k} {plots.fmt_n(v['n_lo'])} -> {plots.fmt_n(v['n_hi'])}" for k, v in s.items())
+        "frontier n* where determined, lowest -> highest compute: "
+        + "; ".join(f"{k} {plots.determined_span(v)}" for k, v in s.items())
         + "."
     )
 

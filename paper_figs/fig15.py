@@ -69,7 +69,7 @@ def summary(tables):
     per = rec.groupby("n").size()
     return {
         "records_per_n": {str(int(k)): int(v) for k, v in per.items()},
-        "r2": plots.frontier_numbers(an.fit_report(t))["r2"],
+        "fit": plots.frontier_numbers(an.fit_report(t))["fit"],
     }
 
 
@@ -77,7 +77,7 @@ def ours(s):
     return (
         "record-breaking points per n: "
         + ", ".join(f"n = {k}: {v}" for k, v in s["records_per_n"].items())
-        + f"; n*(C) fit r2 = {s['r2']:.2f}."
+        + f"; log2 n*(C): {s['fit']}."
     )
 
 

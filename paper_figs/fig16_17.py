@@ -29,9 +29,9 @@ def summary(tables):
 
 def ours(s):
     return (
-        "n* lowest -> highest compute (frontier reward at the top): "
+        "determined n* lowest -> highest compute (frontier reward at the top): "
         + "; ".join(
-            f"{k}: {plots.fmt_n(v['n_lo'])} -> {plots.fmt_n(v['n_hi'])} ({v['R_hi']:.3f})"
+            f"{k}: {plots.determined_span(v)} ({v['R_hi']:.3f})"
             for k, v in s.items()
         )
         + "."

@@ -92,7 +92,7 @@ def make(tables):
         fig.colorbar(sc, ax=ax, label="frontier reward", pad=0.01)
         style.compute_axis(ax)
         style.log2_axis(ax, "y", fr["n"], label="n*(C)")
-        ax.set_title(f"{st.dataset}: n*(C), sigmoid fit r2 = {fit.r2_:.2f}")
+        ax.set_title(f"{st.dataset}: n*(C), {plots.sigmoid_text(fit)}", fontsize=9)
     style.outside_legend(
         fig,
         [
@@ -117,11 +117,13 @@ def summary(tables):
     out = {}
     for st in STUDIES:
         rep, fr, fit = joint_report(tables[st.name])
+        det = fr[~fr["undetermined"]]
+        det = det if not det.empty else fr
         out[st.dataset] = {
-            "n_lo": float(fr["n"].iloc[0]),
-            "n_hi": float(fr["n"].iloc[-1]),
+            "n_lo": float(det["n"].iloc[0]),
+            "n_hi": float(det["n"].iloc[-1]),
             "bp_values": sorted({int(v) for v in fr["bp"]}),
-            "r2": float(fit.r2_),
+            "fit": plots.sigmoid_text(fit),
         }
     return out
 
@@ -129,7 +131,7 @@ def summary(tables):
 def ours(s):
     return (
         "; ".join(
-            f"{ds}: n* {v['n_lo']:.0f} -> {v['n_hi']:.0f} (sigmoid r2 {v['r2']:.2f}), frontier bp in "
+            f"{ds}: determined n* {v['n_lo']:.0f} -> {v['n_hi']:.0f} ({v['fit']}), frontier bp in "
             f"{{{', '.join(map(str, v['bp_values']))}}}"
             for ds, v in s.items()
         )

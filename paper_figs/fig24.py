@@ -44,8 +44,8 @@ def summary(tables):
 def ours(s):
     a, b = s["tokens"], s["compute"]
     return (
-        f"tokens: n* {plots.fmt_n(a['n_lo'])} -> {plots.fmt_n(a['n_hi'])} (fit r2 {a['r2']:.2f}); rollouts: "
-        f"n* {plots.fmt_n(b['n_lo'])} -> {plots.fmt_n(b['n_hi'])} (fit r2 {b['r2']:.2f})."
+        f"tokens: determined n* {plots.determined_span(a)} ({a['fit']}); rollouts: "
+        f"determined n* {plots.determined_span(b)} ({b['fit']})."
     )
 
 

@@ -51,8 +51,8 @@ def summary(tables):
 
 def ours(s):
     return (
-        "n* lowest -> highest compute: "
-        + "; ".join(f"{k}: {plots.fmt_n(v['n_lo'])} -> {plots.fmt_n(v['n_hi'])}" for k, v in s.items())
+        "determined n* lowest -> highest compute: "
+        + "; ".join(f"{k}: {plots.determined_span(v)}" for k, v in s.items())
         + "."
     )
 

@@ -14,6 +14,7 @@ from matplotlib.lines import Line2D
 from paper_figs import analysis as an
 from paper_figs import style
 from studies.fit.plots import tie_blocks
+from studies.fit.render import nstar_fit_text
 from studies.fit.sigmoid import FIT_OK
 
 
@@ -127,11 +128,13 @@ def fit_handle(label: str = "sigmoid fit of log2 n* (determined points)") -> tup
 def frontier_numbers(report: dict | None, by: str = "n") -> dict:
     """Gallery numbers of one frontier: n* at the lowest and the highest compute where it is determined (see
     `analysis.undetermined`; the first and last points when it is determined nowhere), the largest
-    determined n*, the reward at the highest compute and the r2 of the n* fit."""
+    determined n*, the reward at the highest compute, the r2 of the n* fit and what that fit is in words
+    (`fit`: studies.fit.render.nstar_fit_text, the words of `isocompute fit`)."""
     fr = an.frontier_frame(report or {}, by)
     nan = float("nan")
     if fr.empty:
-        return {"C_lo": nan, "C_hi": nan, "n_lo": nan, "n_hi": nan, "n_max": nan, "R_hi": nan, "r2": nan}
+        return {"C_lo": nan, "C_hi": nan, "n_lo": nan, "n_hi": nan, "n_max": nan, "R_hi": nan, "r2": nan,
+                "fit": "no frontier", "determined": 0}
     f = an.nstar_fit(report or {}, by)
     det = fr[~an.undetermined(fr)]
     det = det if not det.empty else fr
@@ -143,7 +146,27 @@ def frontier_numbers(report: dict | None, by: str = "n") -> dict:
         "n_max": float(det[by].max()),
         "R_hi": float(fr["reward"].iloc[-1]),
         "r2": float(f.r2_) if f is not None else nan,
+        "fit": nstar_fit_text(report or {}),
+        "determined": int((~an.undetermined(fr)).sum()),
     }
+
+
+def determined_span(v: dict) -> str:
+    """'2 -> 64' between the lowest and the highest compute where n* is determined (frontier_numbers), or
+    'undetermined (ties)' where it is determined at no compute."""
+    if not v.get("determined", 1):
+        return "undetermined (ties)"
+    return f"{fmt_n(v['n_lo'])} -> {fmt_n(v['n_hi'])}"
+
+
+def sigmoid_text(fit) -> str:
+    """A figure's own sigmoid of log2 n* in words: "sigmoid r2 0.92" where it is drawn (fitted, r2 >=
+    MIN_R2), else why not."""
+    if fit.ok_ and fit.r2_ >= MIN_R2:
+        return f"sigmoid r2 {fit.r2_:.2f}"
+    if not fit.ok_:
+        return f"no sigmoid ({fit.status_})"
+    return f"no sigmoid drawn (r2 {fit.r2_:.2f} < {MIN_R2})"
 
 
 def _num(v) -> float:
@@ -213,8 +236,12 @@ HOLLOW_LABEL = "hollow: the only n with data; shaded: n* a tie (the set of n the
 
 
 def nstar_span(v: dict) -> str:
-    """'n* 4 at C = 2.0e2 -> 64 at C = 2.6e5' from frontier_numbers."""
-    return f"n* {fmt_n(v['n_lo'])} at C = {fmt_c(v['C_lo'])} -> {fmt_n(v['n_hi'])} at C = {fmt_c(v['C_hi'])}"
+    """'determined n* 4 at C = 2.0e2 -> 64 at C = 2.6e5' from frontier_numbers (the lowest and highest
+    compute where n* is one n the seeds tell apart), or 'n* undetermined (ties)' where it is nowhere."""
+    if not v.get("determined", 1):
+        return "n* undetermined (ties)"
+    return (f"determined n* {fmt_n(v['n_lo'])} at C = {fmt_c(v['C_lo'])} -> {fmt_n(v['n_hi'])} at C = "
+            f"{fmt_c(v['C_hi'])}")
 
 
 def frontier_grid(

@@ -1,7 +1,7 @@
 """The house refactor moved code, not results: `isocompute demo` and the claims report run what the
 pre-refactor commit runs on this machine (tests/pre_refactor.py runs it), table for table, bit for bit (the
-claims report: every run both declare; it has since moved its sections to the paper's tuned recipe, which the
-old one never ran).
+claims report, whose comparison lives beside the quick report it reuses in
+tests/science/test_claims_report.py: every run both declare).
 
 The analysis printed from those runs is compared no more: n*(C) is read as the set of n the seeds cannot
 tell apart (studies/fit/nstar.py), so the demo's n* tables and the report's n* cells and growth differ from
@@ -44,17 +44,3 @@ def test_demo_stores_what_the_old_code_did(tmp_path):
     assert old.keys() == new.keys() and len(old) >= 2 * 2 * 8  # two presets, 2 seeds, n = 2..256
     for name, table in old.items():
         pd.testing.assert_frame_equal(new[name], table, check_exact=True, obj=name)
-
-
-def test_quick_claims_report_runs_what_the_old_one_ran(tmp_path):
-    old_md, new_md = tmp_path / "old.md", tmp_path / "new.md"
-    _old_cli(["claims", "--quick", "--jobs", "1", "--out", str(old_md), "--results", str(tmp_path / "r-old")])
-    _new_cli(["report", "claims", "--quick", "--jobs", "1", "--out", str(new_md), "--results",
-              str(tmp_path / "r-new")])
-    old, new = _tables(tmp_path / "r-old"), _tables(tmp_path / "r-new")
-    # the report now trains its sections with the paper's tuned recipe (claims/recipe.py), so it runs new
-    # configurations; the ones both run (tabular, constant-lr rows, the mechanism study) are the same runs
-    both = old.keys() & new.keys()
-    assert old and len(both) >= len(old) // 3, (len(both), len(old))
-    for name in both:
-        pd.testing.assert_frame_equal(new[name], old[name], check_exact=True, obj=name)

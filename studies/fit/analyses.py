@@ -159,7 +159,8 @@ def fixed_batch_optimum(
 
     At fixed B, compute = B * M, so comparing splits at equal steps M is an iso-compute comparison: per batch
     value, fit one sigmoid of reward vs M per n (the workflow above with x = M) and take the envelope.
-    Columns: batch, m, reward, n_star, bp_star (= batch / n_star). `batch` and `m` are derived as bp * n and
+    Columns: batch, m, reward, n_star, bp_star (= batch / n_star), determined (n* is one n the seeds tell from
+    the rest: studies.fit.nstar; a tie is not a point of a trend). `batch` and `m` are derived as bp * n and
     compute / batch when absent. The n* sigmoid in M per batch is in `.attrs["n_star_fit"]`.
     """
     check_columns(table, ["run_id", "n", metric])
@@ -186,6 +187,6 @@ def fixed_batch_optimum(
                                      "r2": jsonable(ff.n_star_fit_.r2_)}
     if not parts:
         raise ValueError("no batch value with at least two values of n")
-    out = pd.concat(parts, ignore_index=True)[["batch", "m", "reward", "n_star", "bp_star"]]
+    out = pd.concat(parts, ignore_index=True)[["batch", "m", "reward", "n_star", "bp_star", "determined"]]
     out.attrs["n_star_fit"] = fits
     return out

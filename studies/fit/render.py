@@ -78,15 +78,28 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None], every:
             params = ", ".join(f"{k}={_num(v)}" for k, v in (nsf.get("params") or {}).items())
             echo(f"log2 {by}* vs log C sigmoid on the {nsf.get('points')} determined computes: {params}  "
                  f"r2={_num(nsf.get('r2'))}")
-        elif nsf.get("params") is None:
-            echo(f"log2 {by}* vs log C: {nsf.get('status')}")
-        elif not (ns.get("change") or {}).get("rise") and not (ns.get("change") or {}).get("fall"):
-            echo(f"log2 {by}* vs log C: flat (no determined change of {by}*: no sigmoid to fit)")
-        else:  # a sigmoid through a noisy n* has meaningless parameters
-            echo(f"log2 {by}* vs log C: flat (r2 = {_num(nsf.get('r2'))} < 0.5, or {nsf.get('status')})")
+        else:
+            echo(f"log2 {by}* vs log C: {nstar_fit_text(report)}")
     ex = report.get("extrapolation")
     if ex and not bad:
         echo(extrapolation_verdict(ex, fmt=fmt_c))
+
+
+def nstar_fit_text(report: dict[str, Any]) -> str:
+    """What the report's sigmoid of log2 n* against log C is, in a few words: "sigmoid r2 0.92 (7
+    determined computes)" where it describes a determined trend, else why there is none (not fitted and
+    why; flat: no determined change of n*; a sigmoid through a noisy n*, whose parameters mean nothing).
+    The one wording of `fit`'s output and of the figures' gallery lines."""
+    by = report.get("by", "n")
+    nsf = report.get("n_star_fit") or {}
+    change = (report.get("n_star") or {}).get("change") or {}
+    if nsf.get("shape") == "sigmoid":
+        return f"sigmoid r2 {_num(nsf.get('r2'))} ({nsf.get('points')} determined computes)"
+    if nsf.get("params") is None:
+        return str(nsf.get("status") or "not fitted")
+    if not change.get("rise") and not change.get("fall"):
+        return f"flat (no determined change of {by}*: no sigmoid to fit)"
+    return f"flat (r2 = {_num(nsf.get('r2'))} < 0.5, or {nsf.get('status')})"
 
 
 def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[str], None],

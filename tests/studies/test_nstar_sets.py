@@ -279,3 +279,21 @@ def test_an_edge_beside_a_tie_set_names_the_set_not_a_lone_n_star():
     assert tied.startswith("the best measured n at the budget is 256, inside the set {16-256}")
     assert "extend the grid" in tied
     assert edge_note(64, grid, members=[16, 64]) is None  # no edge, no line
+
+
+@pytest.mark.parametrize("table, rises", [(plateau, False), (noisy_rise, False), (rise, True)])
+def test_gallery_lines_say_sigmoid_only_for_a_determined_rise(table, rises):
+    """The figures' gallery lines read n* through the same sets: their n*-fit words are `fit`'s
+    (nstar_fit_text) and their spans run between determined points; "sigmoid" only where the rise is."""
+    from paper_figs.plots import determined_span, frontier_numbers
+    from studies.fit.render import nstar_fit_text
+
+    rep = fit_report(table(), metric="val_mean", extrapolate=False)
+    v = frontier_numbers(rep)
+    assert v["fit"] == nstar_fit_text(rep)
+    assert v["fit"].startswith("sigmoid r2") == rises, v["fit"]
+    span = determined_span(v)
+    assert span == ("undetermined (ties)" if v["determined"] == 0 else
+                    f"{int(v['n_lo'])} -> {int(v['n_hi'])}")
+    if rises:
+        assert span == "4 -> 64"
