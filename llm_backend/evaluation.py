@@ -27,13 +27,15 @@ def evaluate(engine, tok, val, cfg: LLMConfig, step: int, train_sample=()) -> tu
                                                                                      np.ndarray]:
     """k samples per validation problem (and per problem of the fixed train sample), one generate call.
 
+    An engine's `eval_options` (keywords of its generate) apply here only: the kv engine's row compaction.
     Returns the val_* and train_* metrics (train_* NaN without a train sample) and both pass@1 vectors.
     Evaluation rollouts are not counted as compute.
     """
     probs = list(val) + list(train_sample)
     prompts = [tasks.build_prompt(tok, p.question) for p in probs]
     seed = derive_seed(cfg.seed, step, "eval")
-    ro = engine.generate(prompts, cfg.k, cfg.max_new_tokens, cfg.temperature, cfg.top_p, seed=seed)
+    opts = getattr(engine, "eval_options", {})
+    ro = engine.generate(prompts, cfg.k, cfg.max_new_tokens, cfg.temperature, cfg.top_p, seed=seed, **opts)
     r = np.array([tasks.reward(t, probs[i // cfg.k].answer) for i, t in enumerate(ro.texts)])
     r = r.reshape(-1, cfg.k)
     rv, rt = r[: len(val)], r[len(val) :]

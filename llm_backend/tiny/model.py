@@ -125,9 +125,11 @@ def residual_mm(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> torch.Tens
 def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
     """cos and signed sin, each of shape positions.shape + (head_dim,): Llama's default rotary embedding (Su
     et al. 2021), inv_freq = theta^(-2i/d) duplicated over both halves as transformers' LlamaRotaryEmbedding;
-    the first half of the sin table is negated for `rotate`."""
+    the first half of the sin table is negated for `rotate`. Computed on the positions' device (cpu or
+    cuda)."""
     hd = cfg.head_dim
-    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64, device=positions.device).float()
+                                    / hd))
     freqs = positions.float()[..., None] * inv
     emb = torch.cat((freqs, freqs), dim=-1)
     sin = emb.sin()

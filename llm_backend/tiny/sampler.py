@@ -60,6 +60,11 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: t
     return tok, logp.gather(-1, tok[:, None]).view(-1)
 
 
+COMPACT_AT = 0.75
+"""Evaluation's row compaction (KVEngine._decode): cut the batch to its unfinished rows once they are at most
+this share of it."""
+
+
 class KVEngine:
     """Engine interface of llm_backend/engines.py (generate, sync_weights, close) over a TinyLM policy.
 
@@ -79,6 +84,10 @@ class KVEngine:
     """
 
     name = "kv"
+
+    eval_options = {"compact": True}
+    """Keywords evaluation passes to `generate` (llm_backend/evaluation.py): evaluation drops finished rows
+    from its batches (`compact`); training rollouts do not, so their floats do not depend on when rows end."""
 
     def __init__(self, model, tokenizer, device: str = "cpu", dtype: str = "float32", chunk_rows: int = 1024):
         if not isinstance(model, TinyLM):
@@ -114,11 +123,13 @@ class KVEngine:
         return m.embed_tokens.weight, layers, m.norm.weight, self.model.lm_head.weight.t()
 
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int = 0) -> Rollouts:
+                 top_p: float = 1.0, seed: int = 0, compact: bool = False) -> Rollouts:
+        """n completions of each prompt (prompt-major). compact: drop rows that have emitted EOS from the
+        decoding batch (see _decode); the same tokens up to matmul round-off, for evaluation."""
         with torch.inference_mode():
-            return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed)
+            return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed, compact)
 
-    def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed) -> Rollouts:
+    def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed, compact=False) -> Rollouts:
         t0 = time.perf_counter()
         cfg = self.model.config
         enc = [self.tok.encode(p) for p in prompts]
@@ -147,7 +158,8 @@ class KVEngine:
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             rows = slice(a * n, b * n)
             toks, lps, lengths = self._decode(
-                weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if G is None else G[:, rows])
+                weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if G is None else G[:, rows],
+                COMPACT_AT if compact else 0.0)
             tl += toks.tolist()
             ll += lps.tolist()
             lens += lengths.tolist()
@@ -164,11 +176,23 @@ class KVEngine:
         out.seconds = time.perf_counter() - t0
         return out
 
-    def _decode(self, weights, ids, pad, n, T, temperature, top_p, G):
+    def _decode(self, weights, ids, pad, n, T, temperature, top_p, G, compact=0.0):
         """Prefill the c prompts `ids` (c, P) (left padding `pad` (c,)) once, then sample n completions of
         each, T steps at most, all c * n rows in one batch; G: (T, c * n, V) Gumbel noise of the draws
         (None: greedy). Returns token ids (c * n, T'), their log-probs (c * n, T') and the lengths (c * n,),
-        T' <= T the steps taken (entries past a row's length are meaningless)."""
+        T' <= T the steps taken (entries past a row's length are meaningless).
+
+        compact > 0: row compaction. A row that has emitted EOS is still computed until the rows still
+        sampling are at most `compact` of the batch; then the batch is cut to those rows (their hidden
+        state's next tokens, KV caches, key mask and rotary start positions gathered into smaller tensors,
+        `rows` mapping them to their original rows). Why: an evaluation's answers are a few tokens while
+        a batch of ~1000 rows runs until its longest row ends, so most of the late steps' rows are finished;
+        with compact = 3/4 a compaction (~12 ops) is paid only when it cuts a quarter of the rows. Each
+        row's draw reads its original row of G, so it uses the uniforms it would have used in the full
+        batch; a row's floats change only by the round-off of matmuls over fewer rows (BLAS picks kernels by
+        the number of rows), which can flip a near-tied draw: tests/llm_backend/test_tiny_compaction.py
+        measures and bounds it. Output tokens of dropped rows are EOS (after their first EOS: meaningless).
+        compact = 0 runs the full batch to the end, op for op the plain path (training rollouts)."""
         cfg, dev = self.model.config, self.device
         c, P = ids.shape
         B = c * n
@@ -219,13 +243,31 @@ class KVEngine:
         toks, lps = [], []
         done = torch.zeros(B, dtype=torch.bool)
         eos = self.tok.eos_token_id
+        full, rows = B, None  # compaction: rows (B,) the original row of each row in the batch, None: all
         for t in range(T):
-            tok, lp = sample_tokens(logits.cpu(), temperature, top_p, None, noise=None if G is None else G[t])
-            toks.append(tok)
-            lps.append(lp)
+            noise = None if G is None else G[t] if rows is None else G[t].index_select(0, rows)
+            tok, lp = sample_tokens(logits.cpu(), temperature, top_p, None, noise=noise)
             done |= tok == eos
-            if t == T - 1 or bool(done.all()):
-                break
+            if rows is None:
+                toks.append(tok)
+                lps.append(lp)
+            else:  # back to all rows: EOS (log-prob 0) in the rows dropped
+                toks.append(tok.new_full((full,), eos).index_copy_(0, rows, tok))
+                lps.append(lp.new_zeros(full).index_copy_(0, rows, lp))
+            if not compact:
+                if t == T - 1 or bool(done.all()):
+                    break
+            else:
+                live = B - int(done.sum())
+                if t == T - 1 or live == 0:
+                    break
+                if live <= compact * B:
+                    keep = done.logical_not().nonzero().view(-1)
+                    rows = keep if rows is None else rows[keep]
+                    tok, done, B = tok[keep], done[keep], live
+                    kd = keep.to(dev)
+                    caches = [(kc.index_select(0, kd), vc.index_select(0, kd)) for kc, vc in caches]
+                    key_add, start = key_add.index_select(0, kd), start.index_select(0, kd)
             x = F.embedding(tok.to(dev), emb)  # (B, d)
             cs, sn = rope[start + t].split(1, 1)  # (B, 1, 1, hd) each
             L = P + t + 1
