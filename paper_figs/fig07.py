@@ -34,7 +34,7 @@ def summary(tables):
 
 def ours(s):
     return "log2 n* against log C: " + "; ".join(
-        f"{ds}: {v['fit']} (determined n* {plots.determined_span(v)})"
+        f"{ds}: {v['fit']}; {plots.span_phrase(v)}"
         for ds, v in ((ds, s[ds]) for ds in ("easy", "hard"))
     ) + "."
 

@@ -44,8 +44,8 @@ def summary(tables):
 def ours(s):
     a, b = s["tokens"], s["compute"]
     return (
-        f"tokens: determined n* {plots.determined_span(a)} ({a['fit']}); rollouts: "
-        f"determined n* {plots.determined_span(b)} ({b['fit']})."
+        f"tokens: {plots.span_phrase(a)} ({a['fit']}); rollouts: "
+        f"{plots.span_phrase(b)} ({b['fit']})."
     )
 
 

@@ -159,6 +159,12 @@ def determined_span(v: dict) -> str:
     return f"{fmt_n(v['n_lo'])} -> {fmt_n(v['n_hi'])}"
 
 
+def span_phrase(v: dict) -> str:
+    """'determined n* 2 -> 64' or 'n* undetermined (ties)' (determined_span as a phrase of its own)."""
+    span = determined_span(v)
+    return f"n* {span}" if not v.get("determined", 1) else f"determined n* {span}"
+
+
 def sigmoid_text(fit) -> str:
     """A figure's own sigmoid of log2 n* in words: "sigmoid r2 0.92" where it is drawn (fitted, r2 >=
     MIN_R2), else why not."""

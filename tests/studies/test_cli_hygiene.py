@@ -171,8 +171,11 @@ def _sweep(out, sleep):
     args = ["sweep", "n-vs-m", "--backend", "fake", "--out", str(out), "--n", "2,4,8", "--bp", "4",
             "--budget", "2^11", "--seeds", "1", "--jobs", "1", "--no-progress"]
     env = {**os.environ, "FAKE_SLEEP": str(sleep)}
+    # SIGINT back to its default in the child: a suite started in the background by a shell (`make test &`)
+    # inherits SIGINT ignored, and Python then keeps it ignored, as a user's shell job would be
     return subprocess.Popen([sys.executable, "-c", BOOT, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for(cond, proc, seconds=60):
