@@ -331,3 +331,21 @@ def test_f11_verdict():
 
 def test_mechanism_is_measured_only():
     assert measurements.mech_verdict({})[0] == "measured"
+
+
+def test_f11_names_the_n_where_ppo_and_cispo_ran_the_same():
+    """Finding 11's two objectives coincide where no ratio leaves the clip range; the report says at which n
+    (equal at every seed and compute), and that they differ where one value differs."""
+    import pandas as pd
+
+    from isocompute.reports.claims.nstar import coinciding_ns, same_runs_text
+
+    rows = [{"n": n, "seed": s, "compute": c, "val_mean": 0.1 * n + 0.01 * s + c}
+            for n in (2, 8, 32) for s in (0, 1) for c in (64.0, 128.0)]
+    a = pd.DataFrame(rows)
+    b = a.copy()
+    b.loc[(b["n"] == 32) & (b["seed"] == 1) & (b["compute"] == 128.0), "val_mean"] += 1e-12
+    assert coinciding_ns(a, b) == [2, 8]
+    assert "n = 2, 8" in same_runs_text([2, 8])
+    assert same_runs_text(coinciding_ns(a, b.assign(val_mean=b["val_mean"] + 1))) == \
+        "PPO and CISPO runs differ at every n."

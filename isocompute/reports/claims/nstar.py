@@ -31,6 +31,7 @@ from isocompute.reports.claims.judge import MIN_GAIN, Rule, combine, judge, part
 from isocompute.reports.claims.recipe import PRESET_LR
 from isocompute.reports.claims.selection import cross_fit
 from studies.declared import Tables
+from studies.fit.nstar import config_value
 from studies.presets import DEMO_ROLES
 
 
@@ -541,7 +542,19 @@ def f11_measure(t: Tables, p: ClaimsMode) -> dict:
             "contrast": contrast(tab, float(p.side_top), p, p.side_ns, "best"),
             "final": contrast(tab, float(p.side_top), p, p.side_ns, "final"),
         }
-    return {"objectives": out}
+    tabs = [t[st.name] for st in _f11(p).values()]
+    return {"objectives": out, "same_runs": coinciding_ns(*tabs)}
+
+
+def coinciding_ns(a: pd.DataFrame, b: pd.DataFrame, metric: str = "val_mean") -> list:
+    """The n at which two objectives' runs gave the same `metric` at every (seed, compute), bit for bit: PPO's
+    clipped surrogate and CISPO's clipped weight have the same gradient while no probability ratio leaves
+    the clip range, so where they coincide the two rows of finding 11 are one test, not two."""
+    key = ["n", "seed", "compute"]
+    m = a[key + [metric]].merge(b[key + [metric]], on=key, how="outer", suffixes=("_a", "_b"))
+    same = m.groupby("n").apply(lambda g: bool((g[f"{metric}_a"] == g[f"{metric}_b"]).all()),
+                                include_groups=False)
+    return [config_value(n) for n, v in same.items() if v]
 
 
 def f11_verdict(x: dict) -> tuple[str, str]:
@@ -551,6 +564,16 @@ def f11_verdict(x: dict) -> tuple[str, str]:
     return v, (f"rule: {F11_RULE.text()}; the claim holds where both objectives reproduce (a mix of "
                f"reproduced and not reproduced: partly). {parts_text(parts)}. On the final reward (not in "
                "the verdict): " + ", ".join(f"{k}: {b}" for k, b in fin.items()) + ".")
+
+
+def same_runs_text(ns: list) -> str:
+    """Finding 11's note on the n at which PPO and CISPO ran the same (coinciding_ns)."""
+    if not ns:
+        return "PPO and CISPO runs differ at every n."
+    return (f"PPO and CISPO ran the same, bit for bit, at n = {', '.join(map(str, ns))} (every seed and "
+            "evaluation), as they do only while no probability ratio leaves the clip range (inside it the "
+            "clipped surrogate and the clipped weight have one gradient): at those n the two rows are one "
+            "test, not two.")
 
 
 F11 = Section(
@@ -569,6 +592,7 @@ F11 = Section(
             f"{contrast_text(v['contrast'])} | {contrast_text(v.get('final', {}))} |"
             for k, v in x["objectives"].items()
         ]
+        + ["", same_runs_text(x.get("same_runs", []))]
     ),
     setup=lambda p: setup_text(
         p,
