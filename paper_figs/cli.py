@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from studies.cli_kit.params import dir_option, file_option
 from studies.config import StudiesError
 
 
@@ -40,20 +41,9 @@ def _ids(value: tuple[str, ...]) -> list[str]:
     help="Model of --backend llm: smollm2 (default; bp 4, n 2..8 to 256 rollouts) or tiny (the shipped "
     "0.2M-parameter LM; bp 16, n 2..32 to 2^14: paper_figs.specs.TINY_GRID).",
 )
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results/figs/img"),
-    show_default=True,
-    help="Where PNG and PDF files go.",
-)
-@click.option(
-    "--results",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results/figs/runs"),
-    show_default=True,
-    help="Results directory of the studies (finished runs are reused, never rerun).",
-)
+@dir_option("--out", default=Path("results/figs/img"), show_default=True, help="Where PNG and PDF files go.")
+@dir_option("--results", default=Path("results/figs/runs"), show_default=True,
+            help="Results directory of the studies (finished runs are reused, never rerun).")
 @click.option("--jobs", type=int, default=None, help="Parallel runs (default: the number of cores).")
 @click.option(
     "--size",
@@ -62,13 +52,8 @@ def _ids(value: tuple[str, ...]) -> list[str]:
     show_default=True,
     help="quick: the declared small studies; full: 8 seeds and 4x the budget.",
 )
-@click.option(
-    "--gallery",
-    "gallery_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write the gallery Markdown here (e.g. paper_figs/README.md).",
-)
+@file_option("--gallery", "gallery_path",
+             help="Also write the gallery Markdown here (e.g. paper_figs/README.md).")
 @click.option(
     "--reuse",
     multiple=True,

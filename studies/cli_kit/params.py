@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -110,3 +111,22 @@ def apply_options(options: list[Callable]) -> Callable:
         return f
 
     return deco
+
+
+def dir_option(*decls: str, help: str, default: Any = None, **kw: Any) -> Callable:
+    """An option naming a directory (a results directory, a store), as a Path; `default` None lets the
+    command pick its default from other options. An empty name is refused (OutPath)."""
+    path = OutPath(file_okay=False, path_type=Path)
+    return click.option(*decls, type=path, default=default, help=help, **kw)
+
+
+def file_option(*decls: str, help: str, default: Any = None, **kw: Any) -> Callable:
+    """An option naming a file the command writes (a report, a figure), as a Path; an empty name is
+    refused."""
+    path = OutPath(dir_okay=False, path_type=Path)
+    return click.option(*decls, type=path, default=default, help=help, **kw)
+
+
+def jobs_option(default: int = 2, help: str = "Worker processes.") -> Callable:
+    """`--jobs`: worker processes of a report's runs (1..64)."""
+    return click.option("--jobs", type=click.IntRange(1, 64), default=default, show_default=True, help=help)

@@ -18,6 +18,7 @@ from isocompute.reports.claims.report import (
     mechanisms_report,
 )
 from isocompute.reports.cli.destinations import docs_option, docs_path
+from studies.cli_kit.params import dir_option, file_option, jobs_option
 from studies.config import StudiesError
 from studies.files import atomic_write_text, check_output_dir, check_output_file
 
@@ -40,23 +41,14 @@ def headline_path(out: Path) -> Path:
     help="Engine of the studies; on llm the CPU-sized real-model preset (sections that need the "
     "simulator are refused in one line).",
 )
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Markdown file to write (default: results/CLAIMS-<mode>.md, e.g. results/CLAIMS-quick.md with "
-    "--quick); the numbers the README quotes go beside it as .json, the headline figure of finding 1 as "
-    "-headline.png (with --docs: docs/figs/headline.png, README's figure).",
-)
+@file_option("--out",
+             help="Markdown file to write (default: results/CLAIMS-<mode>.md, e.g. results/CLAIMS-quick.md "
+                  "with --quick); the numbers the README quotes go beside it as .json, the headline figure "
+                  "of finding 1 as -headline.png (with --docs: docs/figs/headline.png, README's figure).")
 @docs_option()
-@click.option(
-    "--results",
-    "results",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Results directory of the studies (finished runs are reused; default results/claims/BACKEND).",
-)
+@dir_option("--results",
+            help="Results directory of the studies (finished runs are reused; default "
+                 "results/claims/BACKEND).")
 @click.option("--lm", type=click.Choice(["smollm2", "tiny"]), default=None,
               help="Model of --backend llm: smollm2 (default: the CPU-sized SmolLM2 preset) or tiny (the "
               "shipped 0.2M-parameter LM; bp 16, n 2..32 to 2^14 rollouts: claims.common.TINY_QUICK).")
@@ -66,7 +58,7 @@ def headline_path(out: Path) -> Path:
 @click.option("--replicate/--no-replicate", default=None,
               help="Also run the next disjoint seed set (K+S..K+2S-1) and let a verdict stand only where "
               "both sets agree (default: on for the full report, off with --quick and on --backend llm).")
-@click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
+@jobs_option()
 @click.option("--progress/--no-progress", default=False, help="Progress bar of the runs on stderr.")
 def claims(
     quick: bool, backend: str, lm: str | None, out: Path | None, to_docs: bool, results: Path | None,
@@ -108,13 +100,12 @@ def claims(
 
 @click.command("mechanisms")
 @click.option("--quick", is_flag=True, help="The quick sizes (machinery only, for CI).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Markdown file to write (default: results/MECHANISMS-full.md, or "
-              "results/MECHANISMS-quick.md with --quick).")
+@file_option("--out", help="Markdown file to write (default: results/MECHANISMS-full.md, or "
+             "results/MECHANISMS-quick.md with --quick).")
 @docs_option()
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=MECHANISMS_RESULTS,
-              show_default=True, help="Results directory of the studies (finished runs are reused).")
-@click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
+@dir_option("--results", default=MECHANISMS_RESULTS, show_default=True,
+            help="Results directory of the studies (finished runs are reused).")
+@jobs_option()
 def mechanisms(quick: bool, out: Path | None, to_docs: bool, results: Path, jobs: int) -> None:
     """Run (or reuse) the mechanism study (which simulator ingredient makes n*(C) rise under a tuned lr) and
     write its section alone as a report."""

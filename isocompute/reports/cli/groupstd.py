@@ -18,6 +18,7 @@ from isocompute.reports.claims.groupstd_report import (
     write_figure,
 )
 from isocompute.reports.cli.destinations import docs_option, docs_path
+from studies.cli_kit.params import dir_option, file_option, jobs_option
 from studies.config import StudiesError
 from studies.files import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
@@ -31,41 +32,25 @@ from studies.files import atomic_write_text, check_output_dir, check_output_file
     show_default=True,
     help="sim: the simulator experiment; llm: the same experiment on the shipped tiny LM (--lm tiny).",
 )
-@click.option(
-    "--results",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Results directory (finished runs are reused; default results/groupstd[-quick|-llm-quick], "
-    "--backend llm: docs/group_std_tiny/store, the committed store of docs/GROUP_STD_TINY.md).",
-)
+@dir_option("--results",
+            help="Results directory (finished runs are reused; default results/groupstd[-quick|-llm-quick], "
+                 "--backend llm: docs/group_std_tiny/store, the committed store of docs/GROUP_STD_TINY.md).")
 @click.option("--run", "run_missing", is_flag=True,
               help="--backend llm: compute the runs the store lacks (without it the report is regenerated "
               "from the store alone, and a store that lacks runs is refused). Always on for --quick and the "
               "simulator.")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Markdown report (default results/GROUP_STD-<mode>.md; with --docs docs/GROUP_STD.md, --backend "
-    "llm docs/GROUP_STD_TINY.md).",
-)
-@click.option(
-    "--fig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Figure (default beside the report, as .png; with --docs docs/figs/group_std.png, --backend llm "
-    "docs/figs/group_std_tiny.png; none with --quick unless given).",
-)
-@click.option(
-    "--link",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Markdown file that gets a marked block with the verdict and a link to the report (with --docs "
-    "docs/MECHANISMS.md; none otherwise).",
-)
+@file_option("--out",
+             help="Markdown report (default results/GROUP_STD-<mode>.md; with --docs docs/GROUP_STD.md, "
+                  "--backend llm docs/GROUP_STD_TINY.md).")
+@file_option("--fig",
+             help="Figure (default beside the report, as .png; with --docs docs/figs/group_std.png, "
+                  "--backend llm docs/figs/group_std_tiny.png; none with --quick unless given).")
+@file_option("--link",
+             help="Markdown file that gets a marked block with the verdict and a link to the report "
+                  "(with --docs docs/MECHANISMS.md; none otherwise).")
 @docs_option("Write the committed copies (the report and figure in docs/, the block in docs/MECHANISMS.md, "
              "the README's line; run from the repository root) instead of results/.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
+@jobs_option()
 @click.option("--progress/--no-progress", default=False, help="Progress bars of the runs and the readout.")
 def groupstd(
     quick: bool,

@@ -8,14 +8,13 @@ from pathlib import Path
 import click
 
 from isocompute.reports.llm_study import report, run_grid
-from studies.cli_kit.params import COUNT
+from studies.cli_kit.params import COUNT, dir_option, jobs_option
 from studies.config import StudiesError
 from studies.files import check_output_dir
 
 
 @click.command("llm-study")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Results directory to run the study into.")
+@dir_option("--out", help="Results directory to run the study into.")
 @click.option("--report", "report_of", type=click.Path(exists=True, path_type=Path), default=None,
               help="Results directory to report on, or the report's own table.csv (the committed "
                    "docs/llm_study/nvm/table.csv); writes --docs and README.md's llm-study paragraph.")
@@ -27,7 +26,7 @@ from studies.files import check_output_dir
 @click.option("--budget", type=COUNT, default=512, show_default=True,
               help="Compute cap C in rollouts, e.g. 512 or 2^9.")
 @click.option("--bp", type=click.IntRange(1), default=8, show_default=True, help="Problems per step.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Worker processes.")
+@jobs_option(1)
 def llm_study(out: Path | None, report_of: Path | None, docs: Path, sim_seeds: int, seeds: int, budget: int,
               bp: int, jobs: int) -> None:
     """Run the real-model n-vs-m study (SmolLM2 on the easy split; --out) or write its generated report

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from isocompute.reports.predict_eval import CASES, evaluate_cases, evaluation_markdown
+from studies.cli_kit.params import dir_option, file_option, jobs_option
 from studies.config import StudiesError
 from studies.files import atomic_write_text, check_output_dir, check_output_file
 
@@ -16,12 +17,10 @@ from studies.files import atomic_write_text, check_output_dir, check_output_file
 @click.command("predict")
 @click.option("--cases", default=",".join(CASES), show_default=True, metavar="LIST",
               help="Comma list of the evaluation's simulator cases.")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("results/issue12/eval"), show_default=True,
-              help="Results directory of the pilots and truth runs (resumable).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("docs/PREDICT.md"),
-              show_default=True, help="Markdown report to write.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=2, show_default=True, help="Worker processes.")
+@dir_option("--results", default=Path("results/issue12/eval"), show_default=True,
+            help="Results directory of the pilots and truth runs (resumable).")
+@file_option("--out", default=Path("docs/PREDICT.md"), show_default=True, help="Markdown report to write.")
+@jobs_option()
 def predict_eval(cases: str, results: Path, out: Path, jobs: int) -> None:
     """Evaluate `isocompute predict` against swept n*(C) on simulator cases and write docs/PREDICT.md."""
     names = [c for c in cases.split(",") if c]

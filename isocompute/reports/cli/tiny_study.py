@@ -20,6 +20,7 @@ from isocompute.reports.tiny_study_report import (
     write_figure,
 )
 from studies.cli_kit.output import emit_json
+from studies.cli_kit.params import dir_option, file_option
 from studies.config import StudiesError
 from studies.files import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
@@ -40,25 +41,11 @@ from studies.files import atomic_write_text, check_output_dir, check_output_file
     help="The quick plan (seconds, for CI): runs every stage of it into results/tiny-study-quick and "
     "writes results/TINY_STUDY-quick.md; the machinery, not the science.",
 )
-@click.option(
-    "--store",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Results directory (default docs/tiny_study/store, the committed one; --quick: "
-    "results/tiny-study-quick).",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Markdown report (default docs/TINY_STUDY.md; --quick: results/TINY_STUDY-quick.md).",
-)
-@click.option(
-    "--fig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Figure (default docs/figs/tiny_study.png; none with --quick unless given).",
-)
+@dir_option("--store", help="Results directory (default docs/tiny_study/store, the committed one; --quick: "
+            "results/tiny-study-quick).")
+@file_option("--out",
+             help="Markdown report (default docs/TINY_STUDY.md; --quick: results/TINY_STUDY-quick.md).")
+@file_option("--fig", help="Figure (default docs/figs/tiny_study.png; none with --quick unless given).")
 @click.option(
     "--jobs",
     type=click.IntRange(1, 64),
