@@ -570,9 +570,11 @@ class StagePlan:
         return int(sum(c.budget for c in self.todo))
 
 
-def stage_runs(stage: str, runs: Runs, keys: Iterable[tuple], blocked: str | None = None) -> StagePlan:
-    """The StagePlan of the runs `keys` (of runs.cfgs): all of them declared, those not done to run."""
-    keys = sorted(set(keys))
+def stage_runs(stage: str, runs: Runs, keys: Iterable[tuple], blocked: str | None = None,
+               ordered: bool = False) -> StagePlan:
+    """The StagePlan of the runs `keys` (of runs.cfgs): all of them declared, those not done to run, in
+    sorted order, or in the order given when `ordered` (duplicates dropped)."""
+    keys = list(dict.fromkeys(keys)) if ordered else sorted(set(keys))
     declared = [runs.cfgs[k] for k in keys]
     todo = [runs.cfgs[k] for k in keys if not runs.done(k)]
     return StagePlan(stage, declared, todo, blocked)
@@ -603,10 +605,19 @@ def stage_plan(plan: Plan, stage: str, root: Path, runs: Runs | None = None) -> 
             blocked=f"the {part.key} tuning stage is not finished "
             f"({len(tun.missing)} run(s) missing): run stage {'hard-' if key == 'hard' else ''}tune",
         )
-    keys = set()
+    return stage_runs(stage, runs, report_order(part, tun.choices), ordered=True)
+
+
+def report_order(part: Part, ch: Choices) -> list[tuple[int, int, float]]:
+    """The reported runs (n, seed, lr) in the order they run: arm by arm (R, the paper's recipe, first), and
+    within an arm seed by seed, each seed's smallest n (the longest run) first. Why: results arrive in the
+    order a reader needs them (one arm complete before the next; every n of a seed before the next seed, so
+    that a stage cut by a session's end leaves whole seeds), and a 2-worker pool ends with its short runs.
+    Results do not depend on the order."""
+    out: list[tuple[int, int, float]] = []
     for arm in part.arms:
-        keys |= chosen_keys(part, tun.choices, arm, part.report_seeds)
-    return stage_runs(stage, runs, keys)
+        out += sorted(chosen_keys(part, ch, arm, part.report_seeds), key=lambda k: (k[1], k[0], k[2]))
+    return list(dict.fromkeys(out))
 
 
 # ------------------------------------------------------------------------------------------ the estimator

@@ -114,6 +114,21 @@ def test_the_reported_stage_runs_the_chosen_lrs_on_the_reported_seeds():
     assert {s for _, s, _ in r | e} == set(EASY.report_seeds)
 
 
+def test_the_reported_runs_come_arm_r_first_seed_by_seed_longest_first():
+    fake = FakeRuns(lambda n, c: 1 if (n == 64 and c <= 2**16) else 0)
+    ch = ts.tuning(fake).choices
+    order = ts.report_order(EASY, ch)
+    r = ts.chosen_keys(EASY, ch, "R", EASY.report_seeds)
+    e = ts.chosen_keys(EASY, ch, "E", EASY.report_seeds)
+    assert len(order) == len(set(order)) and set(order) == r | e
+    assert set(order[: len(r)]) == r  # arm R complete before arm E's own runs
+    seeds = [s for _, s, _ in order[: len(r)]]
+    assert seeds == sorted(seeds)  # whole seeds, in turn
+    first = [n for n, s, _ in order if s == EASY.report_seeds[0]][: len(EASY.ns)]
+    assert first == sorted(EASY.ns)  # the longest run (smallest n) of a seed first
+    assert order[len(r):] == sorted(set(e) - r, key=lambda k: (k[1], k[0], k[2]))
+
+
 def test_a_diverged_run_scores_zero_after_its_divergence():
     t = pd.DataFrame(
         {
