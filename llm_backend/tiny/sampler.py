@@ -20,6 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from llm_backend.memory import retain_freed_memory
 from llm_backend.rollouts import Rollouts
 from llm_backend.tiny.model import TinyLM, additive_mask, rope_tables, rotate
 
@@ -96,6 +97,7 @@ class KVEngine:
             raise ValueError("engine 'kv' runs in float32 (bf16 is slower than float32 without AMX)")
         self.model, self.tok, self.device = model, tokenizer, device
         self.chunk_rows = chunk_rows
+        retain_freed_memory()  # its per-call caches reuse freed heap memory instead of faulting in new pages
 
     def sync_weights(self, model) -> float:
         self.model = model
