@@ -1,15 +1,15 @@
 """The process's heap policy for the tiny-LM engines: freed blocks stay in the heap for the next allocation.
 
-Why: glibc's malloc serves blocks above its mmap threshold (128 KiB at start, raised adaptively up to 32 MiB)
-with fresh mmap pages and returns them to the kernel on free, and memory at the top of the heap beyond its trim
-threshold too; the next allocation of that size then pays a page fault on every 4 KiB page it touches. The kv
-engine (llm_backend/tiny/sampler.py) allocates its KV caches per call (at 1,024 rows, eight caches of 4 MiB,
-written once per step), so an evaluation of 634 prompts x 16 samples spent a large part of its time in page
-faults: 8 caches x 4 MiB allocated, written and freed 20 times cost ~25,000 minor faults with glibc's defaults and
-none after `retain_freed_memory` (tests/llm_backend/test_tiny_memory.py), and the study's evaluation ran ~30%
-faster (docs/tiny_lm/README.md, "Speed"). It sets M_MMAP_THRESHOLD to glibc's largest value (32 MiB: larger
-blocks are still mapped and unmapped) and M_TRIM_THRESHOLD to 1 GiB (a process keeps up to that much freed
-memory for reuse). Which memory a tensor gets never changes a float computed in it.
+Why: glibc's malloc serves blocks above its mmap threshold (128 KiB at start, raised adaptively up to
+32 MiB) with fresh mmap pages and returns them to the kernel on free, and memory at the top of the heap
+beyond its trim threshold too; the next allocation of that size then pays a page fault on every 4 KiB page
+it touches. The kv engine (llm_backend/tiny/sampler.py) allocates its KV caches per call (at 1,024 rows,
+eight caches of 4 MiB, written once per step): an evaluation of 634 prompts x 16 samples took ~40,000 page
+faults per call with glibc's defaults and none once the heap had grown (8 x 4 MiB written and freed 20
+times: ~25,000 faults before, none after, tests/llm_backend/test_tiny_memory.py). It sets M_MMAP_THRESHOLD
+to glibc's largest value (32 MiB: larger blocks are still mapped and unmapped) and M_TRIM_THRESHOLD to
+1 GiB (a process keeps up to that much freed memory for reuse). Which memory a tensor gets never changes a
+float computed in it.
 """
 
 from __future__ import annotations

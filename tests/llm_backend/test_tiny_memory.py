@@ -1,6 +1,6 @@
-"""llm_backend/memory.py: after `retain_freed_memory`, reallocating the kv engine's cache-sized blocks faults in
-no new pages once the heap has grown to hold them (measured in a fresh process, where glibc's defaults are still in force), and the kv engine sets
-it."""
+"""llm_backend/memory.py: after `retain_freed_memory`, reallocating the kv engine's cache-sized blocks
+faults in no new pages once the heap has grown to hold them (measured in a fresh process, where glibc's
+defaults are still in force), and the kv engine sets it."""
 
 from __future__ import annotations
 
