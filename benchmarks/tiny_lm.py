@@ -100,6 +100,7 @@ def tree(ref: str | None) -> Path:
                          text=True).stdout.strip()
     dest = root / ".cache" / f"tree-{sha[:12]}"
     if not (dest / ".complete").is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no .cache/
         blob = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", sha, "isocompute",
                                "sandbox", "llm_backend", "studies"], check=True, capture_output=True).stdout
         tmp = Path(tempfile.mkdtemp(dir=root / ".cache", prefix=".extract-"))

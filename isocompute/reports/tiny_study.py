@@ -941,6 +941,36 @@ def per_n(frame: pd.DataFrame) -> dict[int, tuple[float, float]]:
     return {int(n): _ci(g["value"]) for n, g in frame.groupby("n")}
 
 
+def plateau_grid(curves: pd.DataFrame, prev: float, top: float) -> dict[int, dict]:
+    """Where the plateau checks read each n's evaluation grid (a readout beside the rule, not part of it).
+
+    The record at `prev` is that of the last evaluation at or below it; with 16 log-spaced evaluations per
+    run that can lie most of an octave below `prev` (n = 4 at 2^20: 2^18.1, the next one at 2^19.07), so
+    the rule's "gain from prev to top" spans more compute than its name says. Per n: `read` the compute of
+    that evaluation, `past` the first evaluation above `prev` (at most `top`), and the seed-mean record gains
+    to `top` from each, `gain_read` (the rule's, at these curves' lr) and `gain_past` (from the first
+    evaluation past `prev`: the sensitivity reading), with their seeds."""
+    out: dict[int, dict] = {}
+    if curves.empty:
+        return out
+    for n, g in curves.groupby("n"):
+        c = np.sort(pd.to_numeric(g["compute"], errors="coerce").dropna().unique())
+        below, above = c[c <= prev * (1 + 1e-9)], c[(c > prev * (1 + 1e-9)) & (c <= top * (1 + 1e-9))]
+        if not below.size or not above.size:
+            continue
+        read, past = float(below[-1]), float(above[0])
+        rec = record_rewards(g, [read, past, top], keys=("n", "seed", "lr"))
+        piv = rec.pivot_table(index="run_id", columns="budget", values="reward")
+        out[int(n)] = {
+            "read": read,
+            "past": past,
+            "gain_read": float((piv[float(top)] - piv[read]).mean()),
+            "gain_past": float((piv[float(top)] - piv[past]).mean()),
+            "runs": int(len(piv)),
+        }
+    return out
+
+
 def pass1_readout(runs: Runs, ch: Choices, arm: str, computes: Sequence[float]) -> dict:
     """Finding 5 from the stored snapshots: per (compute, split, n), the reported-seed means of the pass@1
     distribution's mean, share at 0 (never solved in k samples) and share at 1, at the snapshot nearest each
@@ -1042,6 +1072,7 @@ def arm_readouts(runs: Runs, ch: Choices, arm: str, boot: int) -> dict:
         best = top_curves.groupby("run_id")["val_mean"].max()
         out["overfit"] = per_n(last.assign(value=last["run_id"].map(best) - last["val_mean"]))
     out["wall"] = wall_readout(runs, ch, arm, top_curves)
+    out["grid"] = plateau_grid(top_curves, float(part.prev), float(part.budget))
     out["top_mean"] = {
         n: _ci(rec.loc[(rec["n"] == n) & (rec["budget"] == budgets[-1]), "reward"]) for n in ns
     }

@@ -389,6 +389,7 @@ def arm_lines(key: str, arm: str, a: dict, plan: ts.Plan) -> list[str]:
             + " | ".join(_f(zv[n][0]) if n in zv else "n/a" for n in ns)
             + " |"
         )
+    out += grid_lines(a.get("grid") or {}, plan.part(key))
     w = a["wall"]
     out += [
         "",
@@ -404,6 +405,32 @@ def arm_lines(key: str, arm: str, a: dict, plan: ts.Plan) -> list[str]:
             + "."
         )
     return out
+
+
+def grid_lines(grid: dict, part: ts.Part) -> list[str]:
+    """The plateau checks' evaluation grid (ts.plateau_grid): which evaluation the record at `prev` reads,
+    and the gains to the top budget read from the first evaluation past `prev` (a sensitivity reading)."""
+    if not grid:
+        return []
+    ns = sorted(grid)
+    prev, top = bt(part.prev), bt(part.budget)
+
+    def at(c: float) -> str:
+        return f"2^{np.log2(c):.2f}"
+
+    return [
+        "",
+        f"How the plateau checks read the evaluation grid (a readout beside the rule, not part of it): the "
+        f"record at {prev} is that of the last evaluation at or below it, at "
+        + ", ".join(f"n={n}: {at(grid[n]['read'])}" for n in ns)
+        + f", so the rule's gain \"from {prev} to {top}\" spans that much more compute: "
+        + ", ".join(f"n={n}: {_f(grid[n]['gain_read'], 4, True)}" for n in ns)
+        + f" (at the top budget's lr). Read from the first evaluation past {prev} ("
+        + ", ".join(f"n={n}: {at(grid[n]['past'])}" for n in ns)
+        + f") the gains to {top} are "
+        + ", ".join(f"n={n}: {_f(grid[n]['gain_past'], 4, True)}" for n in ns)
+        + f" (the plateau margin is {ts.PLATEAU_GAIN:g}).",
+    ]
 
 
 def render(x: dict, cmd: str, fig: Path | None, out: Path, elapsed: float) -> str:

@@ -257,3 +257,19 @@ def test_estimate_n_star_finds_the_known_optimum_with_an_interval():
     assert early.point == 4 and late.point == 64 and late.lo == 64 and late.hi == 64
     assert ts.estimate_n_star(t.loc[t["seed"] == 0], [2**20], reps=20)[0].lo is None  # one seed: no interval
     assert np.isfinite(late.point)
+
+
+def test_plateau_grid_reads_the_last_evaluation_below_prev_and_the_first_past_it():
+    """Two seeds of one n on a grid whose evaluations straddle prev = 16: the record at prev is read at 12,
+    the first evaluation past it is 20; known gains to top = 32 from each."""
+    rows = []
+    for seed, vals in ((0, [0.1, 0.5, 0.6, 0.7, 0.9]), (1, [0.1, 0.4, 0.6, 0.8, 0.8])):
+        for c, v in zip([0, 6, 12, 20, 32], vals, strict=True):
+            rows.append({"run_id": f"r{seed}", "n": 4, "seed": seed, "lr": 1e-4, "compute": c, "val_mean": v,
+                         "_diverged": False})
+    grid = ts.plateau_grid(pd.DataFrame(rows), prev=16, top=32)
+    g = grid[4]
+    assert (g["read"], g["past"], g["runs"]) == (12.0, 20.0, 2)
+    assert g["gain_read"] == pytest.approx(((0.9 - 0.6) + (0.8 - 0.6)) / 2)
+    assert g["gain_past"] == pytest.approx(((0.9 - 0.7) + (0.8 - 0.8)) / 2)
+    assert ts.plateau_grid(pd.DataFrame(rows), prev=32, top=32) == {}  # no evaluation past prev
