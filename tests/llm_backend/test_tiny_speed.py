@@ -171,3 +171,19 @@ def test_a_decoding_step_and_a_training_step_stay_within_their_op_counts():
     trainer.step(build_batch(cfg, groups, tok.pad_token_id), 1)  # the optimiser's state is made lazily
     step = _ops(lambda: trainer.step(build_batch(cfg, groups, tok.pad_token_id), 2))
     assert 0 < step <= TRAIN_STEP_OPS
+
+
+def test_a_run_freezes_the_heap_it_starts_with_and_gives_it_back():
+    """loop.run's gc.freeze: the collector skips the objects alive at the start while the run goes on and
+    tracks them again after (a sweep's next run, or the caller, sees the collector as it was)."""
+    import gc
+
+    from llm_backend import loop
+
+    assert gc.get_freeze_count() == 0
+    with loop._frozen_heap():
+        assert gc.get_freeze_count() > 1000  # torch's module objects, at least
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), loop._frozen_heap():
+        raise RuntimeError("a failing run")
+    assert gc.get_freeze_count() == 0
