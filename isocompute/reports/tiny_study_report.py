@@ -234,6 +234,14 @@ def status_lines(x: dict) -> list[str]:
     return out
 
 
+def same_top_lrs(ch: ts.Choices | None, part: ts.Part) -> bool:
+    """Whether arm E's base lr at the top budget is arm R's for every n of arm E (its verdict then reads the
+    same runs as arm R's)."""
+    if ch is None or "E" not in part.arms:
+        return False
+    return all(ch.e_lr.get((n, float(part.budget))) == ch.r_lr for n in part.arm_ns("E"))
+
+
 def verdict_lines(x: dict) -> list[str]:
     out = ["## Verdicts", ""]
     for key, res in x["parts"].items():
@@ -255,6 +263,9 @@ def verdict_lines(x: dict) -> list[str]:
             line = f"- {name}: **{v.outcome}**. {v.why}."
             if v.decide:
                 line += f" What would decide it: {v.decide}."
+            if arm == "E" and same_top_lrs(res["choices"], part):
+                line += (f" (At {bt(part.budget)} arm E chose arm R's base lr {res['choices'].r_lr:g} for "
+                         "every n, so its verdict reads the same runs as arm R's.)")
             out.append(line)
         if "survives" in res:
             arms = res["arms"]

@@ -273,3 +273,16 @@ def test_plateau_grid_reads_the_last_evaluation_below_prev_and_the_first_past_it
     assert g["gain_read"] == pytest.approx(((0.9 - 0.6) + (0.8 - 0.6)) / 2)
     assert g["gain_past"] == pytest.approx(((0.9 - 0.7) + (0.8 - 0.8)) / 2)
     assert ts.plateau_grid(pd.DataFrame(rows), prev=32, top=32) == {}  # no evaluation past prev
+
+
+def test_the_report_says_when_arm_e_reads_arm_rs_runs_at_the_top_budget():
+    from isocompute.reports.tiny_study_report import same_top_lrs
+
+    part = ts.FULL.part("easy")
+    top = float(part.budget)
+    same = {(n, top): 5.62e-05 for n in part.arm_ns("E")}
+    assert same_top_lrs(ts.Choices(5.62e-05, {}, same), part)
+    other = {**same, (part.arm_ns("E")[-1], top): 1e-4}
+    assert not same_top_lrs(ts.Choices(5.62e-05, {}, other), part)
+    assert not same_top_lrs(None, part)
+    assert not same_top_lrs(ts.Choices(5.62e-05, {}, same), ts.FULL.part("hard"))  # no arm E there
