@@ -476,6 +476,28 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path, elapsed: float) -> st
     return "\n".join(lines) + "\n"
 
 
+def verdict_gist(v: ts.Verdict, part: ts.Part, stars=()) -> str:
+    """A verdict in one clause for README: the outcome, n* at the top budget, the stake S with its interval,
+    whether n* was the same at every readout budget (`stars`: the arm's n* per budget) and which plateau
+    checks fail (the evidence a reader acts on)."""
+    num, s = v.numbers, v.numbers["stake"]
+    top = bt(part.budget)
+    lo, hi = num["n_star_top_lo"], num["n_star_top_hi"]
+    star = f"{num['n_star_top']}" + (f" [{lo}, {hi}]" if lo is not None and lo != hi else "")
+    text = f"**{v.outcome}** (n*({top}) = {star}"
+    if s["n_large"] is not None and np.isfinite(s["mean"]):
+        text += (f"; S = n={s['n_large']} − n={s['n_small']} = {s['mean']:+.3f} "
+                 f"[{s['lo']:+.3f}, {s['hi']:+.3f}]")
+    points = {st.point for st in stars}
+    if len(points) == 1 and None not in points:
+        text += f"; n* = {points.pop()} at every readout budget"
+    checks = (("the smallest n", num["p_small"]), ("the largest n", num["p_large"]))
+    rising = [w for w, ok in checks if not ok]
+    if rising:
+        text += f"; {' and '.join(rising)} still rising at {top}"
+    return text + ")"
+
+
 def readme_paragraph(x: dict, out: Path) -> str:
     """README.md's science line: what the study is and where it stands, from the same data."""
     k = next(
@@ -485,8 +507,10 @@ def readme_paragraph(x: dict, out: Path) -> str:
     parts = []
     for key, res in x["parts"].items():
         for arm in res["part"].arms:
-            v = res["arms"].get(arm, {}).get("verdict")
-            parts.append(f"{key} arm {arm}: {v.outcome if v else 'not yet decided'}")
+            a = res["arms"].get(arm, {})
+            v = a.get("verdict")
+            gist = verdict_gist(v, res["part"], a.get("stars", ())) if v else "not yet decided"
+            parts.append(f"{key} arm {arm}: {gist}")
     return (
         f"The paper's question on a real transformer: the preregistered tiny-LM study "
         f"(`isocompute report tiny-study`, [{out}]({out})) gives n = 64 about a thousand steps at 2^20 "

@@ -286,3 +286,19 @@ def test_the_report_says_when_arm_e_reads_arm_rs_runs_at_the_top_budget():
     assert not same_top_lrs(ts.Choices(5.62e-05, {}, other), part)
     assert not same_top_lrs(None, part)
     assert not same_top_lrs(ts.Choices(5.62e-05, {}, same), ts.FULL.part("hard"))  # no arm E there
+
+
+def test_readmes_gist_of_a_verdict_carries_its_numbers():
+    from isocompute.reports.tiny_study_report import verdict_gist
+
+    part = ts.FULL.part("easy")
+    stake = {"n_large": 16, "n_small": 4, "mean": -0.0162, "lo": -0.0297, "hi": -0.0027, "seeds": 6}
+    nums = {"n_star_top": 4, "n_star_top_lo": 4, "n_star_top_hi": 16, "p_small": False, "p_large": True,
+            "stake": stake}
+    v = ts.Verdict(ts.INCONCLUSIVE, "", "", nums)
+    text = verdict_gist(v, part, [ts.NStar(4, 4, 4), ts.NStar(4, 4, 16)])
+    assert "n*(2^20) = 4 [4, 16]" in text and "-0.016 [-0.030, -0.003]" in text
+    assert "n* = 4 at every readout budget" in text and "the smallest n still rising" in text
+    assert "largest" not in text
+    moved = verdict_gist(v, part, [ts.NStar(4), ts.NStar(16)])
+    assert "every readout budget" not in moved
