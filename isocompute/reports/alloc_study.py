@@ -3,7 +3,8 @@ allocator at its base n) runs under the paper's recipe, the sqrt(B) lr rule (lr 
 its own base lr chosen on tuning seeds, and is reported on other seeds. Two declarations:
 - SIM: the simulator presets of the report (SIM_PRESETS), bp 32, fixed n 2..256,
   every simulator allocator at base n 8, to 2^22 rollouts; base lrs on a grid of 1.78x steps centred on the
-  preset's 0.1 at B_ref = 256 (= bp x base n, so the base n keeps the preset's lr at the centre).
+  preset's 0.1 at B_ref = 256 (= bp x base n, so the base n keeps the preset's lr at the centre), which the
+  edge rule extends by up to 12 points each way (SIM.max_extra).
 - TINY: the tiny LM, Easy and Hard (the tiny-LM study's recipes, isocompute.reports.tiny_study), bp 16, fixed
   n {4, 8, 16, 32} and every allocator of the llm backend at base n 8, to 2^18 rollouts, 4 reported seeds;
   base lrs centred on 1e-4 at B_ref 64.
@@ -143,8 +144,12 @@ SIM = Plan(
              base=(("lr_rule", "sqrt"), ("options", (("lr_ref_batch", 256),))))
         for model, dataset, metric in SIM_PRESETS),
     store=Path("results/allocators-tuned"),
+    max_extra=12,
 )
-"""The simulator study of record (module text)."""
+"""The simulator study of record (module text). Its edge rule may add 12 points each way (the lr range
+5.6e-5 .. 178): with the tiny-LM study's 3 every interference arm's optimum sat on the grid's lower edge,
+0.01, and with 8 several still sat on 5.6e-4 (interference/easy); simulator runs cost a fraction of a
+second each."""
 
 TINY = Plan(
     "tiny",
