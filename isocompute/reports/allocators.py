@@ -581,14 +581,20 @@ def claim_verdict(a: str, eq_top: pd.Series | None, gain: tuple | None) -> str:
     return ""
 
 
-def claims_lines(title: str, eq: pd.DataFrame, own: dict, Cs) -> list[str]:
-    """Per allocator of the part: the literature's claim and whether it holds here, by how much."""
-    rows = []
+def verdicts(eq: pd.DataFrame, own: dict, Cs) -> dict[str, str]:
+    """claim_verdict of every allocator of a part at its top budget (those with a claim to judge)."""
+    out = {}
     for a in dict.fromkeys(eq["allocator"]) if not eq.empty else own:
         top = eq.loc[(eq["allocator"] == a) & (eq["C"] == float(Cs[-1]))] if not eq.empty else eq
         v = claim_verdict(a, top.iloc[0] if len(top) else None, own.get(a))
         if v:
-            rows.append(f"| {a} | {claim_of(a)} | {v} |")
+            out[a] = v
+    return out
+
+
+def claims_lines(title: str, eq: pd.DataFrame, own: dict, Cs) -> list[str]:
+    """Per allocator of the part: the literature's claim and whether it holds here, by how much."""
+    rows = [f"| {a} | {claim_of(a)} | {v} |" for a, v in verdicts(eq, own, Cs).items()]
     if not rows:
         return []
     return [f"Which claims hold on {title} (at C = {log2(Cs[-1])}, against the allocator's own base n):", "",
@@ -644,14 +650,60 @@ def part_lines(st: alloc_study.PartState, reps: int) -> tuple[list[str], pd.Data
         cells = [_cell(*comps[C][1].set_index("allocator").loc[a, ["diff", "se"]], mk.get((a, C), ""))
                  for C in Cs]
         d, se, steps, zv, _ = _own_gain(table, pts, ref, a)
-        gain = _cell(d, se, own_mk.get(a, "")) if a in gains else "0"
+        gain = (_cell(d, se, own_mk.get(a, "")) if a in gains
+                else "(the base)" if a == part.base_arm else _cell(d, se))
         lines.append(f"| {a} | " + " | ".join(cells)
                      + f" | {gain} | {steps:.0f} | {zv:.2f} | {claim_of(a)} |")
     lines.append("")
     eq = equivalence(table, part.metric, part.base_arm, Cs, reps)
     lines += equivalence_lines(eq, part.base_arm, Cs)
     lines += claims_lines(part.key, eq, own, Cs)
+    lines += tiny_reading(part, comps, own, eq, Cs)
     return lines, eq, own
+
+
+VERDICTS = ("holds", "a gain in the claimed direction", "not excluded", "a smaller saving than claimed",
+            "not shown", "does not hold")
+
+
+def verdict_groups(eq: pd.DataFrame, own: dict, Cs) -> dict[str, list[str]]:
+    """Allocators of a part by the kind of claim_verdict they get at the top budget (VERDICTS order), each
+    entry `allocator (verdict detail)`."""
+    out: dict[str, list[str]] = {k: [] for k in VERDICTS}
+    for a, v in verdicts(eq, own, Cs).items():
+        kind = next((k for k in VERDICTS if v.startswith(k)), None)
+        if kind is not None:
+            out[kind].append(f"{a}: {v.partition(': ')[2]}")
+    return out
+
+
+def tiny_reading(part, comps: dict, own: dict, eq: pd.DataFrame, Cs) -> list[str]:
+    """A plain reading of one part, generated from its tables: the envelope's n*, the base n's gap to it, the
+    allocators flagged above / below their base n at the top budget, and which claims hold."""
+    top = Cs[-1]
+    cmp = comps[top][1].set_index("allocator")
+    base = cmp.loc[part.base_arm]
+    ns = sorted({int(comps[C][0].removeprefix("fixed-n")) for C in Cs})
+    grid = sorted(int(a.removeprefix("fixed-n")) for a in cmp.index if a.startswith("fixed-n"))
+    edge = (" (the grid's smallest n, so the optimum may lie below it)" if ns == grid[:1]
+            else " (the grid's largest n, so the optimum may lie above it)" if ns == grid[-1:] else "")
+    above = [f"{a} {_cell(d, se, f)}" for a, (d, se, f) in own.items() if f == "above"]
+    below = [f"{a} {_cell(d, se, f)}" for a, (d, se, f) in own.items() if f == "below"]
+    best = max(own.items(), key=lambda kv: kv[1][0]) if own else None
+    groups = verdict_groups(eq, own, Cs)
+    held = groups["holds"] + groups["a gain in the claimed direction"]
+    out = [f"Reading ({part.key}, {len(part.report_seeds)} report seeds, flags Holm-adjusted): the "
+           f"envelope's n* is {' / '.join(f'n{n}' for n in ns)} over {log2(Cs[0])}-{log2(top)}{edge}; the "
+           "allocators' base "
+           f"{part.base_arm} is {_cell(base['diff'], base['se'])} from it at {log2(top)}. Against their base "
+           f"n at {log2(top)}, flagged above: {'; '.join(above) or 'none'}; flagged below: "
+           f"{'; '.join(below) or 'none'}"
+           + (f"; the best: {best[0]} {_cell(best[1][0], best[1][1], best[1][2])}" if best else "")
+           + ". Claims that hold here: " + ("; ".join(held) if held else "none") + "."]
+    for kind in ("not excluded", "a smaller saving than claimed", "not shown", "does not hold"):
+        if groups[kind]:
+            out[0] += f" {kind.capitalize()}: " + "; ".join(groups[kind]) + "."
+    return out + [""]
 
 
 LLM_CODE = (

@@ -60,3 +60,29 @@ def test_marks_never_flag_a_difference_that_reads_zero():
     assert m == {"tiny": "", "none": "", "real": "above"}
     assert _cell(3e-5, 1e-7, m["tiny"]) == "+0.0000 +- 0.0000"
     assert _cell(0.02, 0.001, m["real"]).endswith(" **")
+
+
+def test_claim_verdicts_grouped_by_what_the_data_say():
+    """A compute ratio whose interval clears the claimed factor holds; one that contains it is not excluded;
+    one above 1 but below the factor is a smaller saving; `never` does not hold. Allocators judged by reward
+    (no stated factor) hold only when flagged above their base n."""
+    from isocompute.reports.allocators import FACTORS, verdict_groups
+
+    Cs = [2**12, 2**14]
+    f = FACTORS["knapsack"]
+    rows = [("knapsack", f + 0.5, f + 0.1, f + 1.0), ("pilot-commit", 1.2, 1.05, 1.4),
+            ("skip-zero-var", 0.0, 0.0, 0.0), ("gvm", 1.5, 0.9, 2.5),
+            ("ada", 3.0, 2.0, 4.0), ("dynamic-sampling", 0.0, 0.0, 0.0)]
+    eq = pd.DataFrame([{"allocator": a, "C": float(C), "own": r, "own_lo": lo, "own_hi": hi,
+                        "env": r, "env_lo": lo, "env_hi": hi} for a, r, lo, hi in rows for C in Cs])
+    own = {"knapsack": (0.01, 0.001, "above"), "pilot-commit": (0.0, 0.01, ""),
+           "skip-zero-var": (-0.02, 0.002, "below"), "gvm": (0.0, 0.01, ""),
+           "ada": (0.03, 0.005, "above"), "dynamic-sampling": (-0.01, 0.01, "")}
+    g = verdict_groups(eq, own, Cs)
+    name = {k: [e.split(":")[0] for e in v] for k, v in g.items()}
+    assert name["holds"] == ["knapsack"]
+    assert name["a smaller saving than claimed"] == ["pilot-commit"]
+    assert name["does not hold"] == ["skip-zero-var"]
+    assert name["not excluded"] == ["gvm"]
+    assert name["a gain in the claimed direction"] == ["ada"]
+    assert name["not shown"] == ["dynamic-sampling"]
