@@ -146,15 +146,76 @@ NO_UPDATE = {"loss": math.nan, "tokens": 0.0, "grad_norm": math.nan, "updates": 
 """The stats of a step without an update (every group discarded by dynamic sampling; its rollouts count)."""
 
 
-def flat_adamw(model, cfg) -> torch.optim.AdamW:
-    """AdamW over one flat float32 tensor that holds all of `model`'s trainable parameters (each becomes a
-    view into it, and its .grad a view into one flat gradient).
+class FlatAdamW:
+    """AdamW over one flat float32 parameter, stepped by torch's own AdamW function (the functional
+    `torch.optim.adam.adam(..., decoupled_weight_decay=True)` on its single-tensor path, what
+    `torch.optim.AdamW` runs on CPU tensors), with `torch.optim.AdamW`'s param_groups, zero_grad, state_dict
+    and load_state_dict (a checkpoint of either loads into the other).
 
-    Why: a small model's optimiser step is ~8 elementwise ops per parameter tensor (~40 tensors in a tiny LM):
+    Why not torch.optim.AdamW itself: its constructor, zero_grad and state_dict are wrapped to disable
+    torch.compile, and the first such call imports torch._dynamo, ~1 s of a tiny-LM run's ~25 s
+    (benchmarks/tiny_lm.py). The maths and the floats are torch.optim.AdamW's
+    (tests/llm_backend/test_tiny_speed.py; tests/llm_backend/test_llm_refactor_bits.py compares whole runs).
+    torch's fused kernel (fused=True) would save ~0.13 ms a step more but rounds otherwise.
+    """
+
+    def __init__(self, param: torch.nn.Parameter, lr: float, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2):
+        self.param = param
+        self.param_groups = [{"params": [param], "lr": lr, "betas": tuple(betas), "eps": eps,
+                              "weight_decay": weight_decay, "amsgrad": False, "maximize": False,
+                              "foreach": None, "capturable": False, "differentiable": False, "fused": None,
+                              "decoupled_weight_decay": True}]
+        self.state: dict = {}
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """Zero the flat gradient in place (its per-parameter views stay the parameters' .grad)."""
+        if self.param.grad is not None:
+            self.param.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        from torch.optim.adam import adam
+
+        g, p = self.param_groups[0], self.param
+        st = self.state.get(p)
+        if st is None:
+            st = self.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                                  "exp_avg_sq": torch.zeros_like(p)}
+        b1, b2 = g["betas"]
+        adam([p], [p.grad], [st["exp_avg"]], [st["exp_avg_sq"]], [], [st["step"]], foreach=False, fused=False,
+             decoupled_weight_decay=True, amsgrad=False, beta1=b1, beta2=b2, lr=g["lr"],
+             weight_decay=g["weight_decay"], eps=g["eps"], maximize=False)
+
+    def state_dict(self) -> dict:
+        """torch.optim.Optimizer.state_dict's layout: parameters by index."""
+        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [0]} for g in self.param_groups]
+        state = {0: dict(self.state[self.param])} if self.param in self.state else {}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, sd: dict) -> None:
+        (group,) = sd["param_groups"]
+        self.param_groups[0].update({k: v for k, v in group.items() if k not in ("params",) and k in
+                                     ("lr", "betas", "eps", "weight_decay")})
+        saved = sd["state"].get(0) or sd["state"].get("0")
+        if saved is None:
+            self.state = {}
+            return
+        p = self.param
+        step = saved["step"]
+        self.state = {p: {"step": torch.as_tensor(step, dtype=torch.float32).clone().cpu(),
+                          "exp_avg": saved["exp_avg"].to(p.device, p.dtype).clone(),
+                          "exp_avg_sq": saved["exp_avg_sq"].to(p.device, p.dtype).clone()}}
+
+
+def flat_adamw(model, cfg) -> FlatAdamW:
+    """AdamW (FlatAdamW) over one flat float32 tensor that holds all of `model`'s trainable parameters (each
+    becomes a view into it, and its .grad a view into one flat gradient).
+
+    Why: a small model's optimiser step is ~8 elementwise ops per parameter tensor (~40 tensors in a tiny LM);
     one tensor instead cut the step from 1.6 to 0.35 ms, with the same bits (every op is elementwise, so the
     grouping does not change a value; tests/llm_backend/test_tiny_speed.py). clip_grad_norm_ over the model's
-    parameters reads the same per-tensor gradients as before, and zero_grad(set_to_none=False) zeroes the flat
-    gradient in place.
+    parameters reads the same per-tensor gradients as before, and zero_grad zeroes the flat gradient in place.
     """
     params = [p for p in model.parameters() if p.requires_grad]
     flat = torch.cat([p.detach().reshape(-1) for p in params])
@@ -167,8 +228,8 @@ def flat_adamw(model, cfg) -> torch.optim.AdamW:
         off += k
     whole = torch.nn.Parameter(flat)
     whole.grad = grad
-    return torch.optim.AdamW([whole], lr=cfg.effective_lr(), betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
-                             weight_decay=cfg.weight_decay)
+    return FlatAdamW(whole, lr=cfg.effective_lr(), betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+                     weight_decay=cfg.weight_decay)
 
 
 class Trainer:

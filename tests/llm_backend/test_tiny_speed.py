@@ -6,8 +6,9 @@
   AMD EPYC (AVX-512) where this was written, an evaluation of 634 prompts x 16 in chunks of 64 prompts was
   bit-equal to one batch, chunks of 10 prompts differed by 1.4e-6; a training step's rollouts are one chunk,
   and tests/llm_backend/test_llm_refactor_bits.py compares whole runs with the old code bit for bit).
-- flat_adamw: AdamW over one flat tensor steps each parameter as AdamW over the parameter tensors does (its
-  ops are elementwise; bit-equal on that machine).
+- flat_adamw: AdamW over one flat tensor (torch's AdamW function) steps each parameter as torch.optim.AdamW
+  over the parameter tensors does (its ops are elementwise; bit-equal on the machine it was written on); its
+  state_dict is torch's, and a tiny-LM run never imports torch._dynamo.
 - Rewards are memoised: the same completion graded twice gives the same reward, and a parse is not repeated.
 - The reference's and the old log-probs' forwards run under inference_mode; a batch whose chunks the old
   log-probs met first still trains (ppo epochs over one minibatch reuse those chunks).
@@ -58,17 +59,15 @@ def test_chunked_sampling_draws_what_one_batch_draws(tiny):
     assert other.token_ids != one.token_ids  # the seed matters: the comparison above is not vacuous
 
 
-def test_flat_adamw_steps_each_parameter_as_plain_adamw():
+def _adamw_steps(cfg, optimisers_of, steps=5):
+    """Models stepped `steps` times on the same random gradients, one per optimiser `optimisers_of` makes."""
     path = resolve_model("tiny")
-    cfg = config_for("tiny", lr=1e-2, weight_decay=0.1)
-    models = [load_model(path), load_model(path)]
-    plain = torch.optim.AdamW(models[0].parameters(), lr=cfg.effective_lr(), betas=(cfg.beta1, cfg.beta2),
-                              eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
-    flat = flat_adamw(models[1], cfg)
+    models = [load_model(path) for _ in optimisers_of]
+    opts = [make(m) for m, make in zip(models, optimisers_of, strict=True)]
     gen = torch.Generator().manual_seed(0)
-    for _ in range(5):
+    for _ in range(steps):
         grads = [torch.randn(p.shape, generator=gen) for p in models[0].parameters()]
-        for model, opt in zip(models, (plain, flat), strict=True):
+        for model, opt in zip(models, opts, strict=True):
             opt.zero_grad(set_to_none=False)
             for p, g in zip(model.parameters(), grads, strict=True):
                 if p.grad is None:
@@ -76,15 +75,64 @@ def test_flat_adamw_steps_each_parameter_as_plain_adamw():
                 p.grad += g
             torch.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)
             opt.step()
+    return models, opts
+
+
+def test_flat_adamw_steps_each_parameter_as_torch_adamw():
+    cfg = config_for("tiny", lr=1e-2, weight_decay=0.1)
+    kw = dict(lr=cfg.effective_lr(), betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+    (plain, flat), (_, opt) = _adamw_steps(cfg, [lambda m: torch.optim.AdamW(m.parameters(), **kw),
+                                                 lambda m: flat_adamw(m, cfg)])
+    base = load_model(resolve_model("tiny")).state_dict()
     moved = 0.0
-    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters(), strict=True):
+    for (name, a), b in zip(plain.named_parameters(), flat.parameters(), strict=True):
+        # elementwise ops over one tensor or many: bit-equal where written (a vectorised loop's tail may
+        # round otherwise on another CPU, hence the round-off tolerance)
         torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-7, msg=name)
-        moved = max(moved, float((a - load_model(path).state_dict()[name]).abs().max()))
+        moved = max(moved, float((a.detach() - base[name]).abs().max()))
     assert moved > 1e-3  # the steps moved the weights
-    flat_param = flat.param_groups[0]["params"][0]
-    assert flat_param.numel() == sum(p.numel() for p in models[1].parameters())
-    assert all(p.data_ptr() != 0 and p.untyped_storage().data_ptr() == flat_param.untyped_storage().data_ptr()
-               for p in models[1].parameters())
+    flat_param = opt.param_groups[0]["params"][0]
+    assert flat_param.numel() == sum(p.numel() for p in flat.parameters())
+    assert all(p.untyped_storage().data_ptr() == flat_param.untyped_storage().data_ptr()
+               for p in flat.parameters())
+
+
+def test_flat_adamw_state_dict_is_torch_adamw_s():
+    """A FlatAdamW checkpoint loads into torch.optim.AdamW over the flat tensor and back, and
+    the next steps agree bit for bit: its state_dict is torch's layout."""
+    import copy
+    import sys
+
+    cfg = config_for("tiny", lr=1e-2, weight_decay=0.1)
+    (model,), (opt,) = _adamw_steps(cfg, [lambda m: flat_adamw(m, cfg)], steps=3)
+    sd = copy.deepcopy(opt.state_dict())  # a state_dict holds the live tensors, as torch's does
+    twin = torch.nn.Parameter(opt.param.detach().clone())
+    twin.grad = torch.zeros_like(twin)
+    torch_opt = torch.optim.AdamW([twin], lr=1.0)
+    torch_opt.load_state_dict(sd)
+    back = flat_adamw(load_model(resolve_model("tiny")), cfg)
+    back.param.data.copy_(opt.param)
+    back.load_state_dict(copy.deepcopy(torch_opt.state_dict()))
+    g = torch.randn(twin.shape, generator=torch.Generator().manual_seed(5))
+    for o, p in ((opt, opt.param), (torch_opt, twin), (back, back.param)):
+        p.grad.copy_(g)
+        o.step()
+    assert torch.equal(opt.param, twin) and torch.equal(back.param, twin)
+    assert torch_opt.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    assert "torch._dynamo" in sys.modules  # torch's optimiser imported it (FlatAdamW alone does not:
+    # test_a_tiny_run_does_not_import_dynamo)
+
+
+def test_a_tiny_run_does_not_import_dynamo():
+    """A tiny-LM run never imports torch._dynamo (~1 s of start-up), checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom llm_backend.config import config_for\nfrom llm_backend.loop import run\n"
+            "run(config_for('tiny', dataset='easy', n=4, bp=4, budget=64, n_evals=1, k=2, d_val=8))\n"
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_rewards_are_memoised_and_unchanged():
