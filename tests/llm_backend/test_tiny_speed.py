@@ -80,7 +80,8 @@ def _adamw_steps(cfg, optimisers_of, steps=5):
 
 def test_flat_adamw_steps_each_parameter_as_torch_adamw():
     cfg = config_for("tiny", lr=1e-2, weight_decay=0.1)
-    kw = dict(lr=cfg.effective_lr(), betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+    kw = dict(lr=cfg.effective_lr(), betas=(cfg.beta1, cfg.beta2), eps=cfg.adam_eps,
+              weight_decay=cfg.weight_decay)
     (plain, flat), (_, opt) = _adamw_steps(cfg, [lambda m: torch.optim.AdamW(m.parameters(), **kw),
                                                  lambda m: flat_adamw(m, cfg)])
     base = load_model(resolve_model("tiny")).state_dict()
