@@ -5,7 +5,8 @@
    evaluations of avg@16 on the 317 Easy validation problems and 317 training problems), by this tree and by
    the reference commit (`--ref`, extracted from this repository's history into .cache/), each run in a fresh
    process: one run on one core, and two runs at once on the two cores (how a study's `--jobs 2` runs them);
-   ratios new / reference of rollouts per second (wall) and per CPU second;
+   ratios new / reference of rollouts per second (wall) and per CPU second, over --e2e-reps runs of each
+   tree interleaved new, ref, ref, new (`interleaved`);
 2. rollout only: the kv engine vs transformers `generate` (HFEngine on LlamaForCausalLM loaded from the same
    folder, same prompts and sampling; target >= 10x) and vLLM where it loads on this model;
 3. the update phase (packed forward + backward + AdamW on one step's batch) with our module and with
@@ -142,8 +143,28 @@ def two_runs_at_once(root: Path, lm: str, n: int, bp: int, budget: int) -> dict:
             "run_cpu_s": [p["cpu_s"] for p in parts]}
 
 
-def compare(new: dict, ref: dict, key: str) -> float:
-    return new[key] / ref[key]
+def interleaved(roots: dict, measure, reps: int, speedups: dict) -> dict:
+    """`reps` measurements of each tree, in the order new, ref, ref, new, new, ref, ... (ABBA: a machine
+    whose speed drifts linearly over the benchmark's minutes slows both trees alike; a shared cloud core's
+    speed was seen to change by 1.5x between runs minutes apart).
+
+    Every run does the same work, so each speedup name -> the ratio ref / new of the time `speedups[name]`
+    (wall_s, cpu_s) summed over the reps (the rate over all of them). Returns those, the median-wall
+    measurement of each tree ("new", "ref"), all of them ("new_runs", "ref_runs") and the first speedup per
+    rep ("speedup_per_rep": its spread shows the machine's drift)."""
+    names = list(roots)
+    runs = {k: [] for k in names}
+    for i in range(reps):
+        for k in (names if i % 2 == 0 else names[::-1]):
+            runs[k].append(measure(roots[k]))
+    out = {k: sorted(v, key=lambda r: r["wall_s"])[len(v) // 2] for k, v in runs.items()}
+    out.update({f"{k}_runs": v for k, v in runs.items()})
+    if "ref" in runs:
+        for name, key in speedups.items():
+            out[name] = sum(r[key] for r in runs["ref"]) / sum(r[key] for r in runs["new"])
+        key = next(iter(speedups.values()))
+        out["speedup_per_rep"] = [y[key] / x[key] for x, y in zip(runs["new"], runs["ref"], strict=True)]
+    return out
 
 
 def timed(fn, reps: int, best: bool = False) -> float:
@@ -267,7 +288,9 @@ def main() -> None:
     ap.add_argument("--bp", type=int, default=16)
     ap.add_argument("--ref", default="fd3ed65", help="reference commit timed in the same run ('' for none)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=20, help="repetitions of the rollout and update timings")
+    ap.add_argument("--e2e-reps", type=int, default=2,
+                    help="end-to-end measurements per tree and n, interleaved new, ref, ref, new, ...")
     ap.add_argument("--update-n", type=int, default=64, help="n of the update-vs-peak measurement")
     ap.add_argument("--out", default=None, help="write the JSON here too")
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM attempt (its start-up is slow)")
@@ -285,16 +308,12 @@ def main() -> None:
     roots = {"new": tree(None), **({"ref": tree(a.ref)} if a.ref else {})}
     single, pairs = [], []
     for n in (int(x) for x in a.ns.split(",")):
-        runs = {k: end_to_end(r, a.lm, n, a.bp, budget) for k, r in roots.items()}
-        if "ref" in runs:
-            runs["speedup_wall"] = compare(runs["new"], runs["ref"], "rollouts_per_s")
-            runs["speedup_cpu"] = compare(runs["new"], runs["ref"], "rollouts_per_cpu_s")
-        single.append({"n": n, **runs})
+        single.append({"n": n, **interleaved(roots, lambda r, n=n: end_to_end(r, a.lm, n, a.bp, budget),
+                                              a.e2e_reps, {"speedup_wall": "wall_s",
+                                                           "speedup_cpu": "cpu_s"})})
     for n in (int(x) for x in a.pair_ns.split(",") if x):
-        runs = {k: two_runs_at_once(r, a.lm, n, a.bp, budget) for k, r in roots.items()}
-        if "ref" in runs:
-            runs["speedup_aggregate"] = compare(runs["new"], runs["ref"], "rollouts_per_s")
-        pairs.append({"n": n, **runs})
+        pairs.append({"n": n, **interleaved(roots, lambda r, n=n: two_runs_at_once(r, a.lm, n, a.bp, budget),
+                                             a.e2e_reps, {"speedup_aggregate": "wall_s"})})
     result = {
         "command": "benchmarks/tiny_lm.py " + " ".join(
             f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else f" {v}")
