@@ -12,10 +12,11 @@
 3. the update phase (packed forward + backward + AdamW on one step's batch) with our module and with
    transformers' LlamaForCausalLM (same weights), and against the float32 matmul peak measured here
    (model FLOPs = 6 * parameters * trained tokens; attention excluded, so this is a lower bound); with AMX
-   also the bf16 update (bf16 compute copy, float32 master weights and AdamW state). The update's floor uses
-   the median of peaks measured right before, between and after the update timings (a shared machine's speed
-   drifts over a benchmark's minutes; the run-start peak is kept beside it), and both models step the flat
-   AdamW a run uses (trainer.flat_adamw).
+   also the bf16 update (bf16 compute copy, float32 master weights and AdamW state). The update is timed in
+   rounds of (our update, transformers' update, a matmul peak), interleaved, and its distance to the floor
+   is the median over rounds of its time over that round's floor (a shared machine's speed drifts within
+   seconds; the run-start peak is kept beside it); both models step the flat AdamW a run uses
+   (trainer.flat_adamw).
 
    The update's and the sampler's model FLOP rates are reported as shares of that peak too.
 
@@ -249,14 +250,27 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     trained = sum(x.real_tokens for x in pb.chunks())
     out = {"bp": bp, "n": n, "packed_tokens": trained, "completion_tokens": ro.num_tokens}
     hf = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32)
-    peaks = [matmul_peak(1)]  # the peak at the update's own moments too: a shared machine's speed drifts
+    steps = {}
     for name, model in (("own", own), ("hf", hf)):
         model.train()
         opt = trainer.flat_adamw(model, cfg)  # the optimiser a run uses (llm_backend.trainer.Trainer)
-        step = lambda m=model, o=opt: trainer.train_step(m, o, pb, cfg)  # noqa: E731
-        out[f"{name}_update_s"] = timed(step, reps)
-        out[f"{name}_update_best_s"] = timed(step, reps, best=True)
-        peaks.append(matmul_peak(1))
+        steps[name] = lambda m=model, o=opt: trainer.train_step(m, o, pb, cfg)  # noqa: E731
+        steps[name]()  # warm-up
+    # rounds of (own update, hf update, matmul peak), interleaved: a shared machine's speed drifts over
+    # seconds, and each round's three numbers are taken at one moment
+    rounds = []
+    for _ in range(reps):
+        row = {}
+        for name, step in steps.items():
+            t = time.perf_counter()
+            step()
+            row[name] = time.perf_counter() - t
+        row["peak"] = matmul_peak(1, reps=5)
+        rounds.append(row)
+    for name in steps:
+        out[f"{name}_update_s"] = statistics.median(r[name] for r in rounds)
+        out[f"{name}_update_best_s"] = min(r[name] for r in rounds)
+    peaks = [r["peak"] for r in rounds]
     if cpu_facts()["isa"] == "AMX":  # bf16 forward/backward on AMX, float32 master (trainer.MasterWeights)
         import copy
 
@@ -268,11 +282,13 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     gflop = 6 * params * trained / 1e9
     out["peak_at_run_start_gflops"] = peak
     out["peaks_beside_update_gflops"] = peaks
-    peak = statistics.median(peaks)  # measured before, between and after the two updates' timings
+    peak = statistics.median(peaks)  # measured in every round, beside the updates' timings
     out.update(parameters=params, model_gflop=gflop, own_gflops=gflop / out["own_update_s"],
                matmul_peak_gflops=peak, own_share_of_peak=gflop / out["own_update_s"] / peak,
-               # the float32 matmul floor of the update (its model FLOPs at the peak) and how far above it
-               floor_s=gflop / peak, own_over_floor=out["own_update_s"] / (gflop / peak),
+               # the float32 matmul floor of the update (its model FLOPs at the peak) and how far above it:
+               # the median over rounds of the update's time over the floor at that round's peak
+               floor_s=gflop / peak,
+               own_over_floor=statistics.median(r["own"] / (gflop / r["peak"]) for r in rounds),
                # the same with the update's best time, the statistic of the peak (best of its reps)
                own_best_over_floor=out["own_update_best_s"] / (gflop / peak),
                own_over_hf=out["hf_update_s"] / out["own_update_s"])

@@ -9,7 +9,7 @@ cumulative time of the functions that make it up:
     batch           batch.build_batch (advantages, packed rows and masks)
     forward+backward  trainer.backward (policy log-probs, loss, autograd), incl. the KL reference's log-probs
     old log-probs   trainer.old_logprobs (only for ppo / cispo with several updates)
-    optimiser       the AdamW step and the gradient clipping
+    optimiser       the AdamW step (torch's functional adam) and the gradient clipping
     evaluation      evaluation.evaluate (its sampling and grading)
     other           the rest of the run: allocator, history, logging, checkpoints, loading
 
@@ -35,8 +35,8 @@ PHASES = {
     "batch": [("llm_backend/batch.py", "build_batch")],
     "forward+backward": [("llm_backend/trainer.py", "backward")],
     "old log-probs": [("llm_backend/trainer.py", "old_logprobs")],
-    "optimiser": [("torch/optim/optimizer.py", "wrapper"),
-                  ("torch/nn/utils/clip_grad.py", "clip_grad_norm_")],
+    # torch's functional AdamW: what trainer.FlatAdamW.step and torch.optim.AdamW.step both call
+    "optimiser": [("torch/optim/adam.py", "adam"), ("torch/nn/utils/clip_grad.py", "clip_grad_norm_")],
     "evaluation": [("llm_backend/evaluation.py", "evaluate")],
 }
 """Phase -> (file suffix, function name) of the calls whose cumulative time it is."""
