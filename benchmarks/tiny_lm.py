@@ -147,11 +147,11 @@ def two_runs_at_once(root: Path, lm: str, n: int, bp: int, budget: int) -> dict:
 def interleaved(roots: dict, measure, reps: int, speedups: dict) -> dict:
     """`reps` measurements of each tree, in the order new, ref, ref, new, new, ref, ... (ABBA: a machine
     whose speed drifts linearly over the benchmark's minutes slows both trees alike; a shared cloud core's
-    speed was seen to change by 1.36x between runs minutes apart: docs/tiny_lm/README.md, "Speed").
+    speed was seen to change by 1.2x between runs minutes apart: docs/tiny_lm/README.md, "Speed").
 
     Every run does the same work, so each speedup name -> the ratio ref / new of the time `speedups[name]`
     (wall_s, cpu_s) summed over the reps (the rate over all of them). Returns those, the median-wall
-    measurement of each tree ("new", "ref"), all of them ("new_runs", "ref_runs") and the first speedup per
+    measurement of each tree ("new", "ref"; of two, the slower), all of them ("new_runs", "ref_runs") and the first speedup per
     rep ("speedup_per_rep": its spread shows the machine's drift)."""
     names = list(roots)
     runs = {k: [] for k in names}
