@@ -151,8 +151,8 @@ def interleaved(roots: dict, measure, reps: int, speedups: dict) -> dict:
 
     Every run does the same work, so each speedup name -> the ratio ref / new of the time `speedups[name]`
     (wall_s, cpu_s) summed over the reps (the rate over all of them). Returns those, the median-wall
-    measurement of each tree ("new", "ref"; of two, the slower), all of them ("new_runs", "ref_runs") and the first speedup per
-    rep ("speedup_per_rep": its spread shows the machine's drift)."""
+    measurement of each tree ("new", "ref"; of two, the slower), all of them ("new_runs", "ref_runs") and
+    the first speedup per rep ("speedup_per_rep": its spread shows the machine's drift)."""
     names = list(roots)
     runs = {k: [] for k in names}
     for i in range(reps):
