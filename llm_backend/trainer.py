@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import torch
+from torch.optim.adam import adam
 
 from llm_backend.batch import TrainBatch
 from llm_backend.loss import STAT_KEYS, grpo_loss
@@ -153,7 +154,7 @@ class FlatAdamW:
     and load_state_dict (a checkpoint of either loads into the other).
 
     Why not torch.optim.AdamW itself: its constructor, zero_grad and state_dict are wrapped to disable
-    torch.compile, and the first such call imports torch._dynamo, ~1 s of a tiny-LM run's ~25 s
+    torch.compile, and the first such call imports torch._dynamo, ~1 s of a tiny-LM run's ~30 s
     (benchmarks/tiny_lm.py). The maths and the floats are torch.optim.AdamW's
     (tests/llm_backend/test_tiny_speed.py; tests/llm_backend/test_llm_refactor_bits.py compares whole runs).
     torch's fused kernel (fused=True) would save ~0.13 ms a step more but rounds otherwise.
@@ -175,8 +176,6 @@ class FlatAdamW:
 
     @torch.no_grad()
     def step(self) -> None:
-        from torch.optim.adam import adam
-
         g, p = self.param_groups[0], self.param
         st = self.state.get(p)
         if st is None:
@@ -195,8 +194,8 @@ class FlatAdamW:
 
     def load_state_dict(self, sd: dict) -> None:
         (group,) = sd["param_groups"]
-        self.param_groups[0].update({k: v for k, v in group.items() if k not in ("params",) and k in
-                                     ("lr", "betas", "eps", "weight_decay")})
+        kept = ("lr", "betas", "eps", "weight_decay")
+        self.param_groups[0].update({k: group[k] for k in kept if k in group})
         saved = sd["state"].get(0) or sd["state"].get("0")
         if saved is None:
             self.state = {}
