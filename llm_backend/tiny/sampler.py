@@ -65,6 +65,12 @@ COMPACT_AT = 0.75
 """Evaluation's row compaction (KVEngine._decode): cut the batch to its unfinished rows once they are at most
 this share of it."""
 
+ATTENTION = ("sdpa", "bmm")
+"""How a decoding step attends (KVEngine._decode): "sdpa", one F.scaled_dot_product_attention over the keys
+written so far (training rollouts: the floats the bit tests pin); "bmm", two batched matmuls and a softmax
+over the whole cache, positions not yet written masked (evaluation: at ~1,000 rows of one query against ~16
+keys, SDPA's CPU kernel pays ~0.5 us per (row, head), twice what MKL's batched gemm takes)."""
+
 
 class KVEngine:
     """Engine interface of llm_backend/engines.py (generate, sync_weights, close) over a TinyLM policy.
@@ -86,9 +92,10 @@ class KVEngine:
 
     name = "kv"
 
-    eval_options = {"compact": True}
+    eval_options = {"compact": True, "attention": "bmm"}
     """Keywords evaluation passes to `generate` (llm_backend/evaluation.py): evaluation drops finished rows
-    from its batches (`compact`); training rollouts do not, so their floats do not depend on when rows end."""
+    from its batches (`compact`) and attends by batched matmuls (`attention`); training rollouts do neither,
+    so their floats do not depend on when rows end and are the ones the bit tests pin."""
 
     def __init__(self, model, tokenizer, device: str = "cpu", dtype: str = "float32", chunk_rows: int = 1024):
         if not isinstance(model, TinyLM):
@@ -97,6 +104,7 @@ class KVEngine:
             raise ValueError("engine 'kv' runs in float32 (bf16 is slower than float32 without AMX)")
         self.model, self.tok, self.device = model, tokenizer, device
         self.chunk_rows = chunk_rows
+        self._caches: dict = {}  # _finite_caches
         retain_freed_memory()  # its per-call caches reuse freed heap memory instead of faulting in new pages
 
     def sync_weights(self, model) -> float:
@@ -125,13 +133,18 @@ class KVEngine:
         return m.embed_tokens.weight, layers, m.norm.weight, self.model.lm_head.weight.t()
 
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int = 0, compact: bool = False) -> Rollouts:
+                 top_p: float = 1.0, seed: int = 0, compact: bool = False, attention: str = "sdpa"
+                 ) -> Rollouts:
         """n completions of each prompt (prompt-major). compact: drop rows that have emitted EOS from the
-        decoding batch (see _decode); the same tokens up to matmul round-off, for evaluation."""
+        decoding batch; attention: "sdpa" or "bmm" (ATTENTION, _decode); both give the same tokens up to
+        round-off, for evaluation."""
+        if attention not in ATTENTION:
+            raise ValueError(f"attention {attention!r}: one of {', '.join(ATTENTION)}")
         with torch.inference_mode():
-            return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed, compact)
+            return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed, compact, attention)
 
-    def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed, compact=False) -> Rollouts:
+    def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed, compact=False,
+                  attention="sdpa") -> Rollouts:
         t0 = time.perf_counter()
         cfg = self.model.config
         enc = [self.tok.encode(p) for p in prompts]
@@ -161,7 +174,7 @@ class KVEngine:
             rows = slice(a * n, b * n)
             toks, lps, lengths = self._decode(
                 weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if G is None else G[:, rows],
-                COMPACT_AT if compact else 0.0)
+                COMPACT_AT if compact else 0.0, attention == "bmm")
             tl += toks.tolist()
             ll += lps.tolist()
             lens += lengths.tolist()
@@ -178,7 +191,19 @@ class KVEngine:
         out.seconds = time.perf_counter() - t0
         return out
 
-    def _decode(self, weights, ids, pad, n, T, temperature, top_p, G, compact=0.0):
+    def _finite_caches(self, layers: int, shape: tuple) -> list:
+        """Per layer a (keys, values) pair of `shape` whose every element is finite: zeros when first made,
+        then kept by the engine and reused by its next call of that shape, whose writes are keys and values
+        (finite). Why: "bmm" attention reads positions not written yet (with weight 0), and 0 * NaN from
+        uninitialised memory would be NaN; zeroing them per call cost ~8% of an evaluation."""
+        key = (layers, shape, str(self.device))
+        if key not in self._caches:
+            dev = self.device
+            self._caches[key] = [(torch.zeros(shape, device=dev), torch.zeros(shape, device=dev))
+                                 for _ in range(layers)]
+        return self._caches[key]
+
+    def _decode(self, weights, ids, pad, n, T, temperature, top_p, G, compact=0.0, bmm=False):
         """Prefill the c prompts `ids` (c, P) (left padding `pad` (c,)) once, then sample n completions of
         each, T steps at most, all c * n rows in one batch; G: (T, c * n, V) Gumbel noise of the draws
         (None: greedy). Returns token ids (c * n, T'), their log-probs (c * n, T') and the lengths (c * n,),
@@ -194,7 +219,17 @@ class KVEngine:
         batch; a row's floats change only by the round-off of matmuls over fewer rows (BLAS picks kernels by
         the number of rows), which can flip a near-tied draw: tests/llm_backend/test_tiny_compaction.py
         measures and bounds it. Output tokens of dropped rows are EOS (after their first EOS: meaningless).
-        compact = 0 runs the full batch to the end, op for op the plain path (training rollouts)."""
+        compact = 0 runs the full batch to the end, op for op the plain path (training rollouts).
+
+        bmm: each decoding step attends over the whole cache of S = P + T positions by baddbmm (key mask +
+        scaled q k^T), softmax and bmm, with q grouped per key/value head as (B * KVH, H / KVH, hd) (no
+        repeated keys); positions not written yet are masked (-inf in the key mask until the step writes
+        them) and hold finite values (`_finite_caches`), so their softmax weight, exactly 0, times them is
+        0. Why
+        the whole cache: torch runs a batched matmul whose rows x columns x contraction is under 400 with its
+        own loops, ~4x slower than MKL's batched gemm, which a contraction of 32 reaches at 13 keys; the
+        masked positions cost less than that. Same tokens as "sdpa" up to the round-off of another
+        summation order (tests/llm_backend/test_tiny_compaction.py)."""
         cfg, dev = self.model.config, self.device
         c, P = ids.shape
         B = c * n
@@ -204,15 +239,23 @@ class KVEngine:
         valid = ar[None] >= pad[:, None]  # (c, P)
         H, KVH, hd, eps = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.rms_norm_eps
         d, rep, nqk = cfg.hidden_size, H // KVH, H + KVH
+        scale = hd**-0.5  # SDPA's default
         emb, layers, norm_w, head_t = weights
         S = P + T
         # (B, heads, S, hd) per layer, uninitialised: a decoding step reads positions < P + t + 1 only, all
         # written by then (this layout, each head's keys contiguous, is also the one SDPA reads fastest)
-        caches = [(torch.empty(B, KVH, S, hd, device=dev), torch.empty(B, KVH, S, hd, device=dev))
-                  for _ in layers]
+        if bmm:
+            caches = self._finite_caches(len(layers), (B, KVH, S, hd))
+        else:
+            caches = [(torch.empty(B, KVH, S, hd, device=dev), torch.empty(B, KVH, S, hd, device=dev))
+                      for _ in layers]
         key_ok = torch.ones(B, S, dtype=torch.bool, device=dev)
         key_ok[:, :P] = valid.repeat_interleave(n, 0)
-        key_add = additive_mask(key_ok[:, None, None, :])  # (B, 1, 1, S)
+        if bmm:  # (B, KVH, 1, S), the positions to come masked until the step that writes them
+            key_ok[:, P:] = False
+            key_add = additive_mask(key_ok[:, None, None, :].expand(B, KVH, 1, S))
+        else:
+            key_add = additive_mask(key_ok[:, None, None, :])  # (B, 1, 1, S)
         # rotary tables by position, cos and sin side by side, for the prefill and every decoding step (the
         # same floats as tables of those positions: elementwise); row r's new token at step t has position
         # start_r + t, looked up per step (a call ends early)
@@ -273,17 +316,26 @@ class KVEngine:
             x = F.embedding(tok.to(dev), emb)  # (B, d)
             cs, sn = rope[start + t].split(1, 1)  # (B, 1, 1, hd) each
             L = P + t + 1
-            am = key_add[..., :L]
+            if bmm:
+                key_add.narrow(3, L - 1, 1).zero_()  # the position this step writes
+                am = key_add.view(B * KVH, 1, S)
+            else:
+                am = key_add[..., :L]
             for (ln1, wqkv, wo, ln2, wgu, wd), (kc, vc) in zip(layers, caches, strict=True):
                 # (B, heads, 1, hd) views of the projection: SDPA's shape of one query, the cache's of one key
                 qk, v = torch.mm(_norm(x, ln1, eps), wqkv).view(B, nqk + KVH, 1, hd).split((nqk, KVH), 1)
                 q, k = rotate(qk, cs, sn).split((H, KVH), 1)
                 kc.narrow(2, L - 1, 1).copy_(k)
                 vc.narrow(2, L - 1, 1).copy_(v)
-                k, v = kc[:, :, :L], vc[:, :, :L]
-                if rep > 1:
-                    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-                o = F.scaled_dot_product_attention(q, k, v, attn_mask=am)  # (B, H, 1, hd)
+                if bmm:  # (B * KVH, rep, S) scores of each key/value head's rep query heads
+                    kt = kc.view(B * KVH, S, hd).transpose(1, 2)
+                    sc = torch.baddbmm(am, q.reshape(B * KVH, rep, hd), kt, alpha=scale)
+                    o = torch.bmm(torch.softmax(sc, -1), vc.view(B * KVH, S, hd))  # (B * KVH, rep, hd)
+                else:
+                    k, v = kc[:, :, :L], vc[:, :, :L]
+                    if rep > 1:
+                        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+                    o = F.scaled_dot_product_attention(q, k, v, attn_mask=am)  # (B, H, 1, hd)
                 x = torch.addmm(x, o.reshape(B, qd), wo)
                 g, u = torch.mm(_norm(x, ln2, eps), wgu).chunk(2, -1)
                 x = torch.addmm(x, F.silu(g) * u, wd)
