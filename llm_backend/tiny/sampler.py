@@ -65,11 +65,12 @@ COMPACT_AT = 0.75
 """Evaluation's row compaction (KVEngine._decode): cut the batch to its unfinished rows once they are at most
 this share of it."""
 
-ATTENTION = ("sdpa", "bmm")
-"""How a decoding step attends (KVEngine._decode): "sdpa", one F.scaled_dot_product_attention over the keys
-written so far (training rollouts: the floats the bit tests pin); "bmm", two batched matmuls and a softmax
-over the whole cache, positions not yet written masked (evaluation: at ~1,000 rows of one query against ~16
-keys, SDPA's CPU kernel pays ~0.5 us per (row, head), twice what MKL's batched gemm takes)."""
+ATTENTION = ("bmm", "sdpa")
+"""How a decoding step attends (KVEngine._decode): "bmm" (the engine's default, `KVEngine.attention`), two
+batched matmuls and a softmax over the whole cache, positions not yet written masked: at 64 to 1,000 rows of
+one query against ~16 keys SDPA's CPU kernel pays ~0.5 us per (row, head), about twice what MKL's batched
+gemm takes; "sdpa", one F.scaled_dot_product_attention over the keys written so far, the floats of the
+sampler before "bmm" (the pre-refactor bit tests run it)."""
 
 
 class KVEngine:
@@ -92,10 +93,13 @@ class KVEngine:
 
     name = "kv"
 
-    eval_options = {"compact": True, "attention": "bmm"}
+    attention = "bmm"
+    """How `generate` attends unless told (ATTENTION)."""
+
+    eval_options = {"compact": True}
     """Keywords evaluation passes to `generate` (llm_backend/evaluation.py): evaluation drops finished rows
-    from its batches (`compact`) and attends by batched matmuls (`attention`); training rollouts do neither,
-    so their floats do not depend on when rows end and are the ones the bit tests pin."""
+    from its batches (`compact`); training rollouts do not, so their floats do not depend on when rows
+    end."""
 
     def __init__(self, model, tokenizer, device: str = "cpu", dtype: str = "float32", chunk_rows: int = 1024):
         if not isinstance(model, TinyLM):
@@ -133,11 +137,12 @@ class KVEngine:
         return m.embed_tokens.weight, layers, m.norm.weight, self.model.lm_head.weight.t()
 
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int = 0, compact: bool = False, attention: str = "sdpa"
+                 top_p: float = 1.0, seed: int = 0, compact: bool = False, attention: str | None = None
                  ) -> Rollouts:
         """n completions of each prompt (prompt-major). compact: drop rows that have emitted EOS from the
-        decoding batch; attention: "sdpa" or "bmm" (ATTENTION, _decode); both give the same tokens up to
-        round-off, for evaluation."""
+        decoding batch; attention: "bmm" or "sdpa" (ATTENTION, _decode; None: the engine's `attention`);
+        both give the same tokens up to round-off."""
+        attention = self.attention if attention is None else attention
         if attention not in ATTENTION:
             raise ValueError(f"attention {attention!r}: one of {', '.join(ATTENTION)}")
         with torch.inference_mode():

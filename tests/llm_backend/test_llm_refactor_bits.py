@@ -79,14 +79,21 @@ def _program(cases: dict, folder) -> str:
 
 
 def _run_new(program: str) -> None:
+    """The new runs in this process, their kv engines attending by "sdpa", the sampler's attention in the
+    pre-refactor tree ("bmm", the default since, sums in another order: tests/llm_backend/
+    test_tiny_compaction.py bounds it against "sdpa" and test_tiny_attention_runs.py whole runs)."""
     import os
 
-    cwd, threads = os.getcwd(), torch.get_num_threads()
+    from llm_backend.tiny.sampler import KVEngine
+
+    cwd, threads, attention = os.getcwd(), torch.get_num_threads(), KVEngine.attention
+    KVEngine.attention = "sdpa"
     try:
         exec(compile(program, "<new runs>", "exec"), {"__name__": "new_runs"})
     finally:
         os.chdir(cwd)
         torch.set_num_threads(threads)
+        KVEngine.attention = attention
 
 
 def _same(a_path, b_path) -> None:

@@ -1,6 +1,8 @@
 """Row compaction of the kv sampler (KVEngine._decode, compact=True): evaluation drops finished rows from the
-decoding batch; training rollouts keep the full batch and are bit for bit what the sampler drew before
-compaction existed.
+decoding batch; training rollouts keep the full batch and, attending by "sdpa", are bit for bit what the
+sampler drew before compaction existed. The engine's default attention, "bmm", is bounded against "sdpa"
+with the same tolerances (test_bmm_attention_draws_what_sdpa_draws,
+test_training_rollouts_by_bmm_draw_what_sdpa_draws; whole runs: test_tiny_attention_runs.py).
 
 What compaction may change, and the tolerances below: each row keeps its own Gumbel uniforms (it reads its
 original row of the noise), so a row's draw differs only if the round-off of a matmul over fewer rows (BLAS
@@ -220,9 +222,29 @@ def test_training_rollouts_are_bit_for_bit_the_sampler_before_compaction(tiny, e
         cases.append((_perturbed(model), eval_prompts[0][:16], n, 3))  # rows to the 10-token limit
     for m, prompts, k, seed in cases:
         a = old(m, tok).generate(prompts, k, 10, 1.0, 1.0, seed=seed)
-        b = KVEngine(m, tok).generate(prompts, k, 10, 1.0, 1.0, seed=seed)
+        b = KVEngine(m, tok).generate(prompts, k, 10, 1.0, 1.0, seed=seed, attention="sdpa")
         assert b.token_ids == a.token_ids and b.texts == a.texts and b.prompt_ids == a.prompt_ids
         assert b.logprobs == a.logprobs  # Python floats: equal bit for bit
+
+
+@pytest.mark.parametrize("n", [4, 16, 64])
+def test_training_rollouts_by_bmm_draw_what_sdpa_draws(tiny, eval_prompts, n):
+    """Training draws (bp 16 prompts x n, uncompacted) attend by "bmm", the engine's default: against
+    "sdpa", the same tokens up to the round-off of another summation order, as for evaluation."""
+    model, tok = tiny
+    engine = KVEngine(model, tok)
+    assert engine.attention == "bmm"
+    prompts, probs, _ = eval_prompts
+    rows, same, worst = 0, 0.0, 0.0
+    for m, seed in ((model, 1), (_perturbed(model), 2), (model, 3), (_perturbed(model), 4)):
+        engine = KVEngine(m, tok)
+        ref = engine.generate(prompts[:16], n, 10, 1.0, 1.0, seed=seed, attention="sdpa")
+        got = engine.generate(prompts[:16], n, 10, 1.0, 1.0, seed=seed)
+        _check_contract(got, prompts[:16], n, 10, tok.eos_token_id)
+        s, w, _ = _compare(ref, got, probs, 16, n)
+        rows, same, worst = rows + 16 * n, same + s * 16 * n, max(worst, w)
+    assert same / rows >= SAME_TOKENS
+    assert worst <= 4 * LOGP_ATOL
 
 
 @pytest.mark.parametrize("policy", ["shipped", "perturbed"])
@@ -245,6 +267,6 @@ def test_bmm_attention_draws_what_sdpa_draws(tiny, eval_prompts, policy):
         assert same >= SAME_TOKENS
         assert worst <= 4 * LOGP_ATOL  # another softmax and summation order than SDPA's kernel
         assert d_avg <= AVG_ATOL
-    assert KVEngine.eval_options["attention"] == "bmm"
+    assert KVEngine.attention == "bmm" and "attention" not in KVEngine.eval_options
     with pytest.raises(ValueError, match="attention"):
         engine.generate(prompts[:1], 2, 2, attention="math")
