@@ -22,6 +22,7 @@
 
 Usage: .venv/bin/python benchmarks/tiny_lm.py [--lm tiny] [--budget 2^16] [--ref fd3ed65] [--threads 1]
        [--json] [--out docs/tiny_lm/benchmark.json]
+       .venv/bin/python benchmarks/tiny_lm.py --table docs/tiny_lm/benchmark.json   (the docs' table)
 The machine may be shared: the JSON records the load average before and after, and every ratio compares
 numbers taken in this one process.
 """
@@ -33,6 +34,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -295,6 +297,56 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
     return out
 
 
+TARGETS = {"single": {4: 2.0, 16: 1.5, 64: 1.5}, "pair": {4: 1.7}, "update_over_floor": 3.0}
+"""Issue 37's acceptance: single-run ratios by n, the two-runs-at-once aggregate ratio, the update's distance
+to the matmul floor at n = 64."""
+
+
+def markdown(result: dict) -> str:
+    """The results table docs/tiny_lm/README.md quotes, rendered from a benchmark JSON (`--table FILE`)."""
+    def met(x, target):
+        if target is None:
+            return f"**{x:.2f}x**"
+        return f"**{x:.2f}x** ({'met' if x >= target else 'not met'}: {target:g}x)"
+
+    single = {r["n"]: r for r in result["end_to_end"]}
+    pairs = {r["n"]: r for r in result["two_runs_at_once"]}
+    ns = sorted(single)
+    rows = ["| | " + " | ".join(f"n = {n}" for n in ns) + " |", "|---" * (len(ns) + 1) + "|"]
+
+    def row(label, cell):
+        rows.append(f"| {label} | " + " | ".join(cell(n) for n in ns) + " |")
+
+    row("one run on one core, rollouts/s of the slower of the two runs (fd3ed65)",
+        lambda n: f"{single[n]['new']['rollouts_per_s']:,.0f} ({single[n]['ref']['rollouts_per_s']:,.0f})")
+    row("ratio over both reps (fd3ed65's seconds over this tree's, summed)",
+        lambda n: met(single[n]["speedup_wall"], TARGETS["single"].get(n)))
+    row("each rep's ratio", lambda n: " / ".join(f"{x:.2f}x" for x in single[n]["speedup_per_rep"]))
+    row("rollout / train seconds of the slower run (fd3ed65)",
+        lambda n: "{:.1f} / {:.1f} ({:.1f} / {:.1f})".format(
+            single[n]["new"]["t_rollout_s"], single[n]["new"]["t_train_s"], single[n]["ref"]["t_rollout_s"],
+            single[n]["ref"]["t_train_s"]))
+    row("two runs at once on two cores, aggregate rollouts/s (fd3ed65), ratio",
+        lambda n: "" if n not in pairs else "{:,.0f} ({:,.0f}): {}".format(
+            pairs[n]["new"]["rollouts_per_s"], pairs[n]["ref"]["rollouts_per_s"],
+            met(pairs[n]["speedup_aggregate"], TARGETS["pair"].get(n))))
+    u, ro, r = result["update"], result["rollout"], result
+    load = (r["loadavg_before"][0], r["loadavg_after"][0])
+    head = (f"CPU: {r['cpu']} ({r['isa']}), {r['cores']} cores, {r['torch_threads']} torch thread(s); 1-min "
+            f"load {load[0]:.2f} before, {load[1]:.2f} after; float32 matmul peak "
+            f"{u['matmul_peak_gflops']:.1f} GFLOP/s beside the update timings.")
+    floor_ok = "met" if u["own_over_floor"] <= TARGETS["update_over_floor"] else "not met"
+    lines = [head, "", *rows, "",
+             f"- The update at n = {u['n']}: median {u['own_update_s'] * 1e3:.1f} ms, "
+             f"**{u['own_over_floor']:.2f}x** the float32 matmul floor ({floor_ok}: within "
+             f"{TARGETS['update_over_floor']:g}x; {u['own_share_of_peak']:.0%} of the peak), "
+             f"{u['own_over_hf']:.2f}x the speed of transformers' LlamaForCausalLM on the same weights.",
+             f"- Rollouts only, bp {ro['bp']} x n {ro['n']}: the kv engine {ro['kv_rollouts_per_s']:,.0f} "
+             f"rollouts/s, {ro['kv_over_hf']:.2f}x transformers `generate` ({ro['kv_share_of_peak']:.0%} of "
+             f"the peak)."]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lm", default="tiny")
@@ -311,7 +363,15 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write the JSON here too")
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM attempt (its start-up is slow)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--table", metavar="FILE", help="print the markdown table of a saved result and exit")
     a = ap.parse_args()
+    if a.table:
+        try:
+            print(markdown(json.loads(Path(a.table).read_text())))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: {a.table}: not a benchmark result ({type(e).__name__}: {e})", file=sys.stderr)
+            sys.exit(2)
+        return
     import torch
 
     from studies.config import parse_count
@@ -333,7 +393,7 @@ def main() -> None:
     result = {
         "command": "benchmarks/tiny_lm.py " + " ".join(
             f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else f" {v}")
-            for k, v in vars(a).items() if k not in ("json", "out") and v is not False),
+            for k, v in vars(a).items() if k not in ("json", "out", "table") and v is not False),
         **cpu_facts(), "torch_threads": torch.get_num_threads(), "dtype": "float32", "ref": a.ref,
         "study_eval": STUDY_EVAL, "loadavg_before": load0, "matmul_peak_gflops": peak,
         "end_to_end": single, "two_runs_at_once": pairs,
