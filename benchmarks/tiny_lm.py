@@ -298,8 +298,8 @@ def update_compare(lm: str, bp: int, n: int, reps: int, peak: float) -> dict:
 
 
 TARGETS = {"single": {4: 2.0, 16: 1.5, 64: 1.5}, "pair": {4: 1.7}, "update_over_floor": 3.0}
-"""Issue 37's acceptance: single-run ratios by n, the two-runs-at-once aggregate ratio, the update's distance
-to the matmul floor at n = 64."""
+"""The speed targets the tiny LM was set (docs/tiny_lm/README.md, "Speed"): single-run ratios by n, the
+two-runs-at-once aggregate ratio, the update's distance to the matmul floor at n = 64."""
 
 
 def markdown(result: dict) -> str:
