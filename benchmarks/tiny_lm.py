@@ -317,12 +317,16 @@ def markdown(result: dict) -> str:
     def row(label, cell):
         rows.append(f"| {label} | " + " | ".join(cell(n) for n in ns) + " |")
 
-    row("one run on one core, rollouts/s of the slower of the two runs (fd3ed65)",
+    reps = len(single[ns[0]]["speedup_per_rep"])
+    which = "the slower of the two runs" if reps == 2 else f"the median of the {reps} runs"
+    over = "both" if reps == 2 else f"all {reps}"
+    one = "the slower run" if reps == 2 else f"the median run of {reps}"
+    row(f"one run on one core, rollouts/s of {which} (fd3ed65)",
         lambda n: f"{single[n]['new']['rollouts_per_s']:,.0f} ({single[n]['ref']['rollouts_per_s']:,.0f})")
-    row("ratio over both reps (fd3ed65's seconds over this tree's, summed)",
+    row(f"ratio over {over} reps (fd3ed65's seconds over this tree's, summed)",
         lambda n: met(single[n]["speedup_wall"], TARGETS["single"].get(n)))
     row("each rep's ratio", lambda n: " / ".join(f"{x:.2f}x" for x in single[n]["speedup_per_rep"]))
-    row("rollout / train seconds of the slower run (fd3ed65)",
+    row(f"rollout / train seconds of {one} (fd3ed65)",
         lambda n: "{:.1f} / {:.1f} ({:.1f} / {:.1f})".format(
             single[n]["new"]["t_rollout_s"], single[n]["new"]["t_train_s"], single[n]["ref"]["t_rollout_s"],
             single[n]["ref"]["t_train_s"]))
