@@ -320,13 +320,12 @@ def markdown(result: dict) -> str:
     reps = len(single[ns[0]]["speedup_per_rep"])
     which = "the slower of the two runs" if reps == 2 else f"the median of the {reps} runs"
     over = "both" if reps == 2 else f"all {reps}"
-    one = "the slower run" if reps == 2 else f"the median run of {reps}"
     row(f"one run on one core, rollouts/s of {which} (fd3ed65)",
         lambda n: f"{single[n]['new']['rollouts_per_s']:,.0f} ({single[n]['ref']['rollouts_per_s']:,.0f})")
     row(f"ratio over {over} reps (fd3ed65's seconds over this tree's, summed)",
         lambda n: met(single[n]["speedup_wall"], TARGETS["single"].get(n)))
     row("each rep's ratio", lambda n: " / ".join(f"{x:.2f}x" for x in single[n]["speedup_per_rep"]))
-    row(f"rollout / train seconds of {one} (fd3ed65)",
+    row(f"rollout / train seconds of {which} (fd3ed65)",
         lambda n: "{:.1f} / {:.1f} ({:.1f} / {:.1f})".format(
             single[n]["new"]["t_rollout_s"], single[n]["new"]["t_train_s"], single[n]["ref"]["t_rollout_s"],
             single[n]["ref"]["t_train_s"]))

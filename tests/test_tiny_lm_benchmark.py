@@ -71,3 +71,14 @@ def test_table_of_a_missing_file_is_a_one_line_error(tmp_path):
     p = subprocess.run([sys.executable, str(_PATH), "--table", str(tmp_path / "none.json")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_table_names_the_run_it_quotes_by_the_rep_count(bench):
+    two = bench.markdown(_result({4: 1.7, 16: 2.0, 64: 2.0}, pair=1.8, floor=2.5))
+    assert "of the slower of the two runs" in two and "ratio over both reps" in two
+    res = _result({4: 1.7, 16: 2.0, 64: 2.0}, pair=1.8, floor=2.5)
+    for row in res["end_to_end"]:
+        row["speedup_per_rep"] = [1.6, 1.7, 1.8]
+    three = bench.markdown(res)
+    assert "of the median of the 3 runs" in three and "ratio over all 3 reps" in three
+    assert "1.60x / 1.70x / 1.80x" in three and "slower" not in three
