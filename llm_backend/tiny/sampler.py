@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -73,6 +74,14 @@ gemm takes; "sdpa", one F.scaled_dot_product_attention over the keys written so 
 sampler before "bmm" (the pre-refactor bit tests run it)."""
 
 
+DECODERS = ("compiled", "torch")
+"""Who runs a draw's prefill and decoding steps (KVEngine.generate): "compiled" (the engine's default,
+`KVEngine.decoder`), llm_backend/tiny/kernel.py's one Numba call per chunk, for the draws it serves (the CPU,
+top_p 1, attention "bmm": training rollouts and evaluation), the torch path below for every other; "torch",
+the torch path always (its floats are those of the tests that pin the sampler's bits). Why: at these sizes
+a decoding step's ~130 torch ops cost more than its arithmetic (benchmarks/tiny_lm.py)."""
+
+
 class KVEngine:
     """Engine interface of llm_backend/engines.py (generate, sync_weights, close) over a TinyLM policy.
 
@@ -96,6 +105,9 @@ class KVEngine:
     attention = "bmm"
     """How `generate` attends unless told (ATTENTION)."""
 
+    decoder = "compiled"
+    """Who decodes unless told (DECODERS)."""
+
     eval_options = {"compact": True}
     """Keywords evaluation passes to `generate` (llm_backend/evaluation.py): evaluation drops finished rows
     from its batches (`compact`); training rollouts do not, so their floats do not depend on when rows
@@ -109,10 +121,12 @@ class KVEngine:
         self.model, self.tok, self.device = model, tokenizer, device
         self.chunk_rows = chunk_rows
         self._caches: dict = {}  # _finite_caches
+        self._rope = None  # _kernel_weights
         retain_freed_memory()  # its per-call caches reuse freed heap memory instead of faulting in new pages
 
     def sync_weights(self, model) -> float:
         self.model = model
+        self._rope = None
         return 0.0
 
     def close(self) -> None:
@@ -137,19 +151,26 @@ class KVEngine:
         return m.embed_tokens.weight, layers, m.norm.weight, self.model.lm_head.weight.t()
 
     def generate(self, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int = 0, compact: bool = False, attention: str | None = None
-                 ) -> Rollouts:
+                 top_p: float = 1.0, seed: int = 0, compact: bool = False, attention: str | None = None,
+                 decoder: str | None = None) -> Rollouts:
         """n completions of each prompt (prompt-major). compact: drop rows that have emitted EOS from the
         decoding batch; attention: "bmm" or "sdpa" (ATTENTION, _decode; None: the engine's `attention`);
-        both give the same tokens up to round-off."""
+        decoder: "compiled" or "torch" (DECODERS; None: the engine's `decoder`); all give the same tokens up
+        to round-off."""
         attention = self.attention if attention is None else attention
         if attention not in ATTENTION:
             raise ValueError(f"attention {attention!r}: one of {', '.join(ATTENTION)}")
+        decoder = self.decoder if decoder is None else decoder
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder {decoder!r}: one of {', '.join(DECODERS)}")
+        compiled = (decoder == "compiled" and attention == "bmm" and top_p >= 1.0
+                    and torch.device(self.device).type == "cpu")
         with torch.inference_mode():
-            return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed, compact, attention)
+            return self._generate(prompts, n, max_new_tokens, temperature, top_p, seed, compact, attention,
+                                  compiled)
 
     def _generate(self, prompts, n, max_new_tokens, temperature, top_p, seed, compact=False,
-                  attention="sdpa") -> Rollouts:
+                  attention="sdpa", compiled=False) -> Rollouts:
         t0 = time.perf_counter()
         cfg = self.model.config
         enc = [self.tok.encode(p) for p in prompts]
@@ -164,10 +185,10 @@ class KVEngine:
         pad_id = self.tok.pad_token_id
         ids = torch.tensor([[pad_id] * (P - len(e)) + e for e in enc], dtype=torch.long)
         pad = torch.tensor([P - len(e) for e in enc])
-        weights = self._weights()
+        weights = self._kernel_weights() if compiled else self._weights()
         # the uniforms of every step for the whole batch, drawn up front in the order one (B, V) draw per step
         # gives (chunk c reads its rows of each step's draw), turned into Gumbel noise at once
-        V = weights[3].shape[1]
+        V = self.model.config.vocab_size
         gen = torch.Generator(device="cpu").manual_seed(int(seed))
         G = gumbel_noise(torch.rand((T, B, V), generator=gen)) if temperature > 0 else None
         tl, ll, lens = [], [], []
@@ -177,9 +198,13 @@ class KVEngine:
         bounds = [i * bp // chunks for i in range(chunks + 1)]
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             rows = slice(a * n, b * n)
-            toks, lps, lengths = self._decode(
-                weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if G is None else G[:, rows],
-                COMPACT_AT if compact else 0.0, attention == "bmm")
+            if compiled:
+                toks, lps, lengths = self._decode_compiled(weights, ids[a:b], pad[a:b], n, T, temperature, G,
+                                                           a * n, compact)
+            else:
+                toks, lps, lengths = self._decode(
+                    weights, ids[a:b], pad[a:b], n, T, temperature, top_p, None if G is None else G[:, rows],
+                    COMPACT_AT if compact else 0.0, attention == "bmm")
             tl += toks.tolist()
             ll += lps.tolist()
             lens += lengths.tolist()
@@ -195,6 +220,61 @@ class KVEngine:
             out.texts.append(text)
         out.seconds = time.perf_counter() - t0
         return out
+
+    def _kernel_weights(self):
+        """The weights as kernel.decode reads them, C-contiguous float32 numpy arrays in torch's (out, in)
+        layout: per layer stacked ln1, W_qkv, W_o, ln2, W_gate_up, W_down; then the embedding (the tied
+        head), the final norm and the rotary tables by position (cos, signed sin, (max positions, hd))."""
+        from llm_backend.tiny import kernel
+
+        m, cfg = self.model.model, self.model.config
+        if not cfg.tie_word_embeddings:
+            raise ValueError("the compiled decoder reads the head as the embedding (tied weights)")
+
+        def stack(ts):
+            return torch.stack(ts).numpy()
+
+        ls = m.layers
+        if self._rope is None:  # a function of the config alone
+            self._rope = [t.numpy() for t in rope_tables(cfg, torch.arange(cfg.max_position_embeddings))]
+        cos, sin = self._rope
+        out = dict(
+            ln1=stack([x.input_layernorm.weight for x in ls]),
+            wqkv=stack([torch.cat([x.self_attn.q_proj.weight, x.self_attn.k_proj.weight,
+                                   x.self_attn.v_proj.weight]) for x in ls]),
+            wo=stack([x.self_attn.o_proj.weight for x in ls]),
+            ln2=stack([x.post_attention_layernorm.weight for x in ls]),
+            wgu=stack([torch.cat([x.mlp.gate_proj.weight, x.mlp.up_proj.weight]) for x in ls]),
+            wd=stack([x.mlp.down_proj.weight for x in ls]),
+            emb=m.embed_tokens.weight.detach().numpy(), norm_w=m.norm.weight.detach().numpy(), cos=cos,
+            sin=sin)
+        for key in ("wqkv", "wo", "wgu", "wd", "emb"):  # sgemm's operands: aligned as kernel.ALIGN says
+            a = out[key]
+            if a.ctypes.data % kernel.ALIGN or (a.ndim == 3 and a[0].nbytes % kernel.ALIGN):
+                raise ValueError(f"the compiled decoder needs {key} {kernel.ALIGN}-byte aligned per layer; "
+                                 "use decoder='torch' for this model's shapes")
+        return out
+
+    def _decode_compiled(self, w, ids, pad, n, T, temperature, G, g0, compact=False):
+        """What `_decode` returns, by kernel.decode (one call); G: the whole call's (T, rows, V) Gumbel noise
+        (None: greedy), this chunk's rows starting at g0; compact: decode only the unfinished rows from each
+        step on (kernel.decode; every step, where the torch path waits for a quarter of the rows)."""
+        from llm_backend.tiny import kernel
+
+        cfg = self.model.config
+        B = ids.shape[0] * n
+        toks = torch.empty(B, T, dtype=torch.long)
+        lps = torch.empty(B, T)
+        noise = np.zeros((1, 1, 1), np.float32) if G is None else G.numpy()
+        steps = kernel.decode(
+            w["emb"], w["ln1"], w["wqkv"], w["wo"], w["ln2"], w["wgu"], w["wd"], w["norm_w"], ids.numpy(),
+            pad.numpy(), n, T, noise, g0, np.float32(temperature), self.tok.eos_token_id,
+            cfg.num_attention_heads, cfg.num_key_value_heads, np.float32(cfg.rms_norm_eps), w["cos"],
+            w["sin"], toks.numpy(), lps.numpy(), bool(compact))
+        toks, lps = toks[:, :steps], lps[:, :steps]
+        hit = toks == self.tok.eos_token_id
+        lengths = torch.where(hit.any(1), hit.int().argmax(1) + 1, steps)
+        return toks, lps, lengths
 
     def _finite_caches(self, layers: int, shape: tuple) -> list:
         """Per layer a (keys, values) pair of `shape` whose every element is finite: zeros when first made,

@@ -167,10 +167,10 @@ def test_ppo_epochs_over_one_minibatch_train_after_the_old_logprobs(layout):
 
 
 DECODE_STEP_OPS = 133
-"""Upper bound on the torch ops of one decoding step of the kv sampler at n = 4, bp = 16 (4 layers and one
-draw): 127 with torch 2.13 and the default "bmm" attention (more ops than "sdpa"'s 117, each cheaper:
-0.93-0.95x a training draw's time at n = 4, 0.79x at n = 64, benchmarks/tiny_attention.py), and a margin for
-other torch versions."""
+"""Upper bound on the torch ops of one decoding step of the kv sampler's torch path at n = 4, bp = 16 (4
+layers and one draw): 127 with torch 2.13 and the default "bmm" attention (more ops than "sdpa"'s 117, each
+cheaper: 0.93-0.95x a training draw's time at n = 4, 0.79x at n = 64, benchmarks/tiny_attention.py), and a
+margin for other torch versions."""
 
 TRAIN_STEP_OPS = 1090
 """Upper bound on the torch ops of one GRPO step at n = 4, bp = 16 with the KL reference and the entropy
@@ -207,13 +207,17 @@ def test_a_decoding_step_and_a_training_step_stay_within_their_op_counts():
     trainer = Trainer(cfg, path)
     engine = KVEngine(trainer.model, tok)
 
-    # one decoding step: a call of 2 new tokens less a call of 1 (both prefill and draw the first token)
-    def generate(tokens):
-        return lambda: engine.generate(prompts, cfg.n, tokens, 1.0, 1.0, seed=0)
+    # one decoding step: a call of 2 new tokens less a call of 1 (both prefill and draw the first token); the
+    # torch path's ops are bounded, the compiled decoder's steps issue none (the whole draw is one call)
+    def generate(tokens, decoder):
+        return lambda: engine.generate(prompts, cfg.n, tokens, 1.0, 1.0, seed=0, decoder=decoder)
 
-    assert max(map(len, engine.generate(prompts, cfg.n, 2, 1.0, 1.0, seed=0).token_ids)) == 2  # a step ran
-    decode = _ops(generate(2)) - _ops(generate(1))
+    for decoder in ("torch", "compiled"):
+        ro = engine.generate(prompts, cfg.n, 2, 1.0, 1.0, seed=0, decoder=decoder)
+        assert max(map(len, ro.token_ids)) == 2  # a step ran
+    decode = _ops(generate(2, "torch")) - _ops(generate(1, "torch"))
     assert 0 < decode <= DECODE_STEP_OPS
+    assert _ops(generate(2, "compiled")) == _ops(generate(1, "compiled")) > 0
 
     ro = engine.generate(prompts, cfg.n, cfg.max_new_tokens, 1.0, 1.0, seed=0)
     groups = [Group(ro.prompt_ids[i:i + cfg.n], ro.token_ids[i:i + cfg.n], ro.logprobs[i:i + cfg.n],

@@ -1,0 +1,349 @@
+"""A training draw of the kv sampler as one compiled call: prefill and every decoding step in Numba.
+
+Why: a training draw at bp 16 is 64 to 1,024 rows of a 0.2M-parameter model, so eager torch spends most of
+it in the fixed cost of ~130 ops per decoding step (dispatch, allocation, Python), not in arithmetic. Here the
+whole draw (embedding, RMSNorm, rotary, attention over the cache, SiLU-gated MLP, the head and the Gumbel-max
+draw of each step) is one `decode` call compiled by Numba, and every matmul is MKL's `sgemm_`, the routine
+torch's `mm`/`addmm` call on the CPU, reached through ctypes in the library torch already loaded (so the
+matmuls are torch's floats, and their threads torch's setting). What differs from the torch path
+(llm_backend/tiny/sampler.py) is the order of a few float32 sums: RMSNorm's mean of squares, the attention's
+softmax and weighted sum (SDPA's or batched matmuls' order there), the log-softmax; and exp (SiLU, softmax)
+is the C library's, not torch's vectorised one. A row's log-probs so move by round-off (~1e-7 relative) and a
+near-tied draw can flip: tests/llm_backend/test_tiny_kernel.py bounds both against the torch path and a
+whole run against the torch path's run.
+
+No fast-math: with Numba's fastmath flags (reassociation, fused multiply-adds) the floats of `decode`
+differed between the process that compiled it and one that loaded it from Numba's cache (the same seed, other
+bits: the vectoriser's choices are not fixed by the source), so every loop here keeps IEEE order and the
+kernel is the same bits in every process on a machine (tests/llm_backend/test_tiny_kernel.py). The loops that
+vectorise without reordering (exp, SiLU, rotary, the attention's weighted sum) still do.
+
+Layouts: every matrix is C-contiguous float32 with torch's Linear shape (out, in); `_linear` computes
+out = beta * out + x @ w^T as torch's `mm(x, w.t())` does (one sgemm, w transposed), beta = 1 adding an
+output projection into the residual in place, as `addmm`. Keys and values are cached per layer as (B, KVH,
+S, hd) and only positions already written are read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+import torch
+from llvmlite import binding as llvm
+from numba import njit, types
+
+
+def _register_sgemm() -> None:
+    """Make MKL's Fortran `sgemm_` in libtorch_cpu (the BLAS torch's CPU matmuls call) the symbol `_sgemm`
+    links to: by name, so the compiled kernels can be cached on disk and linked again in the next process."""
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    llvm.add_symbol("sgemm_", ctypes.cast(lib.sgemm_, ctypes.c_void_p).value)
+
+
+_register_sgemm()
+_sgemm = types.ExternalFunction("sgemm_", types.void(*[types.voidptr] * 13))
+"""sgemm_(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), every argument by reference (LP64:
+32-bit integers)."""
+
+@njit(cache=True)
+def _linear(x, w, out, beta, work):
+    """out = beta * out + x @ w^T for x (M, K), w (N, K), out (M, N), all C-contiguous float32; `work` an
+    int32 (6,) and a float32 (2,) scratch pair holding sgemm's by-reference scalars."""
+    ints, flts = work
+    M, K = x.shape
+    N = w.shape[0]
+    ints[0], ints[1], ints[2], ints[3], ints[4], ints[5] = 84, 78, N, M, K, N  # 'T', 'N', N, M, K, ldc
+    flts[0], flts[1] = 1.0, beta
+    _sgemm(ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes, ints[3:].ctypes, ints[4:].ctypes,
+           flts[0:].ctypes, w.ctypes, ints[4:].ctypes, x.ctypes, ints[4:].ctypes, flts[1:].ctypes, out.ctypes,
+           ints[5:].ctypes)
+
+
+ALIGN = 64
+"""Byte alignment of every matrix the kernel hands to sgemm (torch's allocator's): MKL's results can depend
+on the alignment of its operands, and Numba aligns new arrays to 32 bytes only, so a buffer that happened to
+be 64-byte aligned in one process and not in the next would round otherwise (same seed, different bits)."""
+
+
+@njit(cache=True)
+def _matrix(rows, cols):
+    """An uninitialised (rows, cols) float32 matrix whose first element is ALIGN-byte aligned."""
+    pad = ALIGN // 4
+    buf = np.empty(rows * cols + pad, np.float32)
+    off = ((ALIGN - buf.ctypes.data % ALIGN) % ALIGN) // 4
+    return buf[off:off + rows * cols].reshape((rows, cols))
+
+
+@njit(cache=True)
+def _exp(a, bits):
+    """a <- exp(a) in place over a 1-D float32 array (bits: an int32 scratch at least as long). Cephes' expf
+    (range reduction by ln 2, a degree-6 polynomial, 2^k built in the exponent bits), written so that the
+    loops vectorise (elementwise, in IEEE order): within 1.2e-7 relative of exp for arguments in [-87, 88]
+    (the C library's expf is scalar, ~10x slower here, and torch's exp is within 6e-8); arguments are clamped
+    to that range."""
+    n = a.shape[0]
+    for j in range(n):
+        x = min(max(a[j], np.float32(-87.0)), np.float32(88.0))
+        k = np.floor(x * np.float32(1.44269504088896341) + np.float32(0.5))
+        r = x - k * np.float32(0.693359375) + k * np.float32(2.12194440e-4)
+        y = np.float32(1.9875691500e-4)
+        y = y * r + np.float32(1.3981999507e-3)
+        y = y * r + np.float32(8.3334519073e-3)
+        y = y * r + np.float32(4.1665795894e-2)
+        y = y * r + np.float32(1.6666665459e-1)
+        y = y * r + np.float32(5.0000001201e-1)
+        a[j] = y * r * r + r + np.float32(1.0)
+        bits[j] = (np.int32(k) + np.int32(127)) << 23
+    scale = bits[:n].view(np.float32)
+    for j in range(n):
+        a[j] *= scale[j]
+
+
+@njit(cache=True)
+def _rms_norm(x, w, eps, out):
+    """RMSNorm of each row of x (float32 throughout, as F.rms_norm on float32)."""
+    R, D = x.shape
+    inv_d = np.float32(1.0) / np.float32(D)
+    for r in range(R):
+        s = np.float32(0.0)
+        for j in range(D):
+            s += x[r, j] * x[r, j]
+        k = np.float32(1.0) / np.sqrt(s * inv_d + eps)
+        for j in range(D):
+            out[r, j] = (x[r, j] * k) * w[j]
+
+
+@njit(cache=True)
+def _rotate(qkv, pos, nrot, hd, cos, sin):
+    """The first nrot heads of each row r of qkv (query and key heads) <- v * cos + roll(v, hd / 2) * sin at
+    position pos[r], in place (model.rotate; sin signed)."""
+    half = hd // 2
+    for r in range(qkv.shape[0]):
+        t = pos[r]
+        for hh in range(nrot):
+            base = hh * hd
+            for j in range(half):
+                a, b = qkv[r, base + j], qkv[r, base + half + j]
+                qkv[r, base + j] = a * cos[t, j] + b * sin[t, j]
+                qkv[r, base + half + j] = b * cos[t, half + j] + a * sin[t, half + j]
+
+
+@njit(cache=True)
+def _attention(qkv, kc, vc, crow, lo, hi, heads, kv_heads, hd, scale, out, sc, bits):
+    """Each query row r of qkv, head hh: out[r, hh * hd:(hh + 1) * hd] = the softmax(scale * q . k_s)-weighted
+    sum of v_s over the key slots lo[r]..hi[r] - 1 of cache row crow[r] (kc / vc: (rows, KVH, S, hd), the
+    query head's kv head). The scores of all rows and heads are laid out side by side in sc (width
+    max(hi)) so that one `_exp` call covers them; slots outside a row's range are never read."""
+    R = qkv.shape[0]
+    rep = heads // kv_heads
+    W = 0
+    for r in range(R):
+        W = max(W, hi[r])
+    for r in range(R):
+        c = crow[r]
+        for hh in range(heads):
+            g = hh // rep
+            base = (r * heads + hh) * W
+            m = np.float32(-np.inf)
+            for s in range(lo[r], hi[r]):
+                d = np.float32(0.0)
+                for j in range(hd):
+                    d += qkv[r, hh * hd + j] * kc[c, g, s, j]
+                d *= scale
+                sc[base + s] = d
+                m = max(m, d)
+            for s in range(lo[r], hi[r]):
+                sc[base + s] -= m
+    _exp(sc[:R * heads * W], bits)
+    for r in range(R):
+        c = crow[r]
+        for hh in range(heads):
+            g = hh // rep
+            base = (r * heads + hh) * W
+            tot = np.float32(0.0)
+            for s in range(lo[r], hi[r]):
+                tot += sc[base + s]
+            for j in range(hd):
+                out[r, hh * hd + j] = 0.0
+            for s in range(lo[r], hi[r]):
+                p = sc[base + s] / tot
+                for j in range(hd):
+                    out[r, hh * hd + j] += p * vc[c, g, s, j]
+
+
+@njit(cache=True)
+def _mlp(x, h, gu, act, ln2, wgu, wd, eps, work, bits):
+    """x += down(silu(gate(norm(x))) * up(norm(x))) in place (the layer's second half)."""
+    _rms_norm(x, ln2, eps, h)
+    _linear(h, wgu, gu, np.float32(0.0), work)
+    rows, inter = act.shape
+    for r in range(rows):
+        for j in range(inter):
+            act[r, j] = -gu[r, j]
+    _exp(act.reshape(-1), bits)
+    for r in range(rows):
+        for j in range(inter):
+            act[r, j] = (gu[r, j] / (np.float32(1.0) + act[r, j])) * gu[r, inter + j]
+    _linear(act, wd, x, np.float32(1.0), work)
+
+
+@njit(cache=True)
+def _layer(x, h, qkv, o, gu, act, pos, crow, lo, hi, slot, kc, vc, ln1, wqkv, wo, ln2, wgu, wd, heads,
+           kv_heads, eps, cos, sin, scale, work, sc, bits):
+    """One decoder layer over the rows of x in place: attention (rows' keys and values written first into
+    cache slot slot[r] of cache row crow[r], -1: not written) then the MLP."""
+    hd = cos.shape[1]
+    qd, kd = heads * hd, kv_heads * hd
+    _rms_norm(x, ln1, eps, h)
+    _linear(h, wqkv, qkv, np.float32(0.0), work)
+    _rotate(qkv, pos, heads + kv_heads, hd, cos, sin)
+    for r in range(x.shape[0]):
+        t = slot[r]
+        if t >= 0:
+            c = crow[r]
+            for g in range(kv_heads):
+                for j in range(hd):
+                    kc[c, g, t, j] = qkv[r, qd + g * hd + j]
+                    vc[c, g, t, j] = qkv[r, qd + kd + g * hd + j]
+    _attention(qkv, kc, vc, crow, lo, hi, heads, kv_heads, hd, scale, o, sc, bits)
+    _linear(o, wo, x, np.float32(1.0), work)
+    _mlp(x, h, gu, act, ln2, wgu, wd, eps, work, bits)
+
+
+@njit(cache=True)
+def decode(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pad, n, T, G, g0, temperature, eos, heads, kv_heads,
+           eps, cos, sin, toks, lps, compact):
+    """Prefill the c prompts `ids` (c, P) (left padding `pad` (c,)) once, then draw n completions of each, T
+    tokens at most, all c * n rows in one batch; row b's draw at step t reads the Gumbel noise G[t, g0 + b]
+    (temperature <= 0: greedy, G unread). temperature and eps are float32 scalars (the torch path's float32
+    arithmetic). Writes token ids and log-probs into toks / lps (c * n, T) and returns the steps taken (all
+    rows stop once every row has drawn `eos`). compact: from each step on, decode only the rows that have not
+    drawn `eos` (their tokens after it are `eos`, log-prob 0): a row's floats then differ from the full
+    batch's only by the round-off of matmuls over fewer rows (MKL picks kernels by the row count), as the
+    torch path's compaction; without it every row is computed to the end, as the torch path's training draws.
+    Weights: emb (V, D) (the tied head), per layer stacked ln1 /
+    ln2 (layers, D), wqkv (layers, (H + 2 KVH) hd, D), wo (layers, D, H hd), wgu (layers, 2 I, D), wd
+    (layers, D, I); cos / sin (positions, hd) the signed rotary tables."""
+    c, P = ids.shape
+    B = c * n
+    layers, D = ln1.shape
+    V = emb.shape[0]
+    hd = cos.shape[1]
+    qd = heads * hd
+    nqkv = qd + 2 * kv_heads * hd
+    S = P + T
+    R = max(c * P, B)
+    scale = np.float32(1.0) / np.float32(np.sqrt(np.float32(hd)))
+    work = (np.empty(6, np.int32), np.empty(2, np.float32))
+    kcache = np.empty((layers, B, kv_heads, S, hd), np.float32)
+    vcache = np.empty((layers, B, kv_heads, S, hd), np.float32)
+    sc = np.empty(R * heads * S, np.float32)
+    bits = np.empty(R * max(wd.shape[2], heads * S, V), np.int32)
+    xb = _matrix(R, D)
+    hb = _matrix(R, D)
+    qkvb = _matrix(R, nqkv)
+    ob = _matrix(R, qd)
+    gub = _matrix(R, wgu.shape[1])
+    actb = _matrix(R, wd.shape[2])
+    pos = np.empty(R, np.int64)
+    crow = np.empty(R, np.int64)
+    lo = np.empty(R, np.int64)
+    hi = np.empty(R, np.int64)
+    slot = np.empty(R, np.int64)
+
+    # prefill: the c * P prompt rows once, as cache row i * n (prompt i's first row), its keys and values
+    # copied into its other n - 1 rows after each layer; a padding query attends to itself only
+    Rp = c * P
+    x = xb[:Rp]
+    for i in range(c):
+        for p in range(P):
+            r = i * P + p
+            x[r] = emb[ids[i, p]]
+            pos[r] = max(p - pad[i], 0)
+            crow[r], slot[r], hi[r] = i * n, p, p + 1
+            lo[r] = p if p < pad[i] else pad[i]
+    for layer in range(layers):
+        kc, vc = kcache[layer], vcache[layer]
+        _layer(x, hb[:Rp], qkvb[:Rp], ob[:Rp], gub[:Rp], actb[:Rp], pos, crow, lo, hi, slot, kc, vc,
+               ln1[layer], wqkv[layer], wo[layer], ln2[layer], wgu[layer], wd[layer], heads, kv_heads, eps,
+               cos, sin, scale, work, sc, bits)
+        for i in range(c):
+            for b in range(i * n + 1, (i + 1) * n):
+                kc[b, :, :P] = kc[i * n, :, :P]
+                vc[b, :, :P] = vc[i * n, :, :P]
+    last = _matrix(c, D)
+    for i in range(c):
+        last[i] = x[i * P + P - 1]
+    _rms_norm(last, norm_w, eps, hb[:c])
+    lc = _matrix(c, V)
+    _linear(hb[:c], emb, lc, np.float32(0.0), work)
+    logits = _matrix(B, V)
+    for b in range(B):
+        logits[b] = lc[b // n]
+
+    rows = np.arange(B)  # the rows still decoding (compact) or all rows, in batch order
+    na = B
+    done = np.zeros(B, np.bool_)
+    scaled = temperature > 0 and temperature != 1
+    z = np.empty((B, V), np.float32)
+    e = np.empty((B, V), np.float32)
+    for t in range(T):
+        # log_softmax(logits / temperature) of every row, then each row's Gumbel-max draw
+        for k in range(na):
+            m = np.float32(-np.inf)
+            for v in range(V):
+                zv = logits[k, v]
+                if scaled:  # x / 1 is x: no division at the default temperature (as the torch path)
+                    zv = zv / temperature
+                z[k, v] = zv
+                m = max(m, zv)
+            for v in range(V):
+                z[k, v] -= m
+                e[k, v] = z[k, v]
+        _exp(e[:na].reshape(-1), bits)
+        for b in range(B):  # rows no longer decoding: EOS, log-prob 0
+            toks[b, t], lps[b, t] = eos, 0.0
+        for k in range(na):
+            b = rows[k]
+            tot = np.float32(0.0)
+            for v in range(V):
+                tot += e[k, v]
+            lse = np.log(tot)
+            best, arg = np.float32(-np.inf), 0
+            for v in range(V):
+                lp = z[k, v] - lse
+                z[k, v] = lp
+                key = lp if temperature <= 0 else lp - G[t, g0 + b, v]
+                if key > best:
+                    best, arg = key, v
+            toks[b, t] = arg
+            lps[b, t] = z[k, arg]
+            if arg == eos:
+                done[b] = True
+        live = 0
+        for b in range(B):
+            if not done[b]:
+                live += 1
+        if t == T - 1 or live == 0:
+            return t + 1
+        if compact:
+            na = 0
+            for b in range(B):
+                if not done[b]:
+                    rows[na] = b
+                    na += 1
+        for k in range(na):
+            b = rows[k]
+            xb[k] = emb[toks[b, t]]
+            pos[k], crow[k], lo[k] = P - pad[b // n] + t, b, pad[b // n]
+            slot[k], hi[k] = P + t, P + t + 1
+        x, h = xb[:na], hb[:na]
+        for layer in range(layers):
+            _layer(x, h, qkvb[:na], ob[:na], gub[:na], actb[:na], pos, crow, lo, hi, slot, kcache[layer],
+                   vcache[layer], ln1[layer], wqkv[layer], wo[layer], ln2[layer], wgu[layer], wd[layer],
+                   heads, kv_heads, eps, cos, sin, scale, work, sc, bits)
+        _rms_norm(x, norm_w, eps, h)
+        _linear(h, emb, logits[:na], np.float32(0.0), work)
+    return T
