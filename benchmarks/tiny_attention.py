@@ -1,9 +1,10 @@
 """The kv sampler's two decoding attentions on training draws: time per generate call and equal rows.
 
 For n = 4, 16, 64 at bp 16 (the Easy training problems, the shipped tiny LM, one torch thread), `--rounds`
-rounds each of one call with attention="sdpa" and one with "bmm" (KVEngine.generate), alternated in both
-orders, seeds 0.. per round; prints the median milliseconds per call of each and how many rows drew the same
-tokens. Usage: .venv/bin/python benchmarks/tiny_attention.py [--rounds 60] [--json]
+rounds each of one call with attention="sdpa" and one with "bmm" (KVEngine.generate by the torch path,
+decoder="torch"), alternated in both orders, seeds 0.. per round; prints the median milliseconds per call of
+each and how many rows drew the same tokens.
+Usage: .venv/bin/python benchmarks/tiny_attention.py [--rounds 60] [--json]
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def measure(rounds: int) -> list[dict]:
             got = {}
             for att in ("sdpa", "bmm") if r % 2 else ("bmm", "sdpa"):
                 t = time.perf_counter()
-                got[att] = engine.generate(prompts, n, cfg.max_new_tokens, 1.0, seed=r, attention=att)
+                got[att] = engine.generate(prompts, n, cfg.max_new_tokens, 1.0, seed=r, attention=att,
+                                           decoder="torch")
                 times[att].append(time.perf_counter() - t)
             same += sum(a == b for a, b in zip(got["sdpa"].token_ids, got["bmm"].token_ids, strict=True))
             rows += len(got["sdpa"].token_ids)
