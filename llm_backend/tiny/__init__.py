@@ -5,7 +5,8 @@ scratch on digit arithmetic, with everything that exists only for them.
 - `tokenizer`: the character tokenizer (one token per symbol), saved as a Hugging Face tokenizer.json;
 - `tasks`: their task family (operation x digits of each operand) and its calibration pool;
 - `pretrain`: pretraining from scratch (`isocompute llm pretrain`);
-- `sampler`: the `kv` rollout engine, batched KV-cache sampling.
+- `sampler`: the `kv` rollout engine, batched KV-cache sampling;
+- `kernel`: the sampler's draws (prefill, decoding steps, Gumbel-max draws) as one Numba-compiled call.
 
 The rest of llm_backend (trainer, loop, evaluation, allocators) is shared with the Hugging Face LMs; where the
 two families differ, it reads `llm_backend.family.ModelFamily`, decided once per config. Importing this
