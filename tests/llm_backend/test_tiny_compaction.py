@@ -62,14 +62,7 @@ BEFORE_COMPACTION = "68b56db49623f9ca86757fef58f942655a94ada4"
 """The last commit whose sampler had no row compaction: the training path must still draw what it drew."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread, as a kv-engine run uses (llm_backend/loop.py): the decoding ops are small, and a
-    second OpenMP thread spins on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -36,12 +36,7 @@ LOGP_ATOL = 1e-4
 """Compiled vs torch-path log-probs of the same tokens (test_tiny_compaction.COMPILED_LOGP_ATOL's reason)."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
