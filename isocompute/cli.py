@@ -93,6 +93,13 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
+def _quiet_destructors() -> None:
+    """After an interrupt the process only exits: an object the signal cut half-built (llvmlite's
+    `OutputString` when it lands inside Numba's compiler) fails in its destructor as its frames are freed,
+    and Python would print that as an "Exception ignored" traceback after the interrupt's one line."""
+    sys.unraisablehook = lambda unraisable: None
+
+
 @contextlib.contextmanager
 def _signals_and_warnings() -> Iterator[None]:
     main_thread = threading.current_thread() is threading.main_thread()
@@ -152,9 +159,11 @@ class _Main(click.Group):
         except click.exceptions.Exit as e:
             code = e.exit_code
         except (click.exceptions.Abort, KeyboardInterrupt):
+            _quiet_destructors()
             click.echo(interrupted_message(argv), err=True)
             code = 130
         except Terminated:
+            _quiet_destructors()
             click.echo(interrupted_message(argv), err=True)
             code = 143
         except BrokenPipeError:

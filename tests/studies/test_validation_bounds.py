@@ -214,3 +214,35 @@ def test_interrupts_print_the_resume_message_and_leave_nothing_partial(tmp_path,
     assert err.strip().splitlines()[-1] == "interrupted (finished runs are kept; rerun to resume)"
     assert "Traceback" not in err
     assert not [p for p in out.rglob("*.tmp")]
+
+
+@pytest.mark.parametrize("raised, code", [("KeyboardInterrupt", 130), ("icli.Terminated", 143)])
+def test_an_interrupt_inside_a_half_built_object_still_ends_on_the_one_line(raised, code):
+    """The signal can land inside Numba's compiler, in llvmlite's OutputString.__init__ before it sets _ptr:
+    its destructor then fails as the interrupt's frames are freed, after the message is printed."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import sys, click
+        import isocompute.cli as icli
+
+        class HalfBuilt:
+            def __init__(self):
+                raise {raised}()
+                self._ptr = None
+
+            def __del__(self):
+                self._ptr
+
+        @icli.main.command("boom")
+        def boom():
+            HalfBuilt()
+
+        sys.argv = ["isocompute", "boom"]
+        icli.main()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["interrupted (finished runs are kept; rerun to resume)"]
