@@ -16,12 +16,18 @@ No fast-math: with Numba's fastmath flags (reassociation, fused multiply-adds) t
 differed between the process that compiled it and one that loaded it from Numba's cache (the same seed, other
 bits: the vectoriser's choices are not fixed by the source), so every loop here keeps IEEE order and the
 kernel is the same bits in every process on a machine (tests/llm_backend/test_tiny_kernel.py). The loops that
-vectorise without reordering (exp, SiLU, rotary, the attention's weighted sum) still do.
+vectorise without reordering (exp, SiLU, rotary, the attention's weighted sum) still do, and the sums that
+cannot vectorise run side by side (ROWS rows' RMSNorm, SLOTS slots' attention scores), each in its own
+order. Every function compiles with NumPy's error model: a float division by zero gives inf rather than
+Python's ZeroDivisionError, whose check kept the divisions scalar (no divisor here can be zero: 1 + exp(-x),
+a softmax's total >= 1, a root of eps > 0 plus squares).
 
 Layouts: every matrix is C-contiguous float32 with torch's Linear shape (out, in); `_linear` computes
 out = beta * out + x @ w^T as torch's `mm(x, w.t())` does (one sgemm, w transposed), beta = 1 adding an
-output projection into the residual in place, as `addmm`. Keys and values are cached per layer as (B, KVH,
-S, hd) and only positions already written are read.
+output projection into the residual in place, as `addmm`. Values are cached per layer as (B, KVH, S, hd),
+keys transposed as (B, KVH, hd, S rounded up to SLOTS) so that a block of slots' scores reads contiguous keys;
+a prompt's slots are written once, in its first row, and read from there by all its n rows (no copies), and
+only positions already written are used.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ _sgemm = types.ExternalFunction("sgemm_", types.void(*[types.voidptr] * 13))
 """sgemm_(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), every argument by reference (LP64:
 32-bit integers)."""
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _linear(x, w, out, beta, work):
     """out = beta * out + x @ w^T for x (M, K), w (N, K), out (M, N), all C-contiguous float32; `work` an
     int32 (6,) and a float32 (2,) scratch pair holding sgemm's by-reference scalars."""
@@ -67,7 +73,7 @@ on the alignment of its operands, and Numba aligns new arrays to 32 bytes only, 
 be 64-byte aligned in one process and not in the next would round otherwise (same seed, different bits)."""
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _matrix(rows, cols):
     """An uninitialised (rows, cols) float32 matrix whose first element is ALIGN-byte aligned."""
     pad = ALIGN // 4
@@ -76,7 +82,7 @@ def _matrix(rows, cols):
     return buf[off:off + rows * cols].reshape((rows, cols))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _exp(a, bits):
     """a <- exp(a) in place over a 1-D float32 array (bits: an int32 scratch at least as long). Cephes' expf
     (range reduction by ln 2, a degree-6 polynomial, 2^k built in the exponent bits), written so that the
@@ -101,21 +107,31 @@ def _exp(a, bits):
         a[j] *= scale[j]
 
 
-@njit(cache=True)
+ROWS = 8
+"""Rows whose sums `_rms_norm` carries side by side: each row's sum keeps its sequential order (the same
+floats as one row at a time) while the ROWS independent chains fill the adder that one chain leaves waiting
+on its latency (a reduction cannot vectorise in IEEE order; rows side by side can)."""
+
+
+@njit(cache=True, error_model="numpy")
 def _rms_norm(x, w, eps, out):
     """RMSNorm of each row of x (float32 throughout, as F.rms_norm on float32)."""
     R, D = x.shape
     inv_d = np.float32(1.0) / np.float32(D)
-    for r in range(R):
-        s = np.float32(0.0)
+    s = np.empty(ROWS, np.float32)
+    for r0 in range(0, R, ROWS):
+        nr = min(ROWS, R - r0)
+        s[:] = 0.0
         for j in range(D):
-            s += x[r, j] * x[r, j]
-        k = np.float32(1.0) / np.sqrt(s * inv_d + eps)
-        for j in range(D):
-            out[r, j] = (x[r, j] * k) * w[j]
+            for i in range(nr):
+                s[i] += x[r0 + i, j] * x[r0 + i, j]
+        for i in range(nr):
+            k = np.float32(1.0) / np.sqrt(s[i] * inv_d + eps)
+            for j in range(D):
+                out[r0 + i, j] = (x[r0 + i, j] * k) * w[j]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _rotate(qkv, pos, nrot, hd, cos, sin):
     """The first nrot heads of each row r of qkv (query and key heads) <- v * cos + roll(v, hd / 2) * sin at
     position pos[r], in place (model.rotate; sin signed)."""
@@ -130,68 +146,104 @@ def _rotate(qkv, pos, nrot, hd, cos, sin):
                 qkv[r, base + half + j] = b * cos[t, half + j] + a * sin[t, half + j]
 
 
-@njit(cache=True)
-def _attention(qkv, kc, vc, crow, lo, hi, heads, kv_heads, hd, scale, out, sc, bits):
+SLOTS = 8
+"""Key slots whose scores `_scores` computes side by side; the transposed key cache's slot axis is padded to
+a multiple of it so that a block never reads past a row."""
+
+
+@njit(cache=True, error_model="numpy")
+def _scores(q, kt, s0, lo, hi, scale, out):
+    """out[s] = scale * (q . k_s) for the slots s of s0..s0 + SLOTS - 1 within lo..hi - 1, kt: (hd, S) one
+    cache row's keys transposed. Each dot product is summed in order j = 0, 1, ... (the floats of a loop over
+    j alone); the SLOTS sums side by side are independent, so they fill the adder (and vectorise) where one
+    sum waits on its latency. Slots of the block outside lo..hi are computed from whatever the cache holds
+    there and not written."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+    for j in range(q.shape[0]):
+        k = kt[j, s0:s0 + SLOTS]
+        qj = q[j]
+        a0 += qj * k[0]
+        a1 += qj * k[1]
+        a2 += qj * k[2]
+        a3 += qj * k[3]
+        a4 += qj * k[4]
+        a5 += qj * k[5]
+        a6 += qj * k[6]
+        a7 += qj * k[7]
+    acc = (a0, a1, a2, a3, a4, a5, a6, a7)
+    for i in range(SLOTS):
+        s = s0 + i
+        if lo <= s < hi:
+            out[s] = acc[i] * scale
+
+
+@njit(cache=True, error_model="numpy")
+def _attention(qkv, kc, vc, crow, prow, split, lo, hi, heads, kv_heads, hd, scale, out, sc, bits):
     """Each query row r of qkv, head hh: out[r, hh * hd:(hh + 1) * hd] = the softmax(scale * q . k_s)-weighted
-    sum of v_s over the key slots lo[r]..hi[r] - 1 of cache row crow[r] (kc / vc: (rows, KVH, S, hd), the
-    query head's kv head). The scores of all rows and heads are laid out side by side in sc (width
-    max(hi)) so that one `_exp` call covers them; slots outside a row's range are never read."""
+    sum of v_s over the key slots lo[r]..hi[r] - 1, read from cache row prow[r] below slot `split` (the
+    prompt's, written once by the prefill for all its rows) and from crow[r] from it on (kc: (rows, KVH, hd,
+    S'), vc: (rows, KVH, S, hd), the query head's kv head). The scores of all rows and heads are laid out side
+    by side in sc (width max(hi)) so that one `_exp` call covers them; slots outside a row's range are never
+    used."""
     R = qkv.shape[0]
     rep = heads // kv_heads
     W = 0
     for r in range(R):
         W = max(W, hi[r])
     for r in range(R):
-        c = crow[r]
+        a, b = lo[r], hi[r]
         for hh in range(heads):
             g = hh // rep
             base = (r * heads + hh) * W
+            q = qkv[r, hh * hd:(hh + 1) * hd]
+            row = sc[base:base + W]
+            for s0 in range(a - a % SLOTS, min(b, split), SLOTS):
+                _scores(q, kc[prow[r], g], s0, a, min(b, split), scale, row)
+            for s0 in range(max(a, split) - max(a, split) % SLOTS, b, SLOTS):
+                _scores(q, kc[crow[r], g], s0, max(a, split), b, scale, row)
             m = np.float32(-np.inf)
-            for s in range(lo[r], hi[r]):
-                d = np.float32(0.0)
-                for j in range(hd):
-                    d += qkv[r, hh * hd + j] * kc[c, g, s, j]
-                d *= scale
-                sc[base + s] = d
-                m = max(m, d)
-            for s in range(lo[r], hi[r]):
-                sc[base + s] -= m
+            for s in range(a, b):
+                m = max(m, row[s])
+            for s in range(a, b):
+                row[s] -= m
     _exp(sc[:R * heads * W], bits)
     for r in range(R):
-        c = crow[r]
         for hh in range(heads):
             g = hh // rep
-            base = (r * heads + hh) * W
+            row = sc[(r * heads + hh) * W:(r * heads + hh + 1) * W]
             tot = np.float32(0.0)
             for s in range(lo[r], hi[r]):
-                tot += sc[base + s]
-            for j in range(hd):
-                out[r, hh * hd + j] = 0.0
+                tot += row[s]
+            o = out[r, hh * hd:(hh + 1) * hd]
+            o[:] = 0.0
             for s in range(lo[r], hi[r]):
-                p = sc[base + s] / tot
+                p = row[s] / tot
+                v = vc[prow[r] if s < split else crow[r], g, s]
                 for j in range(hd):
-                    out[r, hh * hd + j] += p * vc[c, g, s, j]
+                    o[j] += p * v[j]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mlp(x, h, gu, act, ln2, wgu, wd, eps, work, bits):
     """x += down(silu(gate(norm(x))) * up(norm(x))) in place (the layer's second half)."""
     _rms_norm(x, ln2, eps, h)
     _linear(h, wgu, gu, np.float32(0.0), work)
     rows, inter = act.shape
     for r in range(rows):
+        a, g = act[r], gu[r]
         for j in range(inter):
-            act[r, j] = -gu[r, j]
+            a[j] = -g[j]
     _exp(act.reshape(-1), bits)
-    for r in range(rows):
+    for r in range(rows):  # row views: 1-D contiguous loops vectorise (2-D indexing kept these scalar)
+        a, g, u = act[r], gu[r, :inter], gu[r, inter:]
         for j in range(inter):
-            act[r, j] = (gu[r, j] / (np.float32(1.0) + act[r, j])) * gu[r, inter + j]
+            a[j] = (g[j] / (np.float32(1.0) + a[j])) * u[j]
     _linear(act, wd, x, np.float32(1.0), work)
 
 
-@njit(cache=True)
-def _layer(x, h, qkv, o, gu, act, pos, crow, lo, hi, slot, kc, vc, ln1, wqkv, wo, ln2, wgu, wd, heads,
-           kv_heads, eps, cos, sin, scale, work, sc, bits):
+@njit(cache=True, error_model="numpy")
+def _layer(x, h, qkv, o, gu, act, pos, crow, prow, split, lo, hi, slot, kc, vc, ln1, wqkv, wo, ln2, wgu, wd,
+           heads, kv_heads, eps, cos, sin, scale, work, sc, bits):
     """One decoder layer over the rows of x in place: attention (rows' keys and values written first into
     cache slot slot[r] of cache row crow[r], -1: not written) then the MLP."""
     hd = cos.shape[1]
@@ -205,14 +257,14 @@ def _layer(x, h, qkv, o, gu, act, pos, crow, lo, hi, slot, kc, vc, ln1, wqkv, wo
             c = crow[r]
             for g in range(kv_heads):
                 for j in range(hd):
-                    kc[c, g, t, j] = qkv[r, qd + g * hd + j]
+                    kc[c, g, j, t] = qkv[r, qd + g * hd + j]
                     vc[c, g, t, j] = qkv[r, qd + kd + g * hd + j]
-    _attention(qkv, kc, vc, crow, lo, hi, heads, kv_heads, hd, scale, o, sc, bits)
+    _attention(qkv, kc, vc, crow, prow, split, lo, hi, heads, kv_heads, hd, scale, o, sc, bits)
     _linear(o, wo, x, np.float32(1.0), work)
     _mlp(x, h, gu, act, ln2, wgu, wd, eps, work, bits)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def decode(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pad, n, T, G, g0, temperature, eos, heads, kv_heads,
            eps, cos, sin, toks, lps, compact):
     """Prefill the c prompts `ids` (c, P) (left padding `pad` (c,)) once, then draw n completions of each, T
@@ -237,7 +289,7 @@ def decode(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pad, n, T, G, g0, temp
     R = max(c * P, B)
     scale = np.float32(1.0) / np.float32(np.sqrt(np.float32(hd)))
     work = (np.empty(6, np.int32), np.empty(2, np.float32))
-    kcache = np.empty((layers, B, kv_heads, S, hd), np.float32)
+    kcache = np.empty((layers, B, kv_heads, hd, S + (-S) % SLOTS), np.float32)  # keys transposed (_scores)
     vcache = np.empty((layers, B, kv_heads, S, hd), np.float32)
     sc = np.empty(R * heads * S, np.float32)
     bits = np.empty(R * max(wd.shape[2], heads * S, V), np.int32)
@@ -249,12 +301,13 @@ def decode(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pad, n, T, G, g0, temp
     actb = _matrix(R, wd.shape[2])
     pos = np.empty(R, np.int64)
     crow = np.empty(R, np.int64)
+    prow = np.empty(R, np.int64)
     lo = np.empty(R, np.int64)
     hi = np.empty(R, np.int64)
     slot = np.empty(R, np.int64)
 
-    # prefill: the c * P prompt rows once, as cache row i * n (prompt i's first row), its keys and values
-    # copied into its other n - 1 rows after each layer; a padding query attends to itself only
+    # prefill: the c * P prompt rows once, as cache row i * n (prompt i's first row), whose slots below P
+    # all n rows of prompt i read (prow); a padding query attends to itself only
     Rp = c * P
     x = xb[:Rp]
     for i in range(c):
@@ -262,17 +315,12 @@ def decode(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pad, n, T, G, g0, temp
             r = i * P + p
             x[r] = emb[ids[i, p]]
             pos[r] = max(p - pad[i], 0)
-            crow[r], slot[r], hi[r] = i * n, p, p + 1
+            crow[r], prow[r], slot[r], hi[r] = i * n, i * n, p, p + 1
             lo[r] = p if p < pad[i] else pad[i]
     for layer in range(layers):
-        kc, vc = kcache[layer], vcache[layer]
-        _layer(x, hb[:Rp], qkvb[:Rp], ob[:Rp], gub[:Rp], actb[:Rp], pos, crow, lo, hi, slot, kc, vc,
-               ln1[layer], wqkv[layer], wo[layer], ln2[layer], wgu[layer], wd[layer], heads, kv_heads, eps,
-               cos, sin, scale, work, sc, bits)
-        for i in range(c):
-            for b in range(i * n + 1, (i + 1) * n):
-                kc[b, :, :P] = kc[i * n, :, :P]
-                vc[b, :, :P] = vc[i * n, :, :P]
+        _layer(x, hb[:Rp], qkvb[:Rp], ob[:Rp], gub[:Rp], actb[:Rp], pos, crow, prow, P, lo, hi, slot,
+               kcache[layer], vcache[layer], ln1[layer], wqkv[layer], wo[layer], ln2[layer], wgu[layer],
+               wd[layer], heads, kv_heads, eps, cos, sin, scale, work, sc, bits)
     last = _matrix(c, D)
     for i in range(c):
         last[i] = x[i * P + P - 1]
@@ -337,13 +385,13 @@ def decode(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pad, n, T, G, g0, temp
         for k in range(na):
             b = rows[k]
             xb[k] = emb[toks[b, t]]
-            pos[k], crow[k], lo[k] = P - pad[b // n] + t, b, pad[b // n]
+            pos[k], crow[k], prow[k], lo[k] = P - pad[b // n] + t, b, b - b % n, pad[b // n]
             slot[k], hi[k] = P + t, P + t + 1
         x, h = xb[:na], hb[:na]
         for layer in range(layers):
-            _layer(x, h, qkvb[:na], ob[:na], gub[:na], actb[:na], pos, crow, lo, hi, slot, kcache[layer],
-                   vcache[layer], ln1[layer], wqkv[layer], wo[layer], ln2[layer], wgu[layer], wd[layer],
-                   heads, kv_heads, eps, cos, sin, scale, work, sc, bits)
+            _layer(x, h, qkvb[:na], ob[:na], gub[:na], actb[:na], pos, crow, prow, P, lo, hi, slot,
+                   kcache[layer], vcache[layer], ln1[layer], wqkv[layer], wo[layer], ln2[layer], wgu[layer],
+                   wd[layer], heads, kv_heads, eps, cos, sin, scale, work, sc, bits)
         _rms_norm(x, norm_w, eps, h)
         _linear(h, emb, logits[:na], np.float32(0.0), work)
     return T
