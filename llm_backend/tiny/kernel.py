@@ -110,7 +110,7 @@ def _exp(a, bits):
 ROWS = 8
 """Rows whose sums `_rms_norm` carries side by side: each row's sum keeps its sequential order (the same
 floats as one row at a time) while the ROWS independent chains fill the adder that one chain leaves waiting
-on its latency (a reduction cannot vectorise in IEEE order; rows side by side can)."""
+on its latency (a reduction cannot vectorise in IEEE order)."""
 
 
 @njit(cache=True, error_model="numpy")
@@ -155,9 +155,10 @@ a multiple of it so that a block never reads past a row."""
 def _scores(q, kt, s0, lo, hi, scale, out):
     """out[s] = scale * (q . k_s) for the slots s of s0..s0 + SLOTS - 1 within lo..hi - 1, kt: (hd, S) one
     cache row's keys transposed. Each dot product is summed in order j = 0, 1, ... (the floats of a loop over
-    j alone); the SLOTS sums side by side are independent, so they fill the adder (and vectorise) where one
-    sum waits on its latency. Slots of the block outside lo..hi are computed from whatever the cache holds
-    there and not written."""
+    j alone); the SLOTS sums side by side are independent, so they fill the adder where one sum waits on its
+    latency (they stay scalar: LLVM finds no store in the loop to vectorise from). The eight accumulators are
+    written out: SLOTS must stay 8. Slots of the block outside lo..hi are computed from whatever the cache
+    holds there and not written."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
     for j in range(q.shape[0]):
         k = kt[j, s0:s0 + SLOTS]
