@@ -50,6 +50,10 @@ class Micro:
     width: int
     real_tokens: int = 0
     """Tokens of the rows that are not padding (what the body's matmuls do useful work on)."""
+    row_lengths: tuple = ()
+    """Real tokens of each row (row r is padding from row_lengths[r] on)."""
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
+    """What a model's own forward derives from the microbatch once (TinyLM: its compiled plan)."""
     cols = slice(None)
 
     @property
@@ -252,6 +256,7 @@ def _build(pb: PackedBatch, rows: list[list[tuple[list[int], list[int]]]]) -> Mi
         torch.tensor(tpos, dtype=torch.long, device=dev),
         pb.comp_mask.shape[1],
         sum(len(x) for x in toks),
+        tuple(len(x) for x in toks),
     )
 
 
@@ -260,8 +265,13 @@ def micro_logprobs(model, mb: Micro, T: int, temperature: float = 1.0, with_entr
     """Log-probs (s, T) of the completion tokens of a microbatch (and the entropy there), completion-aligned.
 
     Only the body runs over the packed rows; the head and the float32 log-softmax run on the N hidden
-    states that predict completion tokens.
+    states that predict completion tokens. A model with its own `packed_logprobs` (TinyLM: compiled forward
+    and backward) computes it where that returns a result.
     """
+    own = getattr(model, "packed_logprobs", None)
+    if own is not None and not vocab_chunk and (got := own(mb, T, temperature, with_entropy,
+                                                            entropy_grad)) is not None:
+        return got
     body = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     h = body(input_ids=mb.input_ids, position_ids=mb.position_ids, attention_mask=mb.attn).last_hidden_state
     h = h.reshape(-1, h.shape[-1])[mb.src]  # (N, d)

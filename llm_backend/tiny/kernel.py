@@ -67,6 +67,24 @@ def _linear(x, w, out, beta, work):
            ints[5:].ctypes)
 
 
+@njit(cache=True, error_model="numpy")
+def _gemm(a, b, out, ta, tb, beta, work):
+    """out = beta * out + op(a) @ op(b), op(m) = m^T where its flag (ta, tb) is set, for C-contiguous float32
+    matrices: one sgemm on the column-major views (out^T = op(b)^T op(a)^T). `_linear` is the case ta False,
+    tb True (the same call)."""
+    ints, flts = work
+    M = a.shape[1] if ta else a.shape[0]
+    K = a.shape[0] if ta else a.shape[1]
+    N = b.shape[0] if tb else b.shape[1]
+    ints[0], ints[1] = 84 if tb else 78, 84 if ta else 78  # 'T' / 'N'
+    ints[2], ints[3], ints[4], ints[5] = N, M, K, N
+    ints[6], ints[7] = b.shape[1], a.shape[1]  # leading dimensions of the row-major operands
+    flts[0], flts[1] = 1.0, beta
+    _sgemm(ints[0:].ctypes, ints[1:].ctypes, ints[2:].ctypes, ints[3:].ctypes, ints[4:].ctypes,
+           flts[0:].ctypes, b.ctypes, ints[6:].ctypes, a.ctypes, ints[7:].ctypes, flts[1:].ctypes, out.ctypes,
+           ints[5:].ctypes)
+
+
 ALIGN = 64
 """Byte alignment of every matrix the kernel hands to sgemm (torch's allocator's): MKL's results can depend
 on the alignment of its operands, and Numba aligns new arrays to 32 bytes only, so a buffer that happened to

@@ -81,19 +81,23 @@ def _program(cases: dict, folder) -> str:
 def _run_new(program: str) -> None:
     """The new runs in this process, their kv engines attending by "sdpa", the sampler's attention in the
     pre-refactor tree ("bmm", the default since, sums in another order: tests/llm_backend/
-    test_tiny_compaction.py bounds it against "sdpa" and test_tiny_attention_runs.py whole runs)."""
+    test_tiny_compaction.py bounds it against "sdpa" and test_tiny_attention_runs.py whole runs), and the
+    tiny LM trained by its torch forward and autograd (the compiled trainer's sums round otherwise:
+    tests/llm_backend/test_tiny_train_kernel.py bounds it)."""
     import os
 
+    from llm_backend.tiny.model import TinyLM
     from llm_backend.tiny.sampler import KVEngine
 
-    cwd, threads, attention = os.getcwd(), torch.get_num_threads(), KVEngine.attention
-    KVEngine.attention = "sdpa"
+    cwd, threads = os.getcwd(), torch.get_num_threads()
+    attention, trainer = KVEngine.attention, TinyLM.trainer
+    KVEngine.attention, TinyLM.trainer = "sdpa", "torch"
     try:
         exec(compile(program, "<new runs>", "exec"), {"__name__": "new_runs"})
     finally:
         os.chdir(cwd)
         torch.set_num_threads(threads)
-        KVEngine.attention = attention
+        KVEngine.attention, TinyLM.trainer = attention, trainer
 
 
 def _same(a_path, b_path) -> None:
