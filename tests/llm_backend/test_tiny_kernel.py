@@ -9,6 +9,7 @@ avg@k at the training and evaluation sizes); whole runs: tests/llm_backend/test_
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -82,6 +83,20 @@ def test_matrices_handed_to_sgemm_are_aligned():
             assert m.shape == (rows, cols) and m.flags.c_contiguous and m.ctypes.data % kernel.ALIGN == 0
 
 
+_TRAIN = """
+import hashlib
+import numpy as np
+from llm_backend.packed import make_packed_batch, micro_logprobs
+pb = make_packed_batch(ro.prompt_ids, ro.token_ids, ro.logprobs, np.linspace(-1, 1, len(ro.token_ids)), 4,
+                       pad_id=tok.pad_token_id, row_tokens=64)
+for mb in pb.chunks():
+    lp, ent = micro_logprobs(model, mb, pb.comp_mask.shape[1], 1.0, True, True)
+    (lp.sum() + 0.5 * ent.sum()).backward()
+train_bits = hashlib.sha256(b"".join(p.grad.numpy().tobytes() for p in model.parameters())).hexdigest()
+"""
+"""The gradient of a packed batch of the draws by the compiled trainer (llm_backend/tiny/train_kernel.py),
+as one digest of its bits (`model`, `tok`, `ro` given)."""
+
 _DRAW = """
 import json, sys, torch
 torch.set_num_threads(1)
@@ -95,15 +110,20 @@ model, tok = load_model(path), load_tokenizer(path)
 train, _ = load_problems(config_for("tiny", dataset="easy"))
 prompts = [tasks.build_prompt(tok, p.question) for p in train[:16]]
 ro = KVEngine(model, tok).generate(prompts, 4, 10, 1.0, seed=5)
-print(json.dumps([ro.token_ids, [[float(x).hex() for x in r] for r in ro.logprobs]]))
+""" + _TRAIN + """
+print(json.dumps([ro.token_ids, [[float(x).hex() for x in r] for r in ro.logprobs], train_bits]))
 """
 
 
 def test_compiled_draws_are_the_same_bits_in_another_process(tiny):
-    """Same seed, same machine, same bits, whatever addresses the process's buffers get (ALIGN)."""
+    """Same seed, same machine, same bits, whatever addresses the process's buffers get (ALIGN): the draws
+    of the compiled decoder and the gradient of the compiled trainer on them."""
     model, tok, prompts = tiny
     ro = KVEngine(model, tok).generate(prompts, 4, 10, 1.0, seed=5)
-    here = [ro.token_ids, [[float(x).hex() for x in r] for r in ro.logprobs]]
+    ns = {"model": copy.deepcopy(model), "tok": tok, "ro": ro}
+    ns["model"].zero_grad(set_to_none=True)
+    exec(compile(_TRAIN, "<train>", "exec"), ns)
+    here = [ro.token_ids, [[float(x).hex() for x in r] for r in ro.logprobs], ns["train_bits"]]
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", _DRAW], cwd=root, capture_output=True, text=True,
                          timeout=300, check=True).stdout

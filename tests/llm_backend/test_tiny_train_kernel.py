@@ -5,6 +5,8 @@ not serve, determinism, and a whole short run against the torch path's."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ from llm_backend.model import load_model, load_tokenizer, resolve_model  # noqa:
 from llm_backend.packed import make_packed_batch, micro_logprobs  # noqa: E402
 from llm_backend.problems import load_problems  # noqa: E402
 from llm_backend.tiny import train_kernel  # noqa: E402
-from llm_backend.tiny.model import TinyLM  # noqa: E402
+from llm_backend.tiny.model import SIZES, TinyLM, init_model  # noqa: E402
 from llm_backend.tiny.sampler import KVEngine  # noqa: E402
 
 LOGP_ATOL = 2e-5
@@ -84,6 +86,26 @@ def test_logprobs_and_gradients_equal_the_torch_path(tiny, n, temperature, row_t
             scale = float(g_t[k].abs().max())
             assert scale > 0, k
             assert float((g_c[k] - g_t[k]).abs().max()) <= GRAD_RTOL * scale, k
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("size", ["small", "gqa"])
+def test_other_shapes_equal_the_torch_path(tiny, size):
+    """The `small` size (4 heads, d 128) and grouped-query attention (2 heads, 1 kv head), fresh weights."""
+    _, tok, prompts = tiny
+    cfg = SIZES["small"] if size == "small" else replace(SIZES["tiny"], num_key_value_heads=1)
+    model = init_model(cfg, seed=4)
+    pb = _batch(model, tok, prompts, 4, seed=1)
+    T = pb.comp_mask.shape[1]
+    for mb in pb.chunks():
+        s = mb.seqs.shape[0]
+        w = (torch.ones(s, T), torch.full((s, T), 0.5))
+        lp_c, ent_c, g_c = _both(model, mb, T, 1.0, "compiled", w)
+        lp_t, ent_t, g_t = _both(model, mb, T, 1.0, "torch", w)
+        assert torch.allclose(lp_c, lp_t, rtol=0, atol=LOGP_ATOL)
+        assert torch.allclose(ent_c, ent_t, rtol=0, atol=LOGP_ATOL)
+        for k in g_t:
+            assert float((g_c[k] - g_t[k]).abs().max()) <= GRAD_RTOL * float(g_t[k].abs().max()), k
 
 
 @pytest.mark.llm
