@@ -155,13 +155,13 @@ def _rotate(qkv, pos, nrot, hd, cos, sin):
     position pos[r], in place (model.rotate; sin signed)."""
     half = hd // 2
     for r in range(qkv.shape[0]):
-        t = pos[r]
+        c, s = cos[pos[r]], sin[pos[r]]
         for hh in range(nrot):
-            base = hh * hd
-            for j in range(half):
-                a, b = qkv[r, base + j], qkv[r, base + half + j]
-                qkv[r, base + j] = a * cos[t, j] + b * sin[t, j]
-                qkv[r, base + half + j] = b * cos[t, half + j] + a * sin[t, half + j]
+            lo, hi = qkv[r, hh * hd:hh * hd + half], qkv[r, hh * hd + half:(hh + 1) * hd]
+            for j in range(half):  # 1-D row views: the loop vectorises (2-D indexing kept it scalar)
+                a, b = lo[j], hi[j]
+                lo[j] = a * c[j] + b * s[j]
+                hi[j] = b * c[half + j] + a * s[half + j]
 
 
 SLOTS = 8

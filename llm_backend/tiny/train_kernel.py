@@ -45,13 +45,14 @@ def _norm_fwd(x, w, eps, out, k):
     R, D = x.shape
     inv_d = np.float32(1.0) / np.float32(D)
     for r in range(R):
+        xr, o = x[r], out[r]
         s = np.float32(0.0)
         for j in range(D):
-            s += x[r, j] * x[r, j]
+            s += xr[j] * xr[j]
         kr = np.float32(1.0) / np.sqrt(s * inv_d + eps)
         k[r] = kr
         for j in range(D):
-            out[r, j] = (x[r, j] * kr) * w[j]
+            o[j] = (xr[j] * kr) * w[j]
 
 
 @njit(cache=True, error_model="numpy")
@@ -61,14 +62,16 @@ def _norm_bwd(x, w, k, dy, dx, dw):
     R, D = x.shape
     inv_d = np.float32(1.0) / np.float32(D)
     for r in range(R):
+        xr, g, d = x[r], dy[r], dx[r]
         kr = k[r]
         c = np.float32(0.0)
         for j in range(D):
-            c += (dy[r, j] * w[j]) * x[r, j]
-            dw[j] += dy[r, j] * (x[r, j] * kr)
+            c += (g[j] * w[j]) * xr[j]
+        for j in range(D):
+            dw[j] += g[j] * (xr[j] * kr)
         c = c * (kr * kr * kr) * inv_d
         for j in range(D):
-            dx[r, j] += kr * (dy[r, j] * w[j]) - x[r, j] * c
+            d[j] += kr * (g[j] * w[j]) - xr[j] * c
 
 
 @njit(cache=True, error_model="numpy")
@@ -77,13 +80,23 @@ def _unrotate(d, pos, nrot, hd, cos, sin):
     in place: dx_j = dy_j cos_j + dy_(j+h) sin_(j+h), dx_(j+h) = dy_(j+h) cos_(j+h) + dy_j sin_j."""
     half = hd // 2
     for r in range(d.shape[0]):
-        t = pos[r]
+        c, s = cos[pos[r]], sin[pos[r]]
         for hh in range(nrot):
-            base = hh * hd
-            for j in range(half):
-                a, b = d[r, base + j], d[r, base + half + j]
-                d[r, base + j] = a * cos[t, j] + b * sin[t, half + j]
-                d[r, base + half + j] = b * cos[t, half + j] + a * sin[t, j]
+            lo, hi = d[r, hh * hd:hh * hd + half], d[r, hh * hd + half:(hh + 1) * hd]
+            for j in range(half):  # 1-D row views: the loop vectorises
+                a, b = lo[j], hi[j]
+                lo[j] = a * c[j] + b * s[half + j]
+                hi[j] = b * c[half + j] + a * s[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _dot(x, y):
+    """x . y over two 1-D float32 arrays of one length, summed in order (the dot products of a query's keys
+    are independent: the processor overlaps their chains)."""
+    s = np.float32(0.0)
+    for e in range(x.shape[0]):
+        s += x[e] * y[e]
+    return s
 
 
 @njit(cache=True, error_model="numpy")
@@ -105,13 +118,11 @@ def _attn_fwd(qkv, spans, off, heads, kv_heads, hd, scale, out, p, bits):
         for hh in range(heads):
             kb = qd + (hh // rep) * hd
             base = off[i] * heads + hh * nk
+            q = qkv[i, hh * hd:(hh + 1) * hd]
             m = np.float32(-np.inf)
             for n in range(nk):
                 j = _keys(spans, i, n)
-                s = np.float32(0.0)
-                for e in range(hd):
-                    s += qkv[i, hh * hd + e] * qkv[j, kb + e]
-                s *= scale
+                s = _dot(q, qkv[j, kb:kb + hd]) * scale
                 p[base + n] = s
                 m = max(m, s)
             for n in range(nk):
@@ -150,22 +161,25 @@ def _attn_bwd(qkv, spans, off, heads, kv_heads, hd, scale, p, do, dqkv, dp):
             g = hh // rep
             kb, vb = qd + g * hd, qd + kd + g * hd
             base = off[i] * heads + hh * nk
+            lo, hi = hh * hd, (hh + 1) * hd
+            q, dq, doi = qkv[i, lo:hi], dqkv[i, lo:hi], do[i, lo:hi]
             c = np.float32(0.0)
             for n in range(nk):
                 j = _keys(spans, i, n)
-                s = np.float32(0.0)
-                for e in range(hd):
-                    s += do[i, hh * hd + e] * qkv[j, vb + e]
+                s = _dot(doi, qkv[j, vb:vb + hd])
                 dp[n] = s
                 c += p[base + n] * s
             for n in range(nk):
                 j = _keys(spans, i, n)
                 pn = p[base + n]
                 ds = (pn * (dp[n] - c)) * scale
+                k, dk, dv = qkv[j, kb:kb + hd], dqkv[j, kb:kb + hd], dqkv[j, vb:vb + hd]
+                for e in range(hd):  # 1-D row views, one loop each: they vectorise (2-D indexing did not)
+                    dq[e] += ds * k[e]
                 for e in range(hd):
-                    dqkv[i, hh * hd + e] += ds * qkv[j, kb + e]
-                    dqkv[j, kb + e] += ds * qkv[i, hh * hd + e]
-                    dqkv[j, vb + e] += pn * do[i, hh * hd + e]
+                    dk[e] += ds * q[e]
+                for e in range(hd):
+                    dv[e] += pn * doi[e]
 
 
 @njit(cache=True, error_model="numpy")
@@ -215,12 +229,13 @@ def forward(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pos, spans, src, tgt,
             for j in range(inter):
                 a[j] = -g[j]
         _exp(sg.reshape(-1), bits)
-        for r in range(N):  # sg <- sigmoid(g), sl <- silu(g), act <- silu(g) * up (1-D row loops vectorise)
-            a, b, c, g, u = sg[r], sl[r], act[r], gu[r, :inter], gu[r, inter:]
+        for r in range(N):  # sl <- silu(g), sg <- sigmoid(g), act <- silu(g) * up: 1-D row loops, each over
+            a, b, c, g, u = sg[r], sl[r], act[r], gu[r, :inter], gu[r, inter:]  # few arrays, vectorise
             for j in range(inter):
-                e1 = np.float32(1.0) + a[j]
-                b[j] = g[j] / e1
-                a[j] = np.float32(1.0) / e1
+                b[j] = g[j] / (np.float32(1.0) + a[j])
+            for j in range(inter):
+                a[j] = np.float32(1.0) / (np.float32(1.0) + a[j])
+            for j in range(inter):
                 c[j] = b[j] * u[j]
         y = X[layer + 1]
         y[:] = xm
@@ -329,6 +344,7 @@ def backward(emb, ln1, wqkv, wo, ln2, wgu, wd, norm_w, ids, pos, spans, src, tgt
             dg, du = dgu[r, :inter], dgu[r, inter:]
             for j in range(inter):
                 du[j] = a[j] * b[j]
+            for j in range(inter):
                 dg[j] = (a[j] * u[j]) * (s[j] * (np.float32(1.0) + g[j] * (np.float32(1.0) - s[j])))
         _gemm(dgu, H2[layer], dwgu[layer], True, False, np.float32(0.0), work)
         dh2 = dh
