@@ -1,22 +1,23 @@
 """The packed training layout's forward and backward on a tiny LM as two compiled calls (Numba).
 
-Why: at bp 16 and n = 4 a training step is one microbatch of ~250 tokens, and torch's eager forward (~30 ops
-a layer) and the autograd backward behind it (~50 nodes a layer) cost ~12 ms of fixed cost per op where the
-arithmetic takes ~3 (benchmarks/tiny_lm.py). Here the whole body (embedding, RMSNorm, rotary, the tree
-attention of llm_backend/packed.py, the SiLU-gated MLP, the final norm, the tied head, the float32
-log-softmax and entropy at the positions that predict completion tokens) is `forward`, which keeps what the
-backward needs, and `backward` takes the gradients of those log-probs and entropies (from the GRPO loss,
-llm_backend/loss.py, which stays torch) back to every parameter. `PackedForward` is the autograd function
-around the two, so `trainer.backward` runs unchanged: `loss.backward()` calls `backward` once per
+Why: at bp 16 and n = 4 a training step is one microbatch of ~250 tokens, and the eager torch forward and its
+autograd backward issue ~1,000 torch ops a step (tests/llm_backend/test_tiny_speed.py counts them), whose
+fixed cost is most of the step: their matmuls are a few milliseconds of it. Here the whole body (embedding,
+RMSNorm, rotary, the tree attention of llm_backend/packed.py, the SiLU-gated MLP, the final norm, the tied
+head, the float32 log-softmax and entropy at the positions that predict completion tokens) is `forward`, which
+keeps what the backward needs, and `backward` takes the gradients of those log-probs and entropies (from the
+GRPO loss, llm_backend/loss.py, which stays torch) back to every parameter. `PackedForward` is the autograd
+function around the two, so `trainer.backward` runs unchanged: `loss.backward()` calls `backward` once per
 microbatch and autograd accumulates its gradients into the parameters' `.grad`.
 
-What differs from the torch path (`packed.micro_logprobs` on `TinyLM`) is the order of some float32 sums,
-as in the compiled decoder (llm_backend/tiny/kernel.py, whose sgemm binding, exp and aligned matrices this
+What differs from the torch path (`packed.micro_logprobs` on `TinyLM`) is the order of some float32 sums, as
+in the compiled decoder (llm_backend/tiny/kernel.py, whose sgemm binding, exp and aligned matrices this
 reuses): the projections of q, k and v run as one matmul (the decoder's fused W_qkv), and gate and up as one;
 RMSNorm's, the softmax's and the log-softmax's sums and their backward sums run in row order; exp is the
-kernel's. Log-probs so move by round-off (~1e-6) and gradients by ~1e-5 relative:
-tests/llm_backend/test_tiny_train_kernel.py bounds both against the torch path and checks the gradient
-against finite differences. No fast-math (the same bits in every process: kernel.py says why).
+kernel's. Log-probs so move by round-off (up to ~1e-5 at unlikely tokens) and each parameter's gradient by
+~1e-5 of its largest entry: tests/llm_backend/test_tiny_train_kernel.py bounds both against the torch path and
+checks the gradient against finite differences. No fast-math (the same bits in every process: kernel.py says
+why).
 
 Only the real tokens of the packed rows are computed (no padding), and each query attends to its keys as at
 most two runs of the flattened tokens (its group's prompt, then its own completion's tokens): `plan` reads

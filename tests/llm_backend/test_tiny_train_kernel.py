@@ -22,12 +22,13 @@ from llm_backend.tiny import train_kernel  # noqa: E402
 from llm_backend.tiny.model import SIZES, TinyLM, init_model  # noqa: E402
 from llm_backend.tiny.sampler import KVEngine  # noqa: E402
 
-LOGP_ATOL = 2e-5
+LOGP_ATOL = 5e-5
 """Compiled vs torch log-probs and entropies of the same tokens (float32 sums in another order, the kernel's
-exp: seen <= 2e-6)."""
+exp; seen on an AMD EPYC with AVX-512: log-probs <= 1.0e-5, the largest at unlikely tokens, entropies
+<= 2.1e-6)."""
 
 GRAD_RTOL = 1e-4
-"""Largest gradient difference of a parameter relative to its largest gradient entry (seen <= 1e-5)."""
+"""Largest gradient difference of a parameter relative to its largest gradient entry (seen <= 1.8e-5)."""
 
 FD_RTOL = 1e-3
 """Finite difference vs the kernel's directional derivative, relative (seen 0.5e-4 to 2.5e-4 over steps
