@@ -67,12 +67,14 @@ def _both(model, mb, T, temperature, trainer, weights):
 
 
 @pytest.mark.llm
-@pytest.mark.parametrize("n,temperature,row_tokens", [(4, 1.0, 64), (8, 0.7, 64), (3, 1.0, 512)])
-def test_logprobs_and_gradients_equal_the_torch_path(tiny, n, temperature, row_tokens):
+@pytest.mark.parametrize("n,temperature,row_tokens,micro_tokens", [(4, 1.0, 64, 2048), (8, 0.7, 64, 2048),
+                                                                    (3, 1.0, 512, 2048), (16, 1.0, 64, 192)])
+def test_logprobs_and_gradients_equal_the_torch_path(tiny, n, temperature, row_tokens, micro_tokens):
     model, tok, prompts = tiny
-    pb = _batch(model, tok, prompts, n, seed=n, row_tokens=row_tokens)
+    pb = _batch(model, tok, prompts, n, seed=n, row_tokens=row_tokens, micro_tokens=micro_tokens)
     T = pb.comp_mask.shape[1]
     g = torch.Generator().manual_seed(1)
+    assert (len(pb.chunks()) > 1) == (micro_tokens < 2048)
     for mb in pb.chunks():
         assert train_kernel.plan(mb) is not None
         s = mb.seqs.shape[0]
