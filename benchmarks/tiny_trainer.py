@@ -31,7 +31,7 @@ def _case(model, ref, tok, probs, n, rounds, kl):
     from llm_backend.trainer import backward
 
     terms = {"kl_coef": 0.05, "entropy_coef": 0.001} if kl else {}
-    cfg = config_for("tiny", dataset="easy", n=n, bp=len(probs), **terms)
+    cfg = config_for("tiny", dataset="easy", n=n, bp=len(probs), budget=n * len(probs), **terms)
     engine = KVEngine(model, tok)
     prompts = [tasks.build_prompt(tok, p.question) for p in probs]
     times = {"torch": [], "compiled": []}
