@@ -318,7 +318,8 @@ class TinyLM(nn.Module):
             return None
         from llm_backend.tiny import train_kernel
 
-        return train_kernel.packed_logprobs(self, mb, T, temperature, with_entropy, entropy_grad)
+        return train_kernel.packed_logprobs(self, mb, T, temperature, with_entropy, entropy_grad,
+                                            rope_tables)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head

@@ -444,13 +444,13 @@ class PackedForward(torch.autograd.Function):
     """(lp, ent) of a planned microbatch from `forward`; the backward is `backward` (module docstring)."""
 
     @staticmethod
-    def forward(ctx, model, pl, temperature, *params):
+    def forward(ctx, model, pl, temperature, tables, *params):
         cfg = model.config
         w = stacked_weights(model)
         args = (w["emb"], w["ln1"], w["wqkv"], w["wo"], w["ln2"], w["wgu"], w["wd"], w["norm_w"], pl["ids"],
                 pl["pos"], pl["spans"], pl["src"], pl["tgt"], np.float32(temperature),
                 cfg.num_attention_heads, cfg.num_key_value_heads)
-        cos, sin = _rope(cfg)
+        cos, sin = _rope(cfg, tables)
         lp, ent, saved = forward(*args, np.float32(cfg.rms_norm_eps), cos, sin)
         ctx.state = (args, cos, sin, saved, cfg)
         ctx.set_materialize_grads(False)
@@ -469,18 +469,17 @@ class PackedForward(torch.autograd.Function):
         for i in range(dln1.shape[0]):
             out += [dln1[i], dwqkv[i, :qd], dwqkv[i, qd:qd + kd], dwqkv[i, qd + kd:], dwo[i], dln2[i],
                     dwgu[i, :inter], dwgu[i, inter:], dwd[i]]
-        return (None, None, None, *(torch.from_numpy(np.ascontiguousarray(a)) for a in out))
+        return (None, None, None, None, *(torch.from_numpy(np.ascontiguousarray(a)) for a in out))
 
 
 _ROPE: dict = {}
 
 
-def _rope(cfg):
-    """The rotary tables by position (cos, signed sin, (max positions, hd)) of a config, made once."""
+def _rope(cfg, tables):
+    """The rotary tables by position (cos, signed sin, (max positions, hd)) of a config, made once by
+    `tables` (model.rope_tables, passed in: the model module calls this one)."""
     if cfg not in _ROPE:
-        from llm_backend.tiny.model import rope_tables
-
-        _ROPE[cfg] = tuple(t.numpy() for t in rope_tables(cfg, torch.arange(cfg.max_position_embeddings)))
+        _ROPE[cfg] = tuple(t.numpy() for t in tables(cfg, torch.arange(cfg.max_position_embeddings)))
     return _ROPE[cfg]
 
 
@@ -495,13 +494,13 @@ def serves(model) -> bool:
             and all(w * 4 % ALIGN == 0 for w in widths))
 
 
-def packed_logprobs(model, mb, T: int, temperature: float, with_entropy: bool, entropy_grad: bool):
+def packed_logprobs(model, mb, T: int, temperature: float, with_entropy: bool, entropy_grad: bool, tables):
     """What packed.micro_logprobs returns, by `forward` / `backward` (None where they do not serve: the
-    torch path then runs)."""
+    torch path then runs); tables: model.rope_tables."""
     pl = plan(mb) if serves(model) else None
     if pl is None:
         return None
-    lp, ent = PackedForward.apply(model, pl, float(temperature), *parameters(model))
+    lp, ent = PackedForward.apply(model, pl, float(temperature), tables, *parameters(model))
     s = mb.seqs.shape[0]
     out = torch.zeros((s, T), dtype=lp.dtype).index_put((mb.tok_row, mb.tok_t), lp)
     if not with_entropy:
