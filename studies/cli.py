@@ -283,13 +283,14 @@ def _per_path(values: list[int] | None, paths: tuple[Path, ...], flag: str) -> l
 
 
 def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n: list[int] | None = None,
-               bp: list[int] | None = None, metric: str | None = None, by: str = "n", pool: bool = False):
+               bp: list[int] | None = None, metric: str | None = None, by: str = "n", pool: bool = False,
+               where: tuple[str, ...] = ()):
     """One table from several results directories / logs (per-path --n / --bp); run_ids made distinct.
-    Runs whose configurations differ in more than the swept fields and `by` are refused unless `pool`
-    (studies.io.check_poolable)."""
+    `where`: FIELD=V1,V2 selections, applied first (studies.io.select_runs). Runs whose configurations differ
+    in more than the swept fields and `by` are refused unless `pool` (studies.io.check_poolable)."""
     import pandas as pd
 
-    from studies.io import check_poolable
+    from studies.io import check_poolable, select_runs
 
     if not paths:
         raise StudiesError("give at least one PATH")
@@ -307,6 +308,8 @@ def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n
         tables.append(t)
     table = tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
     table.attrs["configs"] = configs if len(configs) == table["run_id"].nunique() else {}
+    if where:
+        table = select_runs(table, parse_where(where))
     where = f"the runs of {paths[0]}" if len(paths) == 1 else f"the runs of {', '.join(map(str, paths))}"
     check_poolable(table, by=by, pool=pool, where=where)
     models = {c.get("model") or "tabular" for c in configs.values() if c.get("backend", "sim") == "sim"}
@@ -314,6 +317,18 @@ def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n
         table.attrs["model"] = next(iter(models))
     table.attrs.pop("configs", None)  # pandas deep-copies attrs on every operation: drop them once read
     return table
+
+
+def parse_where(items: tuple[str, ...]) -> dict[str, list[str]]:
+    """{FIELD: [values]} of --where FIELD=V1,V2 options (repeated: every one must hold)."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        field, eq, values = item.partition("=")
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not eq or not field.strip() or not vals:
+            raise StudiesError(f"--where takes FIELD=VALUE[,VALUE...], got {item!r}")
+        out.setdefault(field.strip(), []).extend(vals)
+    return out
 
 
 _LOG_OPTIONS = [
@@ -340,9 +355,14 @@ _LOG_OPTIONS = [
 @click.option("--bin-width", type=float, default=0.005, show_default=True,
               help="Reward bin of the record-breaking points (docs/PAPER.md Section 4).")
 @apply_options(_LOG_OPTIONS)
+@click.option("--where", "where", multiple=True, metavar="FIELD=V1,V2",
+              help="Fit only the runs whose setting FIELD (a run config field or option, else a column) is "
+                   "one of the values; repeat for several fields, e.g. --where dataset=easy --where "
+                   "lr=5.62e-05.")
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as one JSON object (docs/DESIGN.md).")
 def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, fmt: str,
-        n_flag: list[int] | None, bp_flag: list[int] | None, pool: bool, as_json: bool) -> None:
+        n_flag: list[int] | None, bp_flag: list[int] | None, pool: bool, where: tuple[str, ...],
+        as_json: bool) -> None:
     """Fit sigmoids per configuration, the frontier and n*(C) of results directories or logs.
 
     PATHS: results directories, CSV / Parquet / JSONL tables with at least run_id, compute, the --by column
@@ -352,12 +372,14 @@ def fit(paths: tuple[Path, ...], metric: str | None, by: str, bin_width: float, 
     if not bin_width > 0:
         raise StudiesError(f"--bin-width must be positive, got {bin_width}")
     metric, note = resolve_metric(paths, metric, by)
-    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool)
+    table = load_paths(paths, ["run_id", "compute", by, metric], fmt, n_flag, bp_flag, metric, by, pool,
+                       where)
     say_note(note)
     path = paths[0] if len(paths) == 1 else ", ".join(map(str, paths))
     fit_report = import_attr("studies.fit.report", "fit_report")
     try:
-        report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"))
+        report = fit_report(table, metric=metric, by=by, bin_width=bin_width, model=table.attrs.get("model"),
+                            lag=True)
     except ValueError as e:  # too few points, constant curves...: a property of the user's data
         raise StudiesError(f"cannot fit {path}: {e}") from None
     from studies.files import jsonable

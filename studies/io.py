@@ -329,6 +329,50 @@ def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where
                            f"time, or pass --by FIELD to compare them, or --pool to pool them anyway")
 
 
+def select_runs(table: pd.DataFrame, where: dict[str, list[str]]) -> pd.DataFrame:
+    """The rows of the runs whose value of every FIELD in `where` is one of its values (`fit --where`: one
+    experiment of a store that holds several, e.g. one dataset and lr of a study with tuning seeds).
+
+    A run's value is its record's config field (or option) in a results directory
+    (`table.attrs["configs"]`), else its column's value, which must be constant within the run (a logged lr
+    schedule is not a setting to select on). Values compare as numbers where both parse as one (5.62e-05
+    selects 0.0000562), else as text ("None" selects an unset field). StudiesError (one line) when a field is
+    unknown or nothing is selected."""
+    configs = table.attrs.get("configs") or {}
+    runs = table["run_id"].astype(str)
+    keep = np.ones(len(table), dtype=bool)
+    missing = object()
+    for field, values in where.items():
+        in_configs = any(field in c or field in (c.get("options") or {}) for c in configs.values())
+        if in_configs:
+            per_run = {r: c.get(field, (c.get("options") or {}).get(field, missing))
+                       for r, c in configs.items()}
+        elif field in table.columns:
+            col = table[field]
+            if (col.groupby(runs).nunique(dropna=False) > 1).any():
+                raise StudiesError(f"--where {field}: it changes within a run, so it selects no runs")
+            per_run = col.groupby(runs).first().to_dict()
+        else:
+            raise StudiesError(f"--where {field}: no run setting or column of that name")
+        ok = {r: v is not missing and any(_same_value(v, w) for w in values) for r, v in per_run.items()}
+        keep &= runs.map(ok).fillna(False).to_numpy(dtype=bool)
+    if not keep.any():
+        said = " ".join(f"{f}={','.join(v)}" for f, v in where.items())
+        raise StudiesError(f"--where {said} selects no run")
+    out = table.loc[keep].reset_index(drop=True)
+    chosen = set(runs[keep])
+    out.attrs["configs"] = {r: c for r, c in configs.items() if r in chosen}
+    return out
+
+
+def _same_value(v, text: str) -> bool:
+    """Whether a run's setting `v` is the value written `text` (numbers compare as numbers)."""
+    try:
+        return bool(np.isclose(float(v), float(text), rtol=1e-9, atol=0.0))
+    except (TypeError, ValueError):
+        return str(v) == text
+
+
 def require_columns(table: pd.DataFrame, columns: Iterable[str], where: str = "the table") -> None:
     """StudiesError naming every missing column (users bring their own logs)."""
     missing = [c for c in columns if c not in table.columns]

@@ -30,9 +30,9 @@ curves coincide on this axis.
 
 **Ceiling contrast.** At matched train reward (levels over the train record range both reach, as above),
 the val reward of the other n minus the reference's: each curve's seed-mean val (not its record: a curve
-read at a compute) at the compute where its train record first reaches the level, linear in log C. The mean
-over levels and the value at the top level. Within +-`SAME_VAL` both: the two n generalise alike, so what n
-changes is where along the same path a run is, not where the path leads.
+read at a compute) at the compute where its train record first reaches the level, linear in log C; the
+contrast is its mean over the levels. Within +-`SAME_VAL`: the two n generalise alike, so what n changes is
+where along the same path a run is, not where the path leads.
 
 **Intervals.** Runs are resampled by seed with replacement, `reps` times (studies.fit.bootstrap
 .seed_weights); paired (the same draw for both n) when the two configurations have the same seeds (runs of
@@ -233,13 +233,12 @@ def _val_at(r: _Runs, w: np.ndarray, train: str, val: str, levels: np.ndarray) -
 
 def _ceiling_stats(a: _Runs, wa: np.ndarray, b: _Runs, wb: np.ndarray, train: str, val: str,
                    levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """([mean contrast, contrast at the top level], contrast at each level): b's val minus a's at matched
-    train reward."""
+    """([mean contrast], contrast at each level): b's val minus a's at matched train reward."""
     d = _val_at(b, wb, train, val, levels) - _val_at(a, wa, train, val, levels)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         mean = float(np.nanmean(d)) if np.isfinite(d).any() else math.nan
-    return np.array([mean, d[-1]]), d
+    return np.array([mean]), d
 
 
 def _draws(a: _Runs, b: _Runs, reps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
@@ -317,8 +316,8 @@ def _ceiling(a: _Runs, b: _Runs, Wa, Wb, seeds, train: str, val: str, n_levels: 
     point, lo, hi, per = _with_interval(lambda wa, wb: _ceiling_stats(a, wa, b, wb, train, val, levels), a, b,
                                         Wa, Wb, seeds, level)
     return {"status": "ok", "train": train, "range": [float(levels[0]), float(levels[-1])],
-            "contrast": point[0], "interval": [lo[0], hi[0]], "top": point[1], "top_interval": [lo[1], hi[1]],
-            "verdict": _same_word(lo[0], hi[0]), "levels": levels, "contrast_at": per}
+            "contrast": point[0], "interval": [lo[0], hi[0]], "verdict": _same_word(lo[0], hi[0]),
+            "levels": levels, "contrast_at": per}
 
 
 def train_metric(metric: str, table: pd.DataFrame) -> str | None:
@@ -338,7 +337,7 @@ def lag_report(table: pd.DataFrame, metric: str = "val_mean", by: str = "n", x: 
 
     {"metric", "by", "x", "reference": smallest, "level", "reps", "levels", "skip", "status": "ok" | why
      not, "pairs": [{<by>: v, "reference", "seeds", "lag": axis block, "lr_steps": axis block | {"status"},
-     "ceiling": {"status", "train", "range", "contrast", "interval", "top", "top_interval", "verdict":
+     "ceiling": {"status", "train", "range", "contrast", "interval", "verdict":
      "same" | "higher" | "lower" | "undetermined", "levels", "contrast_at"}, "text": one line}]}
 
     An axis block: {"status": "ok" | "no overlap", "ranges": [[first, top] of the reference, of v], "range":
@@ -437,3 +436,29 @@ def pair_text(p: dict, by: str = "n", metric: str = "val_mean", x: str = "comput
         what = f"over rewards {_f(r0)}-{_f(r1)} ({change})"
         said = "the seeds cannot tell speed from ceiling"
     return f"{head}, {what}: {said}"
+
+
+def lr_text(block: dict) -> str:
+    """The lr x steps line of a pair: its lag with interval, and whether the lr rule accounts for the compute
+    lag (the curves nearly coincide on that axis: the whole interval within +-CONSTANT octaves)."""
+    if block.get("status") != "ok":
+        return f"against cumulative lr x steps: {block.get('status')}"
+    lo, hi = block["interval"]
+    within = lo is not None and hi is not None and -CONSTANT <= lo and hi <= CONSTANT
+    said = ("the curves nearly coincide: the lr rule accounts for the lag" if within else
+            "the lr rule does not account for all of the lag")
+    return (f"against cumulative lr x steps: lag {_f(block['lag'], 2, True)} octaves "
+            f"{_iv(block['interval'], 2, True)}, trend {block['trend']}: {said}")
+
+
+def ceiling_text(block: dict, by: str, k: Any, ref: Any, metric: str = "val_mean") -> str:
+    """The ceiling line of a pair: val at matched train reward, the other n minus the reference."""
+    if block.get("status") != "ok":
+        if "ranges" in block:
+            return f"{metric} at matched {block.get('train')}: the train records do not overlap"
+        return f"{metric} at matched train reward: {block.get('status')}"
+    r0, r1 = block["range"]
+    said = {"same": "the same", "higher": f"higher for {by} = {k}", "lower": f"lower for {by} = {k}",
+            "undetermined": "the seeds cannot tell"}[block["verdict"]]
+    return (f"{metric} at matched {block['train']} {_f(r0)}-{_f(r1)}: {by} = {k} - {by} = {ref} = "
+            f"{_f(block['contrast'], 3, True)} {_iv(block['interval'], 3, True)}: {said}")

@@ -20,7 +20,8 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None], every:
     """A `studies.fit.report.fit_report` as text, the one rendering of a fit: what cannot be used first
     (degenerate per-configuration fits), then n*(C) one row per frontier compute (every `every`-th and the
     last) with the frontier's value, the best's interval and n* as its set where the seeds cannot tell, how
-    n* moves where it is determined, the certainty at the largest compute, the fits and the extrapolation."""
+    n* moves where it is determined, the certainty at the largest compute, the fits and the extrapolation,
+    and the speed-or-ceiling block where the report has one (`print_lag`)."""
     from studies.fit.extrapolation import extrapolation_verdict
     from studies.fit.nstar import change_text, numeric_keys, set_text
 
@@ -83,6 +84,31 @@ def print_fit_report(report: dict[str, Any], echo: Callable[[str], None], every:
     ex = report.get("extrapolation")
     if ex and not bad:
         echo(extrapolation_verdict(ex, fmt=fmt_c))
+    if report.get("lag"):
+        print_lag(report["lag"], echo)
+
+
+def print_lag(lag: dict[str, Any], echo: Callable[[str], None]) -> None:
+    """The speed-or-ceiling block of a `studies.fit.lag.lag_report`: a head line, then per pair (smallest
+    n, other n) its lag line, the lag against lr x steps and val at matched train reward."""
+    from studies.fit.lag import ceiling_text, lr_text
+
+    by, metric = lag.get("by", "n"), lag.get("metric", "val_mean")
+    if lag.get("status") not in ("ok", None) and not lag.get("pairs"):
+        echo(f"speed or ceiling: {lag.get('status')}")
+        return
+    seeds = sorted({p.get("seeds") for p in lag.get("pairs") or []})
+    shown = "-".join(map(str, [seeds[0], seeds[-1]] if len(seeds) > 1 else seeds))
+    echo(f"speed or ceiling: each {by}'s {metric} seed-mean record against {by} = {lag.get('reference')}'s, "
+         f"lag in octaves of {lag.get('x')} at matched reward ({lag.get('level', 0.9):.0%} intervals, "
+         f"{shown} seeds, {lag.get('reps')} resamples)")
+    if lag.get("status") != "ok":
+        echo(f"  note: {lag.get('status')}")
+    for p in lag.get("pairs") or []:
+        echo(f"  {p['text']}")
+        if p["lag"].get("status") == "ok":
+            echo(f"    {lr_text(p['lr_steps'])}")
+        echo(f"    {ceiling_text(p['ceiling'], by, p[by], p['reference'], metric)}")
 
 
 def nstar_fit_text(report: dict[str, Any]) -> str:

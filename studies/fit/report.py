@@ -1,7 +1,7 @@
 """The `isocompute fit --json` object of docs/DESIGN.md (`fit_report`): one FrontierFit of a table as
 JSON values (per-configuration fits, the frontier with n* as a set, the n* sigmoid, the extrapolation check,
-the certainty at the largest compute), and its frontier as a small table (`n_star_table`). Its text is
-studies.fit.render."""
+the certainty at the largest compute, and with `lag` the speed-or-ceiling readout of studies.fit.lag), and
+its frontier as a small table (`n_star_table`). Its text is studies.fit.render."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def fit_report(
     model: str | None = None,
     level: float = LEVEL,
     reps: int = REPS,
+    lag: bool = False,
 ) -> dict:
     """The `isocompute fit --json` object of docs/DESIGN.md, JSON-serialisable (nan -> None).
 
@@ -45,7 +46,10 @@ def fit_report(
      "n_star_fit": {"params", "r2", "status", "shape": "flat" | "sigmoid", "points"}}
     plus "extrapolation" (`extrapolation_check`), "certainty" (studies.fit.certainty.assess at the largest
     compute: the last frontier row, its regret and notes; `model` is the runs' preset, for its metric hint),
-    "warnings" and "settings". One computation (studies.fit.nstar.n_star_sets) gives every frontier row's
+    "warnings" and "settings"; with `lag`, "lag" (studies.fit.lag.lag_report: each n's compute lag behind
+    the smallest n, its trend over reward levels, the same against lr x steps, and val at matched train
+    reward; off by default: 200 resamples per pair cost about a second, which `isocompute fit` spends and
+    the figures need not). One computation (studies.fit.nstar.n_star_sets) gives every frontier row's
     reward, interval, best and set, so they cannot disagree. With a degenerate per-configuration fit,
     "n_star_fit" and "extrapolation" say "not fitted" / "not checked" and carry no verdict.
 
@@ -129,6 +133,10 @@ def fit_report(
     if not ff.frontier_.empty:
         j = int(np.flatnonzero([b is not None for b in ns.best])[-1])
         report["certainty"] = jsonable(assess(ns, j, metric=metric, by=by, model=model))
+    if lag:
+        from studies.fit.lag import lag_report
+
+        report["lag"] = lag_report(table, metric=metric, by=by, x=x, level=level, reps=reps)
     report["warnings"] = list(ff.warnings_)
     report["settings"] = {
         "bin_width": bin_width,
