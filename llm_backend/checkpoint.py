@@ -50,6 +50,24 @@ class Checkpointer:
         return final
 
     @staticmethod
+    def files(model, optimizer, state: dict) -> dict[str, bytes]:
+        """The three files of a checkpoint as bytes (what `save` writes, for a result store to keep):
+        model.safetensors, optimizer.pt, state.json."""
+        import io
+
+        import torch
+        from safetensors.torch import save
+
+        buf = io.BytesIO()
+        torch.save(optimizer.state_dict(), buf)
+        return {
+            "model.safetensors": save({k: v.detach().cpu().clone().contiguous()
+                                       for k, v in model.state_dict().items()}),
+            "optimizer.pt": buf.getvalue(),
+            "state.json": json.dumps(state).encode(),
+        }
+
+    @staticmethod
     def load(path: Path, model, optimizer, device: str) -> dict:
         import torch
         from safetensors.torch import load_file
@@ -63,6 +81,9 @@ def config_key(cfg: LLMConfig) -> dict:
     """The config a resumed run must share with the checkpoint (what changes results, no paths or
     memory knobs)."""
     d = cfg.to_dict()
+    if not d.get("eval_from"):  # checkpoints of runs from before the absolute grid still resume
+        d.pop("eval_from", None)
+        d.pop("evals_per_octave", None)
     if d.get("allocator") == "fixed":  # checkpoints of runs from before the field still resume
         del d["allocator"]
     if d.get("warmup_steps") == 0:  # likewise for the warm-up
@@ -70,6 +91,7 @@ def config_key(cfg: LLMConfig) -> dict:
     for k in (
         "checkpoint_dir",
         "checkpoint_every",
+        "keep_final",
         "engine",
         "device",
         "gpu_memory_utilization",

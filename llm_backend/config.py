@@ -10,6 +10,7 @@ from isocompute.contract.allocspec import AllocatorError
 from isocompute.contract.config import ConfigError, EngineConfig, check_choice, check_options, check_updates
 from isocompute.contract.options import ADV_STDS as ADV_STD
 from isocompute.contract.options import OBJECTIVES, SCALE_REWARDS, ZERO_PASS1
+from isocompute.contract.schedule import eval_steps, grid_points
 from llm_backend.allocators import parse as parse_allocator
 from llm_backend.engines import DTYPES, ENGINES
 from llm_backend.family import ModelFamily, family_of
@@ -172,7 +173,18 @@ class LLMConfig(EngineConfig):
     """Estimate train_* metrics at each evaluation point on a fixed sample of min(d, d_val) training
     problems, k samples each (not counted as compute); False leaves them NaN."""
     n_evals: int = 4
-    """Log-spaced evaluation points between step 1 and m (plus m = 0)."""
+    """Log-spaced evaluation points between step 1 and m (plus m = 0); unused when eval_from is set."""
+    eval_from: int = 0
+    """Evaluate on the absolute compute grid eval_from * 2^(i / evals_per_octave) rollouts (i = 0, 1, ...;
+    isocompute.contract.schedule.grid_points) plus step 0 and the run's end, instead of n_evals points
+    spread over the run; 0: the n_evals schedule. The same points for every budget, so a run can be
+    extended to a larger budget without changing the points it has."""
+    evals_per_octave: int = 2
+    """Points per doubling of compute on the eval_from grid."""
+    keep_final: bool = False
+    """Hand the run's final state (weights, AdamW state, step, rollouts spent, the allocator's problem stream
+    and history) back with its result (LLMResult.final), so that a result store keeps it and a later run
+    can continue from it instead of restarting."""
     checkpoint_every: int = 0
     """Save a checkpoint every this many steps (0 = never)."""
     checkpoint_dir: str | None = None
@@ -187,6 +199,13 @@ class LLMConfig(EngineConfig):
         config and read wherever the two differ: engines, model loading, problems and splits. Not a field:
         it follows from `model` and stays out of to_dict, equality and the checkpoint key."""
         return family_of(self.model)
+
+    def eval_points(self) -> list[int]:
+        """The evaluation points after step 0, in rollouts spent: a run evaluates after the first step whose
+        cumulative rollouts reach each (and after its last step)."""
+        if self.eval_from:
+            return grid_points(self.eval_from, self.evals_per_octave, self.budget)
+        return [s * self.batch for s in eval_steps(self.steps, self.n_evals)[1:]]
 
     def step_lr(self, step: int) -> float:
         """The lr of GRPO step `step` (1-based; every optimizer update of that step under ppo / cispo):
@@ -243,11 +262,13 @@ def validate(c: LLMConfig) -> None:
     if c.n < 2:
         raise ConfigError(f"n = {c.n} < 2 leaves the group baseline without signal; use n >= 2")
     for name in (
-        "bp", "budget", "k", "n_evals", "max_new_tokens", "lr_ref_batch", "microbatch", "row_tokens",
-        "micro_tokens",
+        "bp", "budget", "k", "n_evals", "evals_per_octave", "max_new_tokens", "lr_ref_batch", "microbatch",
+        "row_tokens", "micro_tokens",
     ):
         if getattr(c, name) < 1:
             raise ConfigError(f"{name} must be >= 1, got {getattr(c, name)}")
+    if c.eval_from < 0:
+        raise ConfigError(f"eval_from must be >= 0 rollouts (0: the n_evals schedule), got {c.eval_from}")
     if c.budget < c.batch:
         raise ConfigError(f"budget {c.budget} < batch bp*n = {c.batch}: not even one step")
     if not c.lr > 0 or c.max_grad_norm < 0 or c.kl_coef < 0 or c.entropy_coef < 0 or c.tis_cap < 0:

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from isocompute.contract import status
-from isocompute.contract.schedule import eval_steps
 from llm_backend import allocators, evaluation, tasks
 from llm_backend.batch import Group, build_batch
 from llm_backend.checkpoint import Checkpointer, config_key
@@ -33,13 +32,13 @@ from llm_backend.trainer import Trainer
 
 
 def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, engine=None) -> LLMResult:
-    """Run GRPO for m = budget // (bp * n) steps' worth of rollouts; evaluate at eval_steps(m, n_evals).
+    """Run GRPO for m = budget // (bp * n) steps' worth of rollouts; evaluate at cfg.eval_points().
 
     Steps cost what the allocator (cfg.allocator) drew: the run goes on while the rollouts spent are below
     m * bp * n and the next step's first draw fits in the budget (a refill only when it fits too), so it
     never exceeds the budget; it evaluates after the first step whose cumulative rollouts reach each point
-    bp * n * eval_steps(m, n_evals), and after its last step. Under `fixed` every step spends bp * n, so
-    that is step m and the steps of eval_steps(m, n_evals).
+    of cfg.eval_points() (bp * n * eval_steps(m, n_evals), or the absolute grid from cfg.eval_from), and
+    after its last step. With cfg.keep_final a finished run hands back its final state (LLMResult.final).
 
     `stop_after` ends the run after that many steps (as if killed right after a checkpoint; for tests).
     `engine` reuses a started engine of the same model: its weights are synced from this run's policy first
@@ -57,8 +56,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
         engine, own_engine, t_engine = _open_engine(cfg, trainer, tok, path, engine)
         log = _Log(cfg, progress, state.step, len(val), t_engine)
         evaluator = Evaluator(cfg, engine, tok, train, val, log)
-        points = [s * cfg.batch for s in eval_steps(cfg.steps, cfg.n_evals)]  # in rollouts spent
-        due = [c for c in points if c > state.spent]
+        due = [c for c in cfg.eval_points() if c > state.spent]  # in rollouts spent
         outcome, last = (status.DONE, None, None), None
         try:
             if state.step == 0:
@@ -98,6 +96,8 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
                 engine.close()
     res = state.curve.result(cfg, len(evaluator.train_sample), len(val), *outcome)
     res.model = trainer.model  # the trained module, for callers and tests (not serialised)
+    if cfg.keep_final and outcome[0] == status.DONE:
+        res.final = Checkpointer.files(trainer.model, trainer.opt, state.final(cfg))
     return res
 
 
@@ -278,6 +278,15 @@ class RunState:
                 "snaps_train": c.snaps_train, "config": config_key(cfg),
                 "alloc": {"spent": self.spent, "pos": self.stream.pos, "history": self.history.state()}}
 
+    def final(self, cfg: LLMConfig) -> dict:
+        """The state.json of a kept final state (LLMConfig.keep_final): the checkpoint's, less the step log
+        and the pass@1 snapshots, which the result store holds beside it (a continuation rebuilds its
+        Curve from them)."""
+        out = self.saved(cfg)
+        for k in ("steps", "snaps", "snaps_train"):
+            out.pop(k)
+        return out
+
     def advance(self, drawn: Drawn, stats: dict, with_kl: bool, seconds: tuple) -> dict:
         """Count a finished step (its rollouts, tokens) and log it; returns the step log's row. seconds:
         (rollout, train, sync, whole step)."""
@@ -351,7 +360,7 @@ class _Log:
 
             M = cfg.steps
             self.bar = tqdm(total=M, initial=start, desc=f"llm n={cfg.n} bp={cfg.bp}", leave=False)
-            n_evals = len(eval_steps(M, cfg.n_evals))
+            n_evals = 1 + len(cfg.eval_points())
             self.say(f"llm: engine {cfg.engine} ({cfg.engine_dtype}) ready in {t_engine:.1f} s; {M} steps of "
                      f"{cfg.batch} rollouts, {n_evals} evaluations of {n_val} problems x k = {cfg.k}")
 

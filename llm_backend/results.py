@@ -33,6 +33,9 @@ class LLMResult:
     status: str = DONE
     diverged_step: int | None = None
     reason: str | None = None
+    final: dict[str, bytes] | None = None
+    """The final state's checkpoint files (LLMConfig.keep_final; llm_backend.checkpoint.Checkpointer.files),
+    else None."""
 
     def save(self, out_dir: str | Path) -> Path:
         """Write table.csv, steps.csv, pass1.csv (tidy) and config.json into out_dir."""

@@ -34,6 +34,9 @@ class RunOutput:
     stops there)."""
     info: dict[str, Any] = field(default_factory=dict)
     """Extra facts for the status record: diverged_step, reason, wall_s, engine details."""
+    final: dict[str, bytes] | None = None
+    """The run's final state as named files (llm `keep_final`: weights, optimizer state, state.json), kept
+    by the store under final/RUN_ID/ so that a later run can continue it; None: nothing kept."""
 
 
 class Adapter(Protocol):
@@ -231,7 +234,7 @@ class LLMAdapter:
         info = {"diverged_step": res.diverged_step, "reason": res.reason, "steps": len(res.steps),
                 "wall_s": float(sum(s["t_step"] for s in res.steps)),
                 "rollouts": int(res.steps[-1]["compute"]) if res.steps else 0}
-        return RunOutput(table=table, pass1=pass1, status=res.status, info=info)
+        return RunOutput(table=table, pass1=pass1, status=res.status, info=info, final=res.final)
 
 
 def engine_defaults(name: str) -> str:

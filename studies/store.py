@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import time
@@ -31,7 +32,7 @@ import pandas as pd
 
 from isocompute.contract.status import DIVERGED, DONE, FAILED, FINISHED, PENDING
 from studies.config import RunConfig, StudiesError
-from studies.files import TMP_SUFFIX, atomic_write_json, atomic_write_parquet, fsync_dir
+from studies.files import TMP_SUFFIX, atomic_write_bytes, atomic_write_json, atomic_write_parquet, fsync_dir
 from studies.provenance import git_revision, versions
 from studies.results_dir import (
     DAMAGED,
@@ -234,6 +235,11 @@ class ResultStore:
             raise StudiesError(f"run {run_id} is not finished in {self.root}")
         return pd.read_parquet(self.table_path(run_id) if kind == "table" else self.pass1_path(run_id))
 
+    def final_dir(self, run_id: str) -> Path:
+        """Where a run's kept final state lives (RunOutput.final): DIR/final/RUN_ID/, one file per name, with
+        sizes and sha256 digests in the run's record under "final"."""
+        return self.root / "final" / run_id
+
     def extra_path(self, run_id: str, name: str) -> Path:
         """A measurement recorded beside a run's table (e.g. name "gns": gradient noise scale), in DIR/extra/
         so that the status-record glob of runs/ never sees it."""
@@ -290,6 +296,11 @@ class ResultStore:
             "table": atomic_write_parquet(self.table_path(run_id), out.table),
             "pass1": atomic_write_parquet(self.pass1_path(run_id), out.pass1),
         }
+        final = {}
+        for name, data in (out.final or {}).items():
+            self.final_dir(run_id).mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(self.final_dir(run_id) / name, data)
+            final[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         rec = {
             "run_id": run_id,
             "status": status,
@@ -302,6 +313,7 @@ class ResultStore:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "config": cfg.to_dict(),
             "info": {k: v for k, v in out.info.items() if k not in ("diverged_step", "reason")},
+            **({"final": final} if final else {}),
             "git": self.manifest.get("git"),
             "versions": self.manifest.get("versions"),
         }

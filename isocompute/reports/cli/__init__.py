@@ -25,6 +25,7 @@ COMMANDS = {
     "readme": ("isocompute.reports.cli.readme", "readme"),
     "predict": ("isocompute.reports.cli.predict_eval", "predict_eval"),
     "tiny-study": ("isocompute.reports.cli.tiny_study", "tiny_study"),
+    "tiny-stage2": ("isocompute.reports.cli.tiny_stage2", "tiny_stage2"),
 }
 """Sub-command -> (module, attribute). A module not in this checkout (yet) leaves its command out."""
 
