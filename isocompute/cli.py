@@ -9,6 +9,7 @@ Sub-commands of heavy packages (torch, matplotlib) are imported only when invoke
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import importlib.util
@@ -76,12 +77,26 @@ INTERRUPTED = "interrupted (finished runs are kept; rerun to resume)"
 INTERRUPTED_ONE = "interrupted (nothing was saved: `run` trains one configuration and does not resume; " \
                   "`sweep` keeps finished runs)"
 """`run` writes nothing until its run ends, so the resumable stores' message would be untrue for it."""
+INTERRUPTED_READ = "interrupted (nothing was written)"
+READING = ("fit", "plot", "plan")
+"""Commands that only read runs and write their output at the end: an interrupt leaves nothing."""
 
 
 def interrupted_message(argv: list[str]) -> str:
-    """What an interrupt leaves behind, for the command in `argv`."""
+    """What an interrupt leaves behind, for the command in `argv`: what the command said it keeps
+    (output.interrupt_note: a sweep counts the runs it kept), else what commands of its kind leave."""
+    note = output.interrupt_note()
+    if note:
+        return f"interrupted: {note}"
     command = next((a for a in argv if not a.startswith("-")), None)
-    return INTERRUPTED_ONE if command == "run" else INTERRUPTED
+    if command == "run":
+        return INTERRUPTED_ONE
+    return INTERRUPTED_READ if command in READING else INTERRUPTED
+
+
+class Interrupted(BaseException):
+    """Ctrl-C's KeyboardInterrupt once it left a command: click's own handler would print an empty line
+    before its Abort, and the interrupt must end in exactly one line (`_Main.main`)."""
 
 
 class Terminated(BaseException):
@@ -98,6 +113,27 @@ def _quiet_destructors() -> None:
     `OutputString` when it lands inside Numba's compiler) fails in its destructor as its frames are freed,
     and Python would print that as an "Exception ignored" traceback after the interrupt's one line."""
     sys.unraisablehook = lambda unraisable: None
+
+
+def _say_interrupted(argv: list[str], code: int, whole_process: bool) -> None:
+    """End an interrupted command: its one line on stderr, then exit `code` (130 Ctrl-C, 143 SIGTERM).
+
+    The command's own cleanup already ran as the interrupt unwound it (workers killed, the store's lock
+    released). A second Ctrl-C from here on is ignored, so it cannot add a traceback. When this is the
+    whole process (the console script, not a test's in-process call), it leaves by os._exit once the
+    atexit handlers ran: tearing down torch's and Numba's modules took another ~1 s for nothing, and threads
+    still inside a compiled call (a simulator sweep's runs in flight) are not waited for."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _quiet_destructors()
+    click.echo(interrupted_message(argv), err=True)
+    if whole_process:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        atexit._run_exitfuncs()
+        os._exit(code)
+    sys.exit(code)
 
 
 @contextlib.contextmanager
@@ -139,6 +175,12 @@ class _Main(click.Group):
         self.add_command(cmd, name)
         return cmd
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
@@ -146,6 +188,7 @@ class _Main(click.Group):
             return super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         verbose = any(a in ("-v", "--verbose") for a in argv)
         output.set_verbose(verbose)
+        output.set_interrupt_note(None)
         if not verbose:
             for key, value in QUIET_ENV.items():
                 os.environ.setdefault(key, value)
@@ -158,14 +201,10 @@ class _Main(click.Group):
             sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         except click.exceptions.Exit as e:
             code = e.exit_code
-        except (click.exceptions.Abort, KeyboardInterrupt):
-            _quiet_destructors()
-            click.echo(interrupted_message(argv), err=True)
-            code = 130
+        except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
+            _say_interrupted(argv, 130, whole_process=args is None)
         except Terminated:
-            _quiet_destructors()
-            click.echo(interrupted_message(argv), err=True)
-            code = 143
+            _say_interrupted(argv, 143, whole_process=args is None)
         except BrokenPipeError:
             _quiet_stdout()  # `isocompute fit DIR | head -1`: the reader has what it wanted
             code = 0

@@ -32,13 +32,55 @@ only positions already written are used.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import signal
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 from llvmlite import binding as llvm
 from numba import njit, types
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals `held_interrupts` holds back: Ctrl-C and a polite kill."""
+
+
+@contextlib.contextmanager
+def held_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) and SIGTERM back while a compiled call runs; raise them again right after it.
+
+    Why: Python runs a signal's handler at its next chance in the main thread, and a compiled call's return
+    (boxing its arrays) is such a chance. A handler that raises there (KeyboardInterrupt, the command line's
+    SIGTERM) leaves an exception set while Numba's dispatcher returns a result, and Python reports
+    "SystemError: CPUDispatcher(...) returned a result with an exception set" in a long traceback. Here the
+    handler only notes the signal; when the call is done the previous handlers come back and the first
+    signal noted is raised again (signal.raise_signal), so it acts exactly as if it had arrived then: a
+    call's length later (a decoding chunk or a microbatch: well under a second at the tiny sizes). Outside
+    the main thread (where Python runs no handlers) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
+def call_compiled(dispatcher, *args):
+    """`dispatcher(*args)` (a Numba function) with Ctrl-C and SIGTERM held back while its compiled code runs
+    (`held_interrupts`). Compiling it for these argument types (a first call: seconds, or Numba's on-disk
+    cache) happens before, outside the hold, so an interrupt never waits for the compiler."""
+    dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
+    with held_interrupts():
+        return dispatcher(*args)
 
 
 def _register_sgemm() -> None:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from numba import njit
 
-from llm_backend.tiny.kernel import ALIGN, _exp, _gemm, _matrix, _rotate
+from llm_backend.tiny.kernel import ALIGN, _exp, _gemm, _matrix, _rotate, call_compiled
 
 
 @njit(cache=True, error_model="numpy")
@@ -451,7 +451,8 @@ class PackedForward(torch.autograd.Function):
                 pl["pos"], pl["spans"], pl["src"], pl["tgt"], np.float32(temperature),
                 cfg.num_attention_heads, cfg.num_key_value_heads)
         cos, sin = _rope(cfg, tables)
-        lp, ent, saved = forward(*args, np.float32(cfg.rms_norm_eps), cos, sin)
+        # a signal never lands inside the compiled call (kernel.held_interrupts)
+        lp, ent, saved = call_compiled(forward, *args, np.float32(cfg.rms_norm_eps), cos, sin)
         ctx.state = (args, cos, sin, saved, cfg)
         ctx.set_materialize_grads(False)
         return torch.from_numpy(lp), torch.from_numpy(ent)
@@ -462,7 +463,8 @@ class PackedForward(torch.autograd.Function):
         Nt = args[11].shape[0]
         zero = np.zeros(Nt, np.float32)
         g = [zero if d is None else np.ascontiguousarray(d.numpy(), dtype=np.float32) for d in (dlp, dent)]
-        demb, dnorm, dln1, dwqkv, dwo, dln2, dwgu, dwd = backward(*args, cos, sin, saved, g[0], g[1])
+        demb, dnorm, dln1, dwqkv, dwo, dln2, dwgu, dwd = call_compiled(backward, *args, cos, sin, saved, g[0],
+                                                                       g[1])
         hd = cfg.head_dim
         qd, kd, inter = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd, cfg.intermediate_size
         out = [demb, dnorm]

@@ -1,9 +1,10 @@
 """The output and warning policy of every command: `--json` prints exactly one JSON object on stdout, and
 everything else a command says (notes, warnings, progress) goes to stderr as plain lines.
 
-This module owns the two pieces of state behind that policy, and changes them only through its functions:
-where `emit_json` writes (`json_stream`, entered by the root group of isocompute/cli.py while it sends every
-other write to stdout to stderr) and whether third-party warnings are shown (`set_verbose`, the root's -v).
+This module owns the state behind that policy, and changes it only through its functions: where `emit_json`
+writes (`json_stream`, entered by the root group of isocompute/cli.py while it sends every other write to
+stdout to stderr), whether third-party warnings are shown (`set_verbose`, the root's -v) and what an
+interrupted command says it kept (`set_interrupt_note`, read by the root's one interrupt line).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _json_streams: list[TextIO] = []
 """Where `emit_json` writes: the innermost `json_stream`, else sys.stdout."""
 _verbose: list[bool] = [False]
 """Whether third-party warnings are shown (`set_verbose`)."""
+_interrupt_note: list[str | None] = [None]
+"""What the running command has kept should it be interrupted now (`set_interrupt_note`)."""
 
 
 @contextlib.contextmanager
@@ -52,6 +55,18 @@ def emit_json(obj: Any) -> None:
 def set_verbose(on: bool) -> None:
     """The root command's -v: show third-party warnings too (`shown_warning`)."""
     _verbose[:] = [bool(on)]
+
+
+def set_interrupt_note(note: str | None) -> None:
+    """What an interrupt of the running command would leave behind, in its own words ("5 of 32 runs
+    finished and kept in DIR; rerun to resume"), or None for the words of its kind of command; the root
+    group clears it before each command."""
+    _interrupt_note[:] = [note]
+
+
+def interrupt_note() -> str | None:
+    """The note `set_interrupt_note` left, if any."""
+    return _interrupt_note[0]
 
 
 def shown_warning(category: type[Warning], filename: str | None) -> bool:
