@@ -14,14 +14,14 @@ records) and never beyond them: where the ranges do not overlap the pair says so
 The lowest `SKIP` of that range is left out: there the curves are in their start, whose record is the
 maximum of a flat, noisy stretch and whose lr warm-up is counted in steps (10 steps cost n = 64 sixteen times
 the compute they cost n = 4 at the same bp), so the lag there says how a run starts, not where it goes.
-The lag is the mean over the levels (a resample whose curve misses a level leaves that level out of its
-mean); its
-**trend** is the change of the lag across the range (least-squares slope of lag against level, times the
-range's width, in octaves). A lag that stays within `CONSTANT` octaves across the range is a shift of the
-same curve along log C ("n changes speed, not ceiling", over the rewards both reach); one that grows toward
-the top means the other n falls further behind as the reward rises (its curve flattens lower: a lower
-ceiling, if it lasts); one that shrinks means it catches up (it may rise higher, past the rewards both
-reach). An interval that straddles the band leaves the trend undetermined.
+The lag is the mean over the levels, each weighted by the inverse of its resampled variance (where a curve
+is nearly flat the compute at which it passes a level is mostly noise; a resample whose curve misses a level
+leaves it out); its **trend** is the change of the lag across the range (the weighted least-squares slope
+of lag against level, times the range's width, in octaves). A lag that stays within `CONSTANT` octaves
+across the range is a shift of the same curve along log C ("n changes speed, not ceiling", over the rewards
+both reach); one that grows toward the top means the other n falls further behind as the reward rises (its
+curve flattens lower: a lower ceiling, if it lasts); one that shrinks means it catches up (it may rise
+higher, past the rewards both reach). An interval that straddles the band leaves the trend undetermined.
 
 **Lag against cumulative lr x steps.** Where the table has an `lr` column, the same lag with the horizontal
 axis sum over steps of the learning rate instead of compute (`with_lr_steps`): if the lr rule (sqrt in the
@@ -31,8 +31,8 @@ curves coincide on this axis.
 **Ceiling contrast.** At matched train reward (levels over the train record range both reach, as above),
 the val reward of the other n minus the reference's: each curve's seed-mean val (not its record: a curve
 read at a compute) at the compute where its train record first reaches the level, linear in log C; the
-contrast is its mean over the levels. Within +-`SAME_VAL`: the two n generalise alike, so what n changes is
-where along the same path a run is, not where the path leads.
+contrast is its mean over the levels, weighted as the lag's. Within +-`SAME_VAL`: the two n generalise
+alike, so what n changes is where along the same path a run is, not where the path leads.
 
 **Intervals.** Runs are resampled by seed with replacement, `reps` times (studies.fit.bootstrap
 .seed_weights); paired (the same draw for both n) when the two configurations have the same seeds (runs of
@@ -73,12 +73,17 @@ LEVELS = 20
 """Reward levels at which the lag is read, evenly spaced over the range both curves reach."""
 SKIP = 0.2
 """Share of the common reward range left out at its bottom, the runs' start (module docstring)."""
+SAME_SPEED = 0.1
+"""Two n learn at the same speed when the lag's interval lies within +-this many octaves (7% of compute)."""
 CONSTANT = 0.5
 """The lag is constant when its change across the common range lies within +-this many octaves (a factor of
 sqrt(2) in compute from the bottom of the range to its top)."""
 SAME_VAL = 0.01
 """Val rewards at matched train reward are the same when their difference lies within +-this (two record
 bins of the paper's Section 4)."""
+VAR_FLOOR = 1e-4
+"""Least resampled variance of one level's readout that its weight assumes (a standard deviation of 0.01:
+octaves of lag, or reward), so a level that every resample reads alike cannot take all the weight."""
 LR_STEPS = "lr_steps"
 """The column `with_lr_steps` adds: the cumulative learning rate x optimizer steps at each evaluation."""
 
@@ -194,28 +199,31 @@ def _reach(xs: np.ndarray, rec: np.ndarray, levels: np.ndarray) -> np.ndarray:
     return np.array([crossing(xs, rec, float(r)) for r in levels])
 
 
-def _trend(levels: np.ndarray, y: np.ndarray) -> float:
-    """Change of y across the levels' range: the least-squares slope times the range's width."""
-    ok = np.isfinite(y)
-    if ok.sum() < 3:
-        return math.nan
-    slope = np.polyfit(levels[ok], y[ok], 1)[0]
-    return float(slope * (levels[-1] - levels[0]))
+def _summary(levels: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """[weighted mean of y over the levels, its change across their range (the weighted least-squares slope
+    times the range's width)]; levels where y is nan are left out. y (..., L) -> (..., 2)."""
+    y = np.atleast_2d(y)
+    out = np.full((y.shape[0], 2), np.nan)
+    for i, row in enumerate(y):
+        ok = np.isfinite(row) & (weight > 0)
+        if not ok.any():
+            continue
+        out[i, 0] = float(np.average(row[ok], weights=weight[ok]))
+        if ok.sum() >= 3:
+            slope = np.polyfit(levels[ok], row[ok], 1, w=np.sqrt(weight[ok]))[0]
+            out[i, 1] = float(slope * (levels[-1] - levels[0]))
+    return out
 
 
 # ------------------------------------------------------------------------------------------- readouts
-def _lag_stats(a: _Runs, wa: np.ndarray, b: _Runs, wb: np.ndarray, col: str, levels: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """([mean lag, change across the range], lag at each level) in octaves: b's compute over a's."""
+def _lag_at(a: _Runs, wa: np.ndarray, b: _Runs, wb: np.ndarray, col: str, levels: np.ndarray) -> np.ndarray:
+    """(L,) the lag at each level in octaves: log2 of b's compute (or x) to reach it over a's; nan where one
+    of them never reaches it."""
     ca = _reach(a.xs, a.record(col, wa), levels)
     cb = _reach(b.xs, b.record(col, wb), levels)
     with np.errstate(all="ignore"):
         lag = np.log2(cb / ca)
-    lag = np.where(np.isfinite(lag), lag, np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = float(np.nanmean(lag)) if np.isfinite(lag).any() else math.nan
-    return np.array([mean, _trend(levels, lag)]), lag
+    return np.where(np.isfinite(lag), lag, np.nan)
 
 
 def _val_at(r: _Runs, w: np.ndarray, train: str, val: str, levels: np.ndarray) -> np.ndarray:
@@ -231,14 +239,10 @@ def _val_at(r: _Runs, w: np.ndarray, train: str, val: str, levels: np.ndarray) -
     return out
 
 
-def _ceiling_stats(a: _Runs, wa: np.ndarray, b: _Runs, wb: np.ndarray, train: str, val: str,
-                   levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """([mean contrast], contrast at each level): b's val minus a's at matched train reward."""
-    d = _val_at(b, wb, train, val, levels) - _val_at(a, wa, train, val, levels)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = float(np.nanmean(d)) if np.isfinite(d).any() else math.nan
-    return np.array([mean]), d
+def _contrast_at(a: _Runs, wa: np.ndarray, b: _Runs, wb: np.ndarray, train: str, val: str,
+                 levels: np.ndarray) -> np.ndarray:
+    """(L,) b's val minus a's at each matched train level."""
+    return _val_at(b, wb, train, val, levels) - _val_at(a, wa, train, val, levels)
 
 
 def _draws(a: _Runs, b: _Runs, reps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
@@ -253,18 +257,51 @@ def _draws(a: _Runs, b: _Runs, reps: int, rng: np.random.Generator) -> tuple[np.
             min(len(a.labels), len(b.labels)))
 
 
-def _with_interval(stat: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
-                   a: _Runs, b: _Runs, Wa: np.ndarray, Wb: np.ndarray, seeds: int, level: float
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(point, lo, hi, per-level point) of a statistic of the pair: measured on the seed means, its interval
-    from the draws (module docstring)."""
-    point, per_level = stat(np.ones(len(a.labels)), np.ones(len(b.labels)))
+def _over_levels(at: Callable[[np.ndarray, np.ndarray], np.ndarray], a: _Runs, b: _Runs, Wa: np.ndarray,
+                 Wb: np.ndarray, seeds: int, levels: np.ndarray, level: float) -> dict[str, Any]:
+    """A per-level readout `at(wa, wb) -> (L,)` of the pair summed up over the levels (`_summary`) with
+    intervals: {"point": (L,), "weight": (L,), "mean", "mean_interval", "change", "change_interval"}.
+
+    Each level weighs by the inverse of its resampled variance (floored at VAR_FLOOR): where a curve is
+    nearly flat, the compute at which it passes a level moves far with a little noise, and an unweighted
+    mean or slope would be that noise. A level that fewer than half of the resamples reach (the top of the
+    range, where the lower curve's record is its best point) weighs nothing. Without resamples (one seed)
+    every level weighs the same."""
+    point = at(np.ones(len(a.labels)), np.ones(len(b.labels)))
     if Wa.shape[0] == 0 or seeds < 2:
-        return point, point.copy(), point.copy(), per_level
-    samples = np.stack([stat(Wa[i], Wb[i])[0] for i in range(Wa.shape[0])])
-    samples = point[None, :] + small_sample_factor(seeds, level) * (samples - point[None, :])
-    lo, hi = intervals(point, samples, level)
-    return point, lo, hi, per_level
+        weight = np.where(np.isfinite(point), 1.0, 0.0)
+        summ = _summary(levels, point, weight)[0]
+        return {"point": point, "weight": weight, "mean": summ[0], "mean_interval": [summ[0], summ[0]],
+                "change": summ[1], "change_interval": [summ[1], summ[1]]}
+    per = np.stack([at(Wa[i], Wb[i]) for i in range(Wa.shape[0])])  # (reps, L)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        var = np.nanvar(per, axis=0)
+    enough = np.isfinite(per).sum(axis=0) >= max(2, Wa.shape[0] // 2)
+    fin = np.isfinite(var) & enough
+    typical = float(np.median(var[fin])) if fin.any() else VAR_FLOOR
+    inverse = 1.0 / np.fmax(np.nan_to_num(var, nan=np.inf), max(typical, VAR_FLOOR))
+    weight = np.where(np.isfinite(point) & enough, inverse, 0.0)
+    summ = _summary(levels, point, weight)[0]
+    samples = _summary(levels, per, weight)
+    samples = summ[None, :] + small_sample_factor(seeds, level) * (samples - summ[None, :])
+    lo, hi = intervals(summ, samples, level)
+    return {"point": point, "weight": weight, "mean": summ[0], "mean_interval": [lo[0], hi[0]],
+            "change": summ[1], "change_interval": [lo[1], hi[1]]}
+
+
+def _speed_word(lo: float, hi: float) -> str:
+    """What a lag interval says: "same" (within +-SAME_SPEED), "slower" (> 0), "faster" (< 0), or
+    "undetermined"."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "undetermined"
+    if -SAME_SPEED <= lo and hi <= SAME_SPEED:
+        return "same"
+    if lo > 0:
+        return "slower"
+    if hi < 0:
+        return "faster"
+    return "undetermined"
 
 
 def _trend_word(lo: float, hi: float) -> str:
@@ -292,18 +329,18 @@ def _same_word(lo: float, hi: float) -> str:
 
 
 def _axis(a: _Runs, b: _Runs, Wa, Wb, seeds, col: str, n_levels: int, skip: float, level: float) -> dict:
-    """The lag block of one pair on one axis (the `lag_report` pair's "compute" or "lr_steps")."""
+    """The lag block of one pair on one axis (the `lag_report` pair's "lag" or "lr_steps")."""
     ra, rb = a.record(col, np.ones(len(a.labels))), b.record(col, np.ones(len(b.labels)))
     ranges = [list(_range(ra)), list(_range(rb))]
     levels = _levels(ra, rb, n_levels, skip)
     if levels is None:
         return {"status": "no overlap", "ranges": ranges}
-    point, lo, hi, per = _with_interval(lambda wa, wb: _lag_stats(a, wa, b, wb, col, levels), a, b, Wa, Wb,
-                                        seeds, level)
+    r = _over_levels(lambda wa, wb: _lag_at(a, wa, b, wb, col, levels), a, b, Wa, Wb, seeds, levels, level)
     return {"status": "ok", "ranges": ranges, "range": [float(levels[0]), float(levels[-1])],
-            "lag": point[0], "interval": [lo[0], hi[0]], "change": point[1],
-            "change_interval": [lo[1], hi[1]], "trend": _trend_word(lo[1], hi[1]), "levels": levels,
-            "lag_at": per}
+            "lag": r["mean"], "interval": r["mean_interval"], "change": r["change"],
+            "speed": _speed_word(*r["mean_interval"]), "change_interval": r["change_interval"],
+            "trend": _trend_word(*r["change_interval"]),
+            "levels": levels, "lag_at": r["point"], "weight": r["weight"] / max(r["weight"].sum(), 1e-300)}
 
 
 def _ceiling(a: _Runs, b: _Runs, Wa, Wb, seeds, train: str, val: str, n_levels: int, skip: float,
@@ -313,11 +350,11 @@ def _ceiling(a: _Runs, b: _Runs, Wa, Wb, seeds, train: str, val: str, n_levels: 
     levels = _levels(ra, rb, n_levels, skip)
     if levels is None:
         return {"status": "no overlap", "train": train, "ranges": [list(_range(ra)), list(_range(rb))]}
-    point, lo, hi, per = _with_interval(lambda wa, wb: _ceiling_stats(a, wa, b, wb, train, val, levels), a, b,
-                                        Wa, Wb, seeds, level)
+    r = _over_levels(lambda wa, wb: _contrast_at(a, wa, b, wb, train, val, levels), a, b, Wa, Wb, seeds,
+                     levels, level)
     return {"status": "ok", "train": train, "range": [float(levels[0]), float(levels[-1])],
-            "contrast": point[0], "interval": [lo[0], hi[0]], "verdict": _same_word(lo[0], hi[0]),
-            "levels": levels, "contrast_at": per}
+            "contrast": r["mean"], "interval": r["mean_interval"], "verdict": _same_word(*r["mean_interval"]),
+            "levels": levels, "contrast_at": r["point"]}
 
 
 def train_metric(metric: str, table: pd.DataFrame) -> str | None:
@@ -341,8 +378,9 @@ def lag_report(table: pd.DataFrame, metric: str = "val_mean", by: str = "n", x: 
      "same" | "higher" | "lower" | "undetermined", "levels", "contrast_at"}, "text": one line}]}
 
     An axis block: {"status": "ok" | "no overlap", "ranges": [[first, top] of the reference, of v], "range":
-    [lo, hi] of the levels, "lag", "interval", "change", "change_interval", "trend": "constant" | "grows" |
-    "shrinks" | "undetermined", "levels", "lag_at"} (lags in octaves of `x`, or of lr x steps). Data that
+    [lo, hi] of the levels, "lag", "interval", "speed": "same" | "slower" | "faster" | "undetermined",
+    "change", "change_interval", "trend": "constant" | "grows" | "shrinks" | "undetermined", "levels",
+    "lag_at", "weight" (each level's share of the mean)} (lags in octaves of `x`, or of lr x steps). Data that
     cannot be read (fewer than two configurations, configurations that are not numbers, runs that share no
     evaluation points) give a status, never an error; missing columns raise ValueError."""
     missing = [c for c in (run_col, by, x, metric) if c not in table.columns]
@@ -407,13 +445,15 @@ def pair_text(p: dict, by: str = "n", metric: str = "val_mean", x: str = "comput
         return (f"{by} = {k} and {by} = {ref}: their {metric} records do not overlap ({by} = {ref}: "
                 f"{_f(a0, 3)}-{_f(a1, 3)}, {by} = {k}: {_f(b0, 3)}-{_f(b1, 3)}): no lag, nothing "
                 "extrapolated")
-    lag, (lo, hi) = ax["lag"], ax["interval"]
-    if lo is not None and lo > 0:
+    lag, (lo, hi), speed = ax["lag"], ax["interval"], ax["speed"]
+    if speed == "slower":
         head = f"{by} = {k} is {by} = {ref} delayed by {_f(lag)} {unit} {_iv(ax['interval'])}"
-    elif hi is not None and hi < 0:
+    elif speed == "faster":
         head = f"{by} = {k} is {by} = {ref} ahead by {_f(-lag)} {unit} {_iv([-hi, -lo])}"
     else:
-        head = f"{by} = {k} and {by} = {ref}: lag {_f(lag, 2, True)} {unit} {_iv(ax['interval'], 2, True)}"
+        said_speed = "the same speed, " if speed == "same" else ""
+        head = (f"{by} = {k} and {by} = {ref}: {said_speed}lag {_f(lag, 2, True)} {unit} "
+                f"{_iv(ax['interval'], 2, True)}")
     r0, r1 = ax["range"]
     change = f"{_f(ax['change'], 2, True)} {_iv(ax['change_interval'], 2, True)} across them"
     ceil = p.get("ceiling") or {}
@@ -421,11 +461,14 @@ def pair_text(p: dict, by: str = "n", metric: str = "val_mean", x: str = "comput
     trend = ax["trend"]
     if trend == "constant":
         what = (f"constant over rewards {_f(r0)}-{_f(r1)} ({change})")
-        if lo is not None and (lo > 0 or hi < 0):
+        if speed in ("slower", "faster"):
             said = (f"{by} changes speed, not ceiling" if not differs else
                     f"{by} changes speed, and val at matched train reward differs")
+        elif speed == "same":
+            said = ("the same curve" if not differs else
+                    "the same speed, but val at matched train reward differs")
         else:
-            said = "the same curve within the seeds" if not differs else "val at matched train reward differs"
+            said = "no resolved lag" if not differs else "val at matched train reward differs"
     elif trend == "grows":
         what = f"growing toward the top of rewards {_f(r0)}-{_f(r1)} ({change})"
         said = f"{by} = {k} falls further behind as the reward rises: a lower ceiling, if it lasts"
