@@ -1072,6 +1072,10 @@ def arm_readouts(runs: Runs, ch: Choices, arm: str, boot: int) -> dict:
         best = top_curves.groupby("run_id")["val_mean"].max()
         out["overfit"] = per_n(last.assign(value=last["run_id"].map(best) - last["val_mean"]))
     out["wall"] = wall_readout(runs, ch, arm, top_curves)
+    if arm == "R":  # arm E's top-budget runs are arm R's whenever its choices agree; its curves mix lrs
+        from isocompute.reports.tiny_readings import arm_readings
+
+        out["readings"] = arm_readings(top_curves, budgets, ns, lr_ref_batch=LR_REF_BATCH)
     out["grid"] = plateau_grid(top_curves, float(part.prev), float(part.budget))
     out["top_mean"] = {
         n: _ci(rec.loc[(rec["n"] == n) & (rec["budget"] == budgets[-1]), "reward"]) for n in ns

@@ -263,6 +263,10 @@ def verdict_lines(x: dict) -> list[str]:
             line = f"- {name}: **{v.outcome}**. {v.why}."
             if v.decide:
                 line += f" What would decide it: {v.decide}."
+            if v.outcome == ts.INCONCLUSIVE and arm == "R":
+                line += (" Why the rule could not decide: its NOT REPRODUCED needs both plateau checks, "
+                         "and the gains per octave under \"What the data show\" say at which budget they "
+                         "would hold.")
             if arm == "E" and same_top_lrs(res["choices"], part):
                 line += (f" (At {bt(part.budget)} arm E chose arm R's base lr {res['choices'].r_lr:g} for "
                          "every n, so its verdict reads the same runs as arm R's.)")
@@ -275,6 +279,73 @@ def verdict_lines(x: dict) -> list[str]:
                 + (("**yes**" if res["survives"] else "**no**") if both else "not yet decided")
                 + "."
             )
+    return out
+
+
+def _iv(c: dict, digits: int = 3) -> str:
+    return f"{_f(c['mean'], digits, True)} [{_f(c['lo'], digits, True)}, {_f(c['hi'], digits, True)}]"
+
+
+def shown_lines(x: dict) -> list[str]:
+    """"What the data show", before the verdicts: per split (arm R, the reported seeds) n* at every readout
+    budget, each larger n's contrast against the smallest n at every budget in both readings
+    (isocompute.reports.tiny_readings), the smallest and largest n's gain per octave with where the plateau
+    check would hold, and the speed-or-ceiling readout of studies.fit.lag."""
+    from isocompute.reports.tiny_readings import INTERP, STEP
+    from studies.fit.lag import ceiling_text
+
+    out = ["## What the data show", "",
+           "Read from the reported seeds of arm R (the paper's recipe), before any verdict. Two readings of "
+           "a record reward at a budget C, labelled: *interpolated* (the record curve joined linearly in "
+           "log2 C, as studies.fit reads it) and *step* (the last evaluation at or below C, what the "
+           "preregistered rule reads; it trails the curve by up to one gap between evaluation points).", ""]
+    for key, res in x["parts"].items():
+        a = res["arms"].get("R") or {}
+        r = a.get("readings")
+        if not r:
+            continue
+        part = res["part"]
+        stars = a.get("stars", ())
+        pts = {st.point for st in stars}
+        star = (f"n* = {next(iter(pts))} at every readout budget from {bt(part.readout[0])} to "
+                f"{bt(part.readout[-1])}" if len(pts) == 1 else
+                "n* per budget: " + ", ".join(f"{bt(int(b))}: {st.point}" for b, st in zip(
+                    part.readout, stars, strict=False)))
+        ns = [n for n in part.ns if n != part.small]
+        out += [f"### {key.capitalize()} (n in {list(part.ns)}, seeds {list(part.report_seeds)})", "",
+                f"- {star} (the seed-bootstrap sets are in the results below).",
+                f"- Each larger n minus n = {part.small}, paired over seeds, mean [95% t-interval], "
+                "interpolated; step reading after the semicolon:", "",
+                "| C | " + " | ".join(f"n = {n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
+        by = {(c["budget"], c["n"], rd): c for rd in (INTERP, STEP) for c in r["contrasts"][rd]}
+        for b in r["budgets"]:
+            cells = []
+            for n in ns:
+                ci, cs = by.get((b, n, INTERP)), by.get((b, n, STEP))
+                cells.append(f"{_iv(ci)}; {_iv(cs)}" if ci and cs else "")
+            out.append(f"| {bt(int(b))} | " + " | ".join(cells) + " |")
+        out.append("")
+        for name, n in (("small", part.small), ("large", max(part.ns))):
+            gi = r[f"gains_{name}"][INTERP]
+            gs = {g["budget"]: g["gain"] for g in r[f"gains_{name}"][STEP]}
+            seq = ", ".join(f"{_f(g['gain'], 3, True)} ({_f(gs.get(g['budget']), 3, True)})" for g in gi[-4:])
+            at = r[f"plateau_{name}"]
+            when = (f"a straight line through these interpolated gains reaches {ts.PLATEAU_GAIN} per octave "
+                    f"near 2^{at:.1f}" if at is not None else "these gains do not fall yet, so no budget "
+                    "where they would reach the plateau check's 0.01 can be read off them")
+            out.append(f"- n = {n} gains per octave, the last four octaves to {bt(part.budget)} "
+                       f"(interpolated, step in parentheses): {seq}; {when}.")
+        lag = r.get("lag") or {}
+        for pr in lag.get("pairs", []):
+            extra = ""
+            ls = pr.get("lr_steps") or {}
+            if ls.get("status") == "ok":
+                lo, hi = ls["interval"]
+                extra = (" Against cumulative lr x steps instead of compute the lag is "
+                         f"{_f(ls['lag'], 2, True)} octaves [{_f(lo, 2, True)}, {_f(hi, 2, True)}].")
+            ceil = ceiling_text(pr["ceiling"], "n", pr["n"], pr["reference"])
+            out.append(f"- {pr['text']}.{extra} {ceil[0].upper()}{ceil[1:]}.")
+        out.append("")
     return out
 
 
@@ -464,7 +535,7 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path, elapsed: float) -> st
             "",
             "**Quick mode**: a plan of seconds for CI; the verdicts test the machinery, not the science.",
         ]
-    lines += [""] + status_lines(x) + [""] + verdict_lines(x)
+    lines += [""] + status_lines(x) + [""] + shown_lines(x) + verdict_lines(x)
     if fig is not None:
         lines += ["", f"![record reward, n*(C) and the stake per arm]({os.path.relpath(fig, out.parent)})"]
     lines += [""] + design_lines(plan) + [""] + pilot_lines(x)
@@ -514,9 +585,44 @@ def readme_paragraph(x: dict, out: Path) -> str:
     return (
         f"The paper's question on a real transformer: the preregistered tiny-LM study "
         f"(`isocompute report tiny-study`, [{out}]({out})) gives n = 64 about a thousand steps at 2^20 "
-        f"rollouts and judges n*(C) by a rule committed before the runs. Stage {k} of {len(x['stages'])} "
+        f"rollouts. {shown_gist(x)}Its rule, committed before the runs: stage {k} of {len(x['stages'])} "
         f"finished; {'; '.join(parts)}."
     )
+
+
+def shown_gist(x: dict) -> str:
+    """What the data show, for README, before the verdicts: per split n* across the readout budgets and the
+    lag of the largest n behind the smallest (studies.fit.lag), with its trend word and the val contrast at
+    matched train reward. Empty until arm R has readings."""
+    out, speed_only = [], True
+    for key, res in x["parts"].items():
+        r = (res["arms"].get("R") or {}).get("readings")
+        if not r:
+            continue
+        part, stars = res["part"], res["arms"]["R"].get("stars", ())
+        pts = {st.point for st in stars}
+        star = (f"n* = {next(iter(pts))} at every budget from {bt(part.readout[0])} to {bt(part.readout[-1])}"
+                if len(pts) == 1 else "n* changes with the budget")
+        pair = next((p for p in r["lag"].get("pairs", []) if p["n"] == max(part.ns)), None)
+        text = f"{key}: {star}"
+        speed_only &= bool(pair) and pair["lag"].get("trend") == "constant" and (
+            pair["ceiling"].get("verdict") == "same")
+        if pair and pair["lag"].get("status") == "ok":
+            lag, (lo, hi) = pair["lag"], pair["lag"]["interval"]
+            text += (f", and n = {pair['n']}'s record curve is n = {pair['reference']}'s delayed by "
+                     f"{lag['lag']:.2f} octaves of compute [{lo:.2f}, {hi:.2f}], {lag['trend']} over rewards "
+                     f"{lag['range'][0]:.2f}-{lag['range'][1]:.2f}")
+            c = pair["ceiling"]
+            if c.get("status") == "ok":
+                text += (f", with the same validation reward at matched train reward within "
+                         f"{_f(c['interval'][0], 3, True)} to {_f(c['interval'][1], 3, True)}"
+                         if c["verdict"] == "same" else f" (val at matched train reward: {c['verdict']})")
+        out.append(text)
+    if not out:
+        return ""
+    said = (": on this model n changes the speed of learning, not (so far) the ceiling" if speed_only else
+            ": the lag or the val contrast is not the same for every split (docs/TINY_STUDY.md)")
+    return "What the data show (arm R, reported seeds): " + "; ".join(out) + said + ". "
 
 
 def write_figure(x: dict, path: Path) -> None:
