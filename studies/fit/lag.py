@@ -489,7 +489,7 @@ def lr_text(block: dict) -> str:
     lo, hi = block["interval"]
     within = lo is not None and hi is not None and -CONSTANT <= lo and hi <= CONSTANT
     said = ("the curves nearly coincide: the lr rule accounts for the lag" if within else
-            "the lr rule does not account for all of the lag")
+            "the lr rule does not account for the lag")
     return (f"against cumulative lr x steps: lag {_f(block['lag'], 2, True)} octaves "
             f"{_iv(block['interval'], 2, True)}, trend {block['trend']}: {said}")
 
