@@ -151,9 +151,11 @@ def with_lr_steps(table: pd.DataFrame, run_col: str = "run_id") -> pd.DataFrame:
     Steps at a row are compute / batch (batch = bp * n where the table has no batch column). The table
     holds the lr only at its evaluation rows, so the sum is the trapezoid rule over those rows from step 0,
     with the first row's lr before it. An lr column that holds the run's peak lr (as the stores of this
-    project do: its base lr scaled by the batch rule) makes this lr x steps, which leaves out the warm-up's
-    missing part: half of warmup_steps x lr (5 steps' worth for a 10-step warm-up), a shift under 0.1 octave
-    from the second evaluation of a 64-step run on."""
+    project do: its base lr scaled by the batch rule) makes this lr x steps, blind to a linear warm-up of w
+    steps, which the table does not record: past the warm-up the true sum is lr x (s - w / 2), so at step s
+    this overstates it by log2(s / (s - w / 2)) octaves; for w = 10: 0.54 at step 16, 0.12 at step 64,
+    0.03 at step 256. The runs with the fewest steps (the largest n) at their lowest rewards are the ones it
+    moves right, so it can only overstate their lag on this axis."""
     need = "batch" in table.columns or {"bp", "n"} <= set(table.columns)
     if "lr" not in table.columns or "compute" not in table.columns or not need:
         return table
