@@ -155,7 +155,7 @@ def with_lr_steps(table: pd.DataFrame, run_col: str = "run_id") -> pd.DataFrame:
     steps, which the table does not record: past the warm-up the true sum is lr x (s - w / 2), so at step s
     this overstates it by log2(s / (s - w / 2)) octaves; for w = 10: 0.54 at step 16, 0.12 at step 64,
     0.03 at step 256. The runs with the fewest steps (the largest n) at their lowest rewards are the ones it
-    moves right, so it can only overstate their lag on this axis."""
+    moves right most, so it overstates their lag on this axis."""
     need = "batch" in table.columns or {"bp", "n"} <= set(table.columns)
     if "lr" not in table.columns or "compute" not in table.columns or not need:
         return table
