@@ -525,6 +525,12 @@ def arm_readout(runs: ArmRuns) -> dict:
     if first is not None and len(done) == len(declared):
         _, rec_j, tr_j = read(runs, seeds)
         out["verdict"] = verdict(rec_j, tr_j, arm, seeds, runs.plan.d_val)
+    per_n = {n: sum(1 for m, _ in done if m == n) for n in arm.ns}
+    if len(curves) and min(per_n.values()) >= 2:  # the lag needs every n on >= 2 seeds
+        from isocompute.reports.tiny_readings import arm_readings
+
+        octaves = [float(b) for b in grid_budgets(runs.plan, arm) if b > 0 and float(np.log2(b)).is_integer()]
+        out["readings"] = arm_readings(curves, octaves, arm.ns)
     out["wall_s"] = float(sum(float(runs.records[k].get("wall_s") or 0.0) for k in done))
     out["rollouts"] = int(sum(runs.cfgs[k].budget for k in done))
     return out

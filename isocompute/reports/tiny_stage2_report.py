@@ -25,6 +25,7 @@ COMMITTED = {
 """Where stage 2 of record lives (full mode); stage1: the store the drift check reads."""
 QUICK_PATHS = {"store": Path("results/tiny-stage2-quick"), "out": Path("results/TINY_STAGE2-quick.md")}
 STAGE_CMD = "isocompute report tiny-stage2 --stage {stage} --jobs 2"
+README_BEGIN, README_END = "<!-- tiny-stage2:begin -->", "<!-- tiny-stage2:end -->"
 
 
 def _f(v, digits: int = 3, sign: bool = False) -> str:
@@ -154,6 +155,22 @@ def readout_lines(x: dict) -> list[str]:
     return out
 
 
+def lag_lines(x: dict) -> list[str]:
+    """The speed-or-ceiling readout (studies.fit.lag) of each arm whose every n has two finished seeds."""
+    from studies.fit.lag import ceiling_text
+
+    out = ["## Speed or ceiling (studies.fit.lag, over the finished runs)", ""]
+    for key, a in x["arms"].items():
+        r = a.get("readings")
+        if not r:
+            out.append(f"- **{key}**: not yet (every n needs two finished seeds).")
+            continue
+        for pr in r["lag"].get("pairs", []):
+            ceil = ceiling_text(pr["ceiling"], "n", pr["n"], pr["reference"])
+            out.append(f"- **{key}**: {pr['text']}; {ceil}.")
+    return out + [""]
+
+
 def drift_lines(x: dict) -> list[str]:
     d = x.get("drift")
     out = ["## Drift check (engine since stage 1)", ""]
@@ -179,7 +196,7 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path, elapsed: float) -> st
     if fig is not None:
         rel = Path(*[".."] * (len(out.parent.parts) - 1), *fig.parts) if out.parent.parts else fig
         lines += [f"![record reward per n and arm]({str(rel).removeprefix('docs/')})", ""]
-    lines += readout_lines(x) + drift_lines(x) + design_lines(x["plan"])
+    lines += readout_lines(x) + lag_lines(x) + drift_lines(x) + design_lines(x["plan"])
     return "\n".join(lines)
 
 
@@ -214,3 +231,23 @@ def summary(x: dict) -> dict:
                          "verdict": a["verdict"].to_dict() if a["verdict"] else None}
                      for k, a in x["arms"].items()},
             "drift": x.get("drift")}
+
+
+def readme_paragraph(x: dict, out: Path) -> str:
+    """README.md's stage-2 lines: the question, each arm's outcome (or its progress), and the lag of the
+    largest n where it is read."""
+    parts = []
+    for key, a in x["arms"].items():
+        v = a["verdict"]
+        if v is None:
+            parts.append(f"{key}: {a['done']} of {a['declared']} runs finished")
+            continue
+        best = max(v.contrasts, key=lambda c: c.mean) if v.contrasts else None
+        text = f"{key}: **{v.outcome}** at {bt(v.budget)}"
+        if best is not None:
+            text += (f" (best contrast n = {best.n} − smallest: {best.mean:+.3f} "
+                     f"[{best.lo:+.3f}, {best.hi:+.3f}])")
+        parts.append(text)
+    return ("Stage 2 asks whether n changes the ceiling or only the speed (preregistered; `isocompute report "
+            f"tiny-stage2`, [{out}]({out})): Easy to 2^22, a coverage arm on xhard and a memorisation arm on "
+            f"555 training problems. So far: {'; '.join(parts)}.")

@@ -188,7 +188,7 @@ def test_quick_plan_end_to_end(tmp_path):
         assert a["done"] == a["declared"] > 0
         assert a["verdict"]["outcome"] in s2.OUTCOMES
     text = out.read_text()
-    assert "## Outcomes" in text and s2.RULE_TEXT in text
+    assert "## Outcomes" in text and s2.RULE_TEXT in text and "## Speed or ceiling" in text
     st = ResultStore(store)
     runs = s2.ArmRuns(store, s2.QUICK, s2.QUICK.arm("easy"))
     cfg = runs.cfgs[(2, 1)]

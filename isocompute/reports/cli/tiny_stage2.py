@@ -9,11 +9,20 @@ from pathlib import Path
 import click
 
 from isocompute.reports import tiny_stage2 as s2
-from isocompute.reports.tiny_stage2_report import COMMITTED, QUICK_PATHS, render, summary, write_figure
+from isocompute.reports.tiny_stage2_report import (
+    COMMITTED,
+    QUICK_PATHS,
+    README_BEGIN,
+    README_END,
+    readme_paragraph,
+    render,
+    summary,
+    write_figure,
+)
 from studies.cli_kit.output import emit_json
 from studies.cli_kit.params import dir_option, file_option
 from studies.config import StudiesError
-from studies.files import atomic_write_text, check_output_dir, check_output_file
+from studies.files import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
 
 @click.command("tiny-stage2")
@@ -72,6 +81,8 @@ def tiny_stage2(stage: str | None, quick: bool, store: Path | None, out: Path | 
     if fig is not None:
         write_figure(x, fig)
     atomic_write_text(out, render(x, cmd, fig, out, time.perf_counter() - t0))
+    if not quick and out == COMMITTED["out"] and Path("README.md").is_file():
+        write_marked_block(Path("README.md"), README_BEGIN, README_END, readme_paragraph(x, out))
     if as_json:
         emit_json(summary(x))
     else:
