@@ -92,6 +92,7 @@ def config_key(cfg: LLMConfig) -> dict:
         "checkpoint_dir",
         "checkpoint_every",
         "keep_final",
+        "continue_from",
         "engine",
         "device",
         "gpu_memory_utilization",

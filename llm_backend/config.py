@@ -181,6 +181,11 @@ class LLMConfig(EngineConfig):
     extended to a larger budget without changing the points it has."""
     evals_per_octave: int = 2
     """Points per doubling of compute on the eval_from grid."""
+    continue_from: str | None = None
+    """A folder holding a kept final state (keep_final; a result store's final/RUN_ID/) of this same config
+    at a smaller budget: the run continues from it instead of starting over, and its table holds the earlier
+    rows too. Needs the absolute evaluation grid (eval_from), so that the points do not depend on the
+    budget; a checkpoint in checkpoint_dir, if any, comes first."""
     keep_final: bool = False
     """Hand the run's final state (weights, AdamW state, step, rollouts spent, the allocator's problem stream
     and history) back with its result (LLMResult.final), so that a result store keeps it and a later run
@@ -267,6 +272,8 @@ def validate(c: LLMConfig) -> None:
     ):
         if getattr(c, name) < 1:
             raise ConfigError(f"{name} must be >= 1, got {getattr(c, name)}")
+    if c.continue_from and not c.eval_from:
+        raise ConfigError("continue_from needs the absolute evaluation grid: set eval_from (e.g. 4096)")
     if c.eval_from < 0:
         raise ConfigError(f"eval_from must be >= 0 rollouts (0: the n_evals schedule), got {c.eval_from}")
     if c.budget < c.batch:

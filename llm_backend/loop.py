@@ -255,11 +255,20 @@ class RunState:
     def resume(cls, cfg: LLMConfig, d: int, ckpt: Checkpointer | None, trainer: Trainer) -> RunState:
         """A fresh state, or the latest checkpoint's (its weights and optimiser loaded into `trainer`)."""
         state = cls(0, 0, 0, allocators.ProblemStream(cfg.seed, d), allocators.History.empty(d))
-        if ckpt and (latest := ckpt.latest()) is not None:
+        latest = ckpt.latest() if ckpt else None
+        if latest is None and cfg.continue_from:  # a kept final state of the same run at a smaller budget
+            latest = Path(cfg.continue_from)
+            saved = Checkpointer.load(latest, trainer.model, trainer.opt, cfg.device)
+            was, now = dict(saved["config"]), config_key(cfg)
+            if was.pop("budget") > now.pop("budget") or was != now:
+                raise ConfigError(f"{latest} holds another run's final state (not this config at a "
+                                  "budget up to this one's)")
+        elif latest is not None:
             saved = Checkpointer.load(latest, trainer.model, trainer.opt, cfg.device)
             if saved["config"] != config_key(cfg):
                 raise ConfigError(f"checkpoint {latest} belongs to a different config; use another "
                                   "checkpoint_dir")
+        if latest is not None:
             step = saved["step"]
             # checkpoints of fixed runs from before the allocator loop carry no allocator state
             alloc = saved.get("alloc") or {"spent": step * cfg.batch, "pos": step * cfg.bp,
@@ -267,7 +276,7 @@ class RunState:
             state = cls(step, alloc["spent"], saved["tokens"],
                         allocators.ProblemStream(cfg.seed, d, alloc["pos"]),
                         allocators.History.from_state(alloc["history"]),
-                        Curve(saved["rows"], saved["steps"], saved["snaps"], saved["snaps_train"]))
+                        Curve(saved["rows"], saved.get("steps", []), saved["snaps"], saved["snaps_train"]))
         trainer.loaded()
         return state
 
@@ -280,11 +289,10 @@ class RunState:
 
     def final(self, cfg: LLMConfig) -> dict:
         """The state.json of a kept final state (LLMConfig.keep_final): the checkpoint's, less the step log
-        and the pass@1 snapshots, which the result store holds beside it (a continuation rebuilds its
-        Curve from them)."""
+        (one entry per step: megabytes at 2^22 rollouts; the result store keeps the learning curve), so that
+        a continuation starts its step log afresh and keeps the curve's rows and pass@1 snapshots."""
         out = self.saved(cfg)
-        for k in ("steps", "snaps", "snaps_train"):
-            out.pop(k)
+        out.pop("steps")
         return out
 
     def advance(self, drawn: Drawn, stats: dict, with_kl: bool, seconds: tuple) -> dict:
