@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from isocompute.contract import status
+from isocompute.contract.progress import Progress
 from llm_backend import allocators, evaluation, tasks
 from llm_backend.batch import Group, build_batch
 from llm_backend.checkpoint import Checkpointer, config_key
@@ -54,7 +54,7 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
         state = RunState.resume(cfg, len(train), ckpt, trainer)
         alloc = allocators.make(cfg.allocator, cfg.n, cfg.bp)
         engine, own_engine, t_engine = _open_engine(cfg, trainer, tok, path, engine)
-        log = _Log(cfg, progress, state.step, len(val), t_engine)
+        log = _Log(cfg, progress, state, len(val), t_engine)
         evaluator = Evaluator(cfg, engine, tok, train, val, log)
         due = [c for c in cfg.eval_points() if c > state.spent]  # in rollouts spent
         outcome, last = (status.DONE, None, None), None
@@ -345,46 +345,44 @@ class Evaluator:
         """Evaluate at the state's step and add its table row (the step columns from `last`, the step log's
         latest row; None at step 0)."""
         cfg, step = self.cfg, state.step
-        self.log.say(f"llm: step {step}/{cfg.steps}: evaluating {len(self.val) + len(self.train_sample)} "
-                     f"problems x {cfg.k} samples")
+        self.log.evaluating(step, len(self.val) + len(self.train_sample))
         t0 = time.perf_counter()
         metrics, p1, p1_train = evaluation.evaluate(self.engine, self.tok, self.val, cfg, step,
                                                     self.train_sample)
-        self.log.say(f"llm: step {step}/{cfg.steps}: val_mean {metrics['val_mean']:.3f} "
-                     f"({time.perf_counter() - t0:.1f} s)")
+        self.log.evaluated(step, metrics["val_mean"], time.perf_counter() - t0)
         row = {**self.base, "m": step, "compute": state.spent, "tokens": state.tokens,
                "epoch": step * cfg.bp / self.d, **metrics}
         state.curve.record(row, last, p1, p1_train)
 
 
 class _Log:
-    """--progress: a bar over the m steps and one line per phase on stderr (a bar at 0/M for
-    minutes said nothing); stdout stays for results. Silent without progress."""
+    """A run's progress on stderr (isocompute.contract.progress): on a terminal a bar over the m steps, with
+    the engine's start and each evaluation as lines above it; without one a line at most every ~10 s
+    (step, rollouts, rollouts/s, the last evaluation, the phase: an evaluation or a long step is never
+    silent), never a line per step. Nothing without `progress`; stdout stays for results."""
 
-    def __init__(self, cfg: LLMConfig, progress: bool, start: int, n_val: int, t_engine: float):
-        self.cfg, self.bar = cfg, None
-        if progress:
-            from tqdm import tqdm
-
-            M = cfg.steps
-            self.bar = tqdm(total=M, initial=start, desc=f"llm n={cfg.n} bp={cfg.bp}", leave=False)
-            n_evals = 1 + len(cfg.eval_points())
-            self.say(f"llm: engine {cfg.engine} ({cfg.engine_dtype}) ready in {t_engine:.1f} s; {M} steps of "
-                     f"{cfg.batch} rollouts, {n_evals} evaluations of {n_val} problems x k = {cfg.k}")
+    def __init__(self, cfg: LLMConfig, progress: bool, state: RunState, n_val: int, t_engine: float):
+        self.cfg = cfg
+        self.bar = Progress(f"llm n={cfg.n} bp={cfg.bp}", cfg.steps, "step", "rollouts", enabled=progress,
+                            done=state.step, amount=state.spent)
+        self.say(f"llm: engine {cfg.engine} ({cfg.engine_dtype}) ready in {t_engine:.1f} s; {cfg.steps} "
+                 f"steps of {cfg.batch} rollouts, {1 + len(cfg.eval_points())} evaluations of {n_val} "
+                 f"problems x k = {cfg.k}")
 
     def say(self, line: str) -> None:
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
+        """A phase as a line of its own, on a terminal only (without one the periodic line says it)."""
+        if self.bar.tty:
+            self.bar.say(line)
+
+    def evaluating(self, step: int, problems: int) -> None:
+        self.bar.update(phase=f"evaluating {problems} problems x {self.cfg.k} samples")
+
+    def evaluated(self, step: int, val_mean: float, seconds: float) -> None:
+        self.bar.update(phase=None, evaluation=f"val_mean {val_mean:.3f} at step {step}")
+        self.say(f"llm: step {step}/{self.cfg.steps}: val_mean {val_mean:.3f} ({seconds:.1f} s)")
 
     def step(self, last: dict, drawn: Drawn) -> None:
-        roll_s = max(last["t_rollout"], 1e-9)
-        self.say(f"llm: step {last['step']}/{self.cfg.steps}: rollout {roll_s:.1f} s "
-                 f"({drawn.tokens / roll_s:.0f} tokens/s, {drawn.rollouts} completions), "
-                 f"train {last['t_train']:.1f} s, sync {last['t_sync']:.2f} s, reward {drawn.reward:.3f}")
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(reward=f"{last['reward']:.2f}")
+        self.bar.update(last["step"], last["compute"], reward=f"reward {drawn.reward:.2f}")
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()

@@ -25,7 +25,6 @@ Column meanings beyond docs/DESIGN.md's vocabulary:
 from __future__ import annotations
 
 import os
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import numpy as np
 
 from isocompute.contract import schedule
 from isocompute.contract.columns import CURVE_COLUMNS
+from isocompute.contract.progress import Progress
 from isocompute.contract.status import DIVERGED, DONE
 from sandbox import _cache, allocators, grpo
 from sandbox.blas import one_blas_thread
@@ -243,8 +243,8 @@ def run(config: SimConfig, progress: bool = False, threads: int | None = None) -
     threads: with 2 or more the evaluations run on that many threads of their own while training goes on
     (`_eval_threads`; grpo._run_full, a fixed partition of the work); the table is the same bit for bit
     whatever the count. Default: numba's thread count (NUMBA_NUM_THREADS) when the load leaves a core idle
-    (`_idle_core`), else 1. progress=True evaluates on this thread (it reports each point as it is
-    reached)."""
+    (`_idle_core`), else 1. progress=True: its progress on stderr (isocompute.contract.progress, read from
+    the step counter and the rows the kernels fill in place, so the run itself is unchanged)."""
     if not isinstance(config, SimConfig):
         raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
     threads = _threads(threads) if threads is not None or _idle_core() else 1
@@ -255,18 +255,19 @@ def run(config: SimConfig, progress: bool = False, threads: int | None = None) -
     res = np.zeros(3, dtype=np.int64)
     prev_acc = rstate.acc.copy()
     args = (*rstate.policy.args(), *_kernel_args(rstate), config.snapshots, ev)
-    chunks = [(e, e + 1) for e in range(ev.size)] if progress else [(0, ev.size)]
-    for lo, hi in chunks:
-        grpo._run_full(*args, lo, hi, prev_acc, p_train, p_val, stats, res,
-                       eval_threads=0 if progress else _eval_threads(config, threads))
-        if res[1] != grpo.OK:
-            break
-        if progress:
-            print(f"\rsim {config.model}/{config.dataset} n={config.n} step {ev[lo]}/{config.steps} "
-                  f"val_mean={stats[lo, 4]:.4f}", end="", file=sys.stderr, flush=True)
-    if progress:
-        print(file=sys.stderr)
+    with Progress(f"sim {config.model}/{config.dataset} n={config.n}", config.steps, "step", "rollouts",
+                  enabled=progress, poll=lambda: _polled(rstate, ev, stats, res)):
+        grpo._run_full(*args, 0, ev.size, prev_acc, p_train, p_val, stats, res,
+                       eval_threads=_eval_threads(config, threads))
     return _result(config, rstate, ev, p_train, p_val, stats, res, time.perf_counter() - t0)
+
+
+def _polled(rstate: RunState, ev: np.ndarray, stats: np.ndarray, res: np.ndarray) -> dict:
+    """Where a run is, read while its kernels run (`Progress`'s poll): the step, the rollouts spent and the
+    last evaluation filled (a racy read of counters the kernel writes in place: good enough for a line)."""
+    rows = int(res[0])
+    last = f"val_mean {stats[rows - 1, 4]:.4f} at step {ev[rows - 1]}" if rows else None
+    return {"done": int(rstate.st[grpo.ST_STEP]), "amount": int(rstate.acc[grpo.AC_ROLL]), "evaluation": last}
 
 
 def _result(config: SimConfig, rstate: RunState, ev, p_train, p_val, stats, res, seconds: float) -> SimResult:

@@ -54,7 +54,9 @@ class Adapter(Protocol):
         """Whether a Ray task for `cfg` must reserve a GPU."""
 
     # Optional: `cpus(cfg) -> int | None`, the CPUs a Ray task for `cfg` reserves (None: all of a node's);
-    # one where an adapter lacks it (studies.executors.ray_task_options).
+    # one where an adapter lacks it (studies.executors.ray_task_options). `off_main_thread = True`: its runs
+    # may run on a thread other than the main one (studies.executors.wait_for: Ctrl-C then never waits for a
+    # long compiled call).
 
 
 def engine_kwargs(cfg: RunConfig, engine_fields: dict[str, Any], backend: str,
@@ -92,6 +94,8 @@ class SimAdapter:
     """The Numba simulator (sandbox/). Backend options: any other SimConfig field (K, dim, share...)."""
 
     name = "sim"
+    off_main_thread = True
+    """Its runs are Numba calls that release the GIL, safe on any thread (as the local executor's threads)."""
 
     def sim_config(self, cfg: RunConfig):
         from sandbox.config import ConfigError, SimConfig

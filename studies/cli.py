@@ -21,7 +21,7 @@ from isocompute.contract.allocspec import split_specs
 from isocompute.contract.options import ADV_STDS, LR_RULES, OBJECTIVES, OPTIMIZERS, SCALE_REWARDS
 from isocompute.contract.status import DIVERGED
 from studies.cli_kit.checks import check_configs, check_device, check_jobs, check_sweep_size
-from studies.cli_kit.output import echo_warnings, emit_json, progress_lines
+from studies.cli_kit.output import echo_warnings, emit_json, progress_lines, set_interrupt_note
 from studies.cli_kit.params import (
     COUNT,
     COUNT_LIST,
@@ -42,6 +42,7 @@ from studies.config import (
 from studies.fit.render import fmt_c, print_fit_report
 
 HELP = RunConfig.field_help()
+PROGRESS_HELP = "Progress on stderr: a bar on a terminal, else a line every ~10 s (never one per step)."
 PREDICT_RULES = ("signal", "paper")
 """`predict --rule` values: studies.fit.predict.RULES (tests/studies/test_predict.py ties the two; this module
 loads no pandas at start-up)."""
@@ -120,11 +121,12 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of the run on stdout.")
 @click.option("--out", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Also write the learning-curve table to FILE (.csv, .parquet or .jsonl).")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bar on stderr (default: when a terminal).")
-def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> None:
+@click.option("--progress/--no-progress", default=True, show_default=True, help=PROGRESS_HELP)
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (as --no-progress).")
+def run(as_json: bool, out: Path | None, progress: bool, quiet: bool, **kw: Any) -> None:
     """Train one configuration to its budget and summarise it."""
     from studies.backends import get_backend
+    from studies.executors import wait_for
     from studies.files import TABLE_SUFFIXES, check_output_file
     from studies.io import save_table
 
@@ -135,7 +137,10 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
     if out is not None:  # before the run, so an unwritable --out never costs the work
         check_output_file(out, suffixes=TABLE_SUFFIXES, kind="table")
     t0 = time.perf_counter()
-    result = adapter.run(cfg, progress=sys.stderr.isatty() if progress is None else progress)
+    if getattr(adapter, "off_main_thread", False):  # Ctrl-C never waits for a compiled call
+        result = wait_for(adapter.run, cfg, progress=progress and not quiet)
+    else:
+        result = adapter.run(cfg, progress=progress and not quiet)
     summary = run_summary(cfg, result, time.perf_counter() - t0)
     if out is not None:
         save_table(result.table, out)
@@ -185,14 +190,16 @@ def run(as_json: bool, out: Path | None, progress: bool | None, **kw: Any) -> No
               help="ray: send this installation's studies/sandbox/llm_backend to the cluster's workers (Ray "
                    "runtime_env py_modules) instead of needing isocompute installed on every node.")
 @click.option("--force", is_flag=True, help="Rerun runs that are already finished in the directory.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help=PROGRESS_HELP)
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (as --no-progress).")
 def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: list[int] | None,
           bmax: int | None, allocator_list: str | None, base_n: int | None, budget: int, seeds: int,
           jobs: int | None, executor: str, address: str | None, ship_code: bool, force: bool, progress: bool,
-          **kw: Any) -> None:
+          quiet: bool, **kw: Any) -> None:
     """Run a STUDY (n-vs-m, fixed-batch, joint or allocators) over seeds into a results directory."""
     from studies.executors import run_sweep
     from studies.files import check_output_dir
+    from studies.io import check_same_experiment
     from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
@@ -215,9 +222,15 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
 
         check_ray_address(address)  # unreachable, or the token refused: one line before --out exists
     check_output_dir(out_dir)
+    check_same_experiment(out_dir, configs)
     with echo_warnings(), ResultStore(out_dir, study=study) as store:
-        s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,
-                      progress=progress, desc=study, ship_code=ship_code)
+        before = sum(store.is_finished(c.run_id) for c in {c.run_id: c for c in configs}.values())
+        try:
+            s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,
+                          progress=progress and not quiet, desc=study, ship_code=ship_code)
+        except BaseException:  # an interrupt says what it kept (the root group prints it)
+            set_interrupt_note(kept_note(store, configs, before, out_dir))
+            raise
     click.echo(f"{study}: {s.total} runs ({s.done} run now, {s.skipped} already finished, "
                f"{len(s.diverged)} diverged, {len(s.failed)} failed) in {s.wall_s:.1f} s -> {out_dir}")
     for run_id in s.diverged:
@@ -226,6 +239,17 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
         for run_id, err in s.failed.items():
             click.echo(f"error: {run_id} failed: {err}", err=True)
         sys.exit(1)
+
+
+def kept_note(store: Any, configs: list[RunConfig], before: int, out_dir: Path) -> str:
+    """What an interrupted sweep leaves: its finished runs in the store (`before` of them finished earlier),
+    as the interrupt's line says it."""
+    unique = {c.run_id: c for c in configs}
+    kept = sum(store.is_finished(r) for r in unique)
+    if kept == 0:
+        return "no run had finished, nothing was kept"
+    return (f"{kept} of {len(unique)} runs finished and kept in {out_dir} ({kept - before} of them now); "
+            "rerun to resume")
 
 
 # ------------------------------------------------------------------------------------------------ fit, plot

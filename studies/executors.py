@@ -11,17 +11,19 @@ import ctypes
 import logging
 import multiprocessing as mp
 import os
+import queue
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Any
 
-from tqdm.auto import tqdm
-
+from isocompute.contract.progress import Progress
 from isocompute.contract.status import DIVERGED
 from studies.backends import Adapter, RunOutput, get_backend
 from studies.config import RunConfig, StudiesError
@@ -65,54 +67,93 @@ def _worker_init() -> None:
             os._exit(1)
 
 
-BATCH_RUNS = 16
-"""Runs per in-process batch of a batching adapter (SimAdapter.run_many): enough to keep the threads busy,
-few enough that results reach the store (and a killed sweep resumes) batch by batch."""
-
-
-def _batches(tasks: list[tuple[Adapter, RunConfig]]) -> list[list[tuple[Adapter, RunConfig]]]:
-    """Tasks of batching adapters in batches of BATCH_RUNS, the most expensive first (steps x bp), runs of one
-    adapter and policy layout together (the order never changes a result, only the wall time)."""
+def _cost_order(tasks: list[tuple[Adapter, RunConfig]]) -> list[tuple[Adapter, RunConfig]]:
+    """Tasks the most expensive first (steps x bp), runs of one adapter and policy layout together (the order
+    never changes a result, only the wall time: the longest runs do not start last)."""
     def cost(task):
         cfg = task[1]
         return cfg.budget // max(cfg.n, 1)
 
-    order = sorted(tasks, key=lambda t: (t[0].name, str(t[1].model), -cost(t), t[1].run_id))
-    out: list[list[tuple[Adapter, RunConfig]]] = []
-    for task in order:
-        last = out[-1] if out else None
-        if last and len(last) < BATCH_RUNS and last[0][0] is task[0] and last[0][1].model == task[1].model:
-            last.append(task)
-        else:
-            out.append([task])
-    return out
+    return sorted(tasks, key=lambda t: (t[0].name, str(t[1].model), -cost(t), t[1].run_id))
 
 
-def _run_batched(tasks: list[tuple[Adapter, RunConfig]], threads: int,
-                 on_result: Callable[[Result], None]) -> None:
-    """Batching adapters (`run_many(cfgs, threads)`, the simulator) advance many runs per call on threads in
-    this process; a batch that raises falls back to one run at a time, so a failing config gets
-    its own traceback and the others still finish."""
-    for batch in _batches(tasks):
-        adapter = batch[0][0]
-        cfgs = [cfg for _, cfg in batch]
-        t0 = time.perf_counter()
+WAIT_S = 0.1
+"""How often a waiting main thread wakes (an interrupt acts within this, whatever the workers are doing)."""
+
+
+def _run_threaded(tasks: list[tuple[Adapter, RunConfig]], threads: int,
+                  on_result: Callable[[Result], None]) -> None:
+    """Batching adapters (`run_many(cfgs, threads)`, the simulator): `threads` threads of this process take
+    the runs one at a time (the most expensive first) and this thread stores each result as it arrives, so
+    a sweep interrupted at any moment keeps every run that finished before (the compiled kernels release the
+    GIL: the threads use separate cores). The workers are daemon threads and this thread only waits for
+    their results: Ctrl-C or SIGTERM acts at once, and the command line leaves without waiting for the runs
+    in flight (they are lost, as with any killed sweep; a rerun resumes). A run that raises is recorded as
+    failed with its traceback, and the others go on."""
+    todo = queue.SimpleQueue()
+    for task in _cost_order(tasks):
+        todo.put(task)
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                adapter, cfg = todo.get_nowait()
+            except queue.Empty:
+                return
+            t0 = time.perf_counter()
+            try:
+                out = adapter.run_many([cfg], threads=1)[0]
+            except Exception:  # noqa: BLE001 - recorded as a failed run, the sweep goes on
+                done.put((cfg.run_id, None, traceback.format_exc(), time.perf_counter() - t0))
+                continue
+            done.put((cfg.run_id, out, None, time.perf_counter() - t0))
+
+    workers = [threading.Thread(target=worker, name=f"sweep worker {i}", daemon=True)
+               for i in range(max(1, min(threads, len(tasks))))]
+    for w in workers:
+        w.start()
+    try:
+        for _ in range(len(tasks)):
+            on_result(_next(done))
+    finally:
+        stop.set()  # an interrupt or a store error: the workers take no further run
+
+
+def _next(results: queue.SimpleQueue) -> Result:
+    """The next result, waiting in short slices so that a signal's handler runs in this thread meanwhile."""
+    while True:
         try:
-            outs = adapter.run_many(cfgs, threads=threads)
-        except Exception:  # noqa: BLE001 - retried one by one below
-            for a, cfg in batch:
-                on_result(execute_one(a, cfg))
+            return results.get(timeout=WAIT_S)
+        except queue.Empty:
             continue
-        wall = (time.perf_counter() - t0) / len(cfgs)
-        for cfg, out in zip(cfgs, outs, strict=True):
-            on_result((cfg.run_id, out, None, wall))
+
+
+def wait_for(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """fn(*args, **kw) on a daemon thread while this thread waits for it: a long compiled call (one simulator
+    run of minutes between two evaluation points) then never delays Ctrl-C, which this thread takes at once
+    (the command line leaves without waiting for the call). Its exception is raised here."""
+    out: queue.SimpleQueue = queue.SimpleQueue()
+
+    def call() -> None:
+        try:
+            out.put((True, fn(*args, **kw)))
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            out.put((False, e))
+
+    threading.Thread(target=call, name="run", daemon=True).start()
+    ok, value = _next(out)
+    if not ok:
+        raise value
+    return value
 
 
 def _run_local(tasks: list[tuple[Adapter, RunConfig]], jobs: int,
                on_result: Callable[[Result], None]) -> None:
     batching = [t for t in tasks if callable(getattr(t[0], "run_many", None))]
     if batching:
-        _run_batched(batching, max(1, jobs), on_result)
+        _run_threaded(batching, max(1, jobs), on_result)
         tasks = [t for t in tasks if not callable(getattr(t[0], "run_many", None))]
     if not tasks:
         return
@@ -442,9 +483,7 @@ def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: Result
               jobs: int | None, progress: bool, desc: str, t0: float, total: int) -> SweepSummary:
     summary = SweepSummary(total=total, skipped=total - len(todo))
     by_id = {c.run_id: c for c in todo}
-    bar = tqdm(total=len(todo), desc=desc, unit="run", disable=not progress or not todo, dynamic_ncols=True,
-               file=sys.stderr)
-    bar.set_postfix(failed=0, diverged=0, refresh=False)
+    bar = Progress(desc, len(todo), "run", enabled=progress and bool(todo))
 
     def on_result(result: Result) -> None:
         run_id, out, err, wall = result
@@ -462,8 +501,9 @@ def _dispatch(todo: list[RunConfig], adapters: dict[str, Adapter], store: Result
             summary.done += 1
             if rec["status"] == DIVERGED:
                 summary.diverged.append(run_id)
-        bar.update(1)
-        bar.set_postfix(failed=len(summary.failed), diverged=len(summary.diverged), refresh=False)
+        bar.update(summary.done + len(summary.failed),
+                   failed=f"{len(summary.failed)} failed" if summary.failed else None,
+                   diverged=f"{len(summary.diverged)} diverged" if summary.diverged else None)
 
     tasks = [(adapters[c.run_id], c) for c in todo]
     try:

@@ -296,20 +296,7 @@ def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where
     values: dict[str, set[str]] = {}
     if configs:
         ids = set(table["run_id"].astype(str)) if "run_id" in table.columns else set(configs)
-        for rid, cfg in configs.items():
-            if rid not in ids:
-                continue
-            for key, v in cfg.items():
-                if key == "options":
-                    for ok, ov in (v or {}).items():
-                        values.setdefault(f"option {ok}", set()).add(repr(ov))
-                elif key not in allowed:
-                    values.setdefault(key, set()).add(repr(v))
-        keys = {k for c in configs.values() for k in (c.get("options") or {})}
-        for k in keys:  # an option set on some runs only differs from the runs without it
-            have = sum(1 for rid, c in configs.items() if rid in ids and k in (c.get("options") or {}))
-            if have < sum(1 for rid in configs if rid in ids):
-                values.setdefault(f"option {k}", set()).add("(unset)")
+        values = config_values({rid: c for rid, c in configs.items() if rid in ids}, allowed)
     elif "run_id" in table.columns:  # a user's table: config columns constant within each run
         runs = table["run_id"].astype(str)
         for f in RunConfig.field_help():
@@ -318,15 +305,56 @@ def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where
                 if (col.groupby(runs).nunique(dropna=False) > 1).any():
                     continue  # it changes within a run (a logged lr schedule...): not a configuration
                 values[f] = set(map(repr, col.dropna().unique().tolist()))
-    differ = {k: sorted(v) for k, v in values.items() if len(v) > 1}
-    if differ:
-        def said(v: str) -> str:
-            return {"None": "unset (the backend's default)", "(unset)": "unset"}.get(v, v)
-
-        shown = "; ".join(f"{k}: {' vs '.join(map(said, v[:4]))}{' vs ...' if len(v) > 4 else ''}"
-                          for k, v in differ.items())
+    if shown := differences_text(values):
         raise StudiesError(f"{where} differ in {shown}: they are different experiments; fit them one at a "
                            f"time, or pass --by FIELD to compare them, or --pool to pool them anyway")
+
+
+def config_values(configs: dict[str, dict], allowed: set[str]) -> dict[str, set[str]]:
+    """{field: the reprs of its values} over run configurations ({run_id: RunConfig.to_dict()}), fields in
+    `allowed` left out; each backend option as "option KEY", "(unset)" where a run lacks it."""
+    values: dict[str, set[str]] = {}
+    for cfg in configs.values():
+        for key, v in cfg.items():
+            if key == "options":
+                for ok, ov in (v or {}).items():
+                    values.setdefault(f"option {ok}", set()).add(repr(ov))
+            elif key not in allowed:
+                values.setdefault(key, set()).add(repr(v))
+    keys = {k for c in configs.values() for k in (c.get("options") or {})}
+    for k in keys:  # an option set on some runs only differs from the runs without it
+        if any(k not in (c.get("options") or {}) for c in configs.values()):
+            values.setdefault(f"option {k}", set()).add("(unset)")
+    return values
+
+
+def differences_text(values: dict[str, set[str]]) -> str:
+    """The fields of `config_values` with more than one value, as "lr: 0.1 vs 0.2; ..." ("" when none)."""
+    def said(v: str) -> str:
+        return {"None": "unset (the backend's default)", "(unset)": "unset"}.get(v, v)
+
+    differ = {k: sorted(v) for k, v in values.items() if len(v) > 1}
+    return "; ".join(f"{k}: {' vs '.join(map(said, v[:4]))}{' vs ...' if len(v) > 4 else ''}"
+                     for k, v in differ.items())
+
+
+def check_same_experiment(root: str | Path, configs: list) -> None:
+    """StudiesError (one line) when results directory `root` holds runs of another experiment than
+    `configs` (RunConfigs about to be swept into it): runs whose configurations differ from the new ones in
+    more than the swept fields (POOLABLE) would be mixed into one store that `fit` then refuses. A
+    directory without a readable manifest, or with the same experiment (a resumed or extended sweep), is
+    accepted."""
+    manifest = read_manifest(Path(root)) if Path(root).is_dir() else None
+    old = {rid: e["config"] for rid, e in ((manifest or {}).get("runs") or {}).items()
+           if isinstance(e.get("config"), dict)}
+    if not old:
+        return
+    new = {c.run_id: c.to_dict() for c in configs}
+    shown = differences_text(config_values({**old, **new}, set(POOLABLE)))
+    if shown:
+        raise StudiesError(f"{root} holds {len(old)} run(s) of another experiment (they differ from this "
+                           f"sweep in {shown}); sweep into another --out, then compare the two with "
+                           "`fit DIR1 DIR2 --by FIELD`")
 
 
 def select_runs(table: pd.DataFrame, where: dict[str, list[str]]) -> pd.DataFrame:

@@ -44,7 +44,7 @@ def test_one_run_is_the_same_on_one_two_and_three_threads(key):
     assert one.status == "done"
     for threads in (2, 3):
         _identical(one, run(cfg, threads=threads))
-    _identical(one, run(cfg, progress=True, threads=2))  # evaluated on the calling thread, point by point
+    _identical(one, run(cfg, progress=True, threads=2))  # its progress heartbeat reads the counters only
 
 
 def test_run_many_with_spare_threads_equals_run():
