@@ -15,15 +15,20 @@ from isocompute.reports.claims.groupstd import (
     NONE_KL,
     RULED_OUT,
     SHOWN,
+    PAPER_KL,
     SIZES,
     Size,
+    all_arms,
     boot_stars,
     extreme_contrast,
+    kl_pairs,
     measure_arm,
     records,
     spec,
     studies_of,
     verdict,
+    verdict_kl,
+    verdicts_by_kl,
 )
 from isocompute.reports.claims.wgain import w_gain
 from studies.fit.analyses import run_rewards
@@ -67,6 +72,51 @@ def test_verdict_rule_as_written():
     assert v == INCONCLUSIVE and "What would decide it" in why
     # no CI (one seed): never shown, never ruled out
     assert verdict(_arm(0.05, float("nan")), _arm(0.0, 0.01))[0] == INCONCLUSIVE
+
+
+def test_the_rule_is_read_at_every_kl_coefficient_and_named():
+    """verdicts_by_kl: the rule at each KL coefficient with both scale arms; the text names the coefficient,
+    and the report's lines put the declared verdict's KL first and the others beside it."""
+    from isocompute.reports.claims.groupstd_report import kl_lines
+
+    measured = {"group-kl0": _arm(0.0, 0.005), "none-kl0": _arm(0.0, 0.005), "group-kl0.1": _arm(0.015, 0.02),
+                "none-kl0.1": _arm(0.0, 0.01), "group-kl1": _arm(0.2, 0.01), "none-kl1": _arm(0.0, 0.01)}
+    by = verdicts_by_kl(measured, all_arms(SIZES["full"]))
+    assert {k: v for k, (v, _) in by.items()} == {0.0: RULED_OUT, 0.1: INCONCLUSIVE, 1.0: SHOWN}
+    assert "group + KL 1: n=128 - n=2 = +0.2000" in by[1.0][1] and "none + KL 1:" in by[1.0][1]
+    assert "group + KL 0.1" in by[0.1][1]
+    for m in measured.values():
+        m["rows"] = [{"per_n": {2: (0.5, 0.01), 128: (0.5 + m["top"]["diff"], 0.01)}}]
+    x = {"size": SIZES["full"], "arms": measured, "kl": 1.0, "by_kl": by}
+    text = "\n".join(kl_lines(x))
+    assert "at KL 0: **ruled out**" in text and "at KL 0.1 (declared after this verdict was known): **inc" in text
+    assert "at KL 1:" not in text.split("So the verdict")[0]  # the declared verdict is not repeated beside
+    assert "measured against a KL pull of coefficient 1" in text and "KL 1: n = 2 0.500, n = 128 0.700" in text
+    x["by_kl"] = {**by, 1.0: (INCONCLUSIVE, "")}
+    assert "measured against" not in "\n".join(kl_lines(x))  # said only where the verdict is "shown"
+    assert verdict_kl(SIZES["llm"]) == 0.1
+
+
+def test_the_tiny_lm_paragraph_quotes_its_source_exactly():
+    """Every number of the folded tiny-LM paragraph stands in the retired page at the commit it names, and the
+    count of tuned-lr cells at 1e-4 is that page's table's."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from isocompute.reports.claims.groupstd_report import TINY_LR_CELLS, TINY_QUOTED, TINY_SOURCE, tiny_lm_paragraph
+
+    root = Path(__file__).resolve().parents[2]
+    commit, path = TINY_SOURCE
+    page = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{path}"], capture_output=True, text=True,
+                          check=True).stdout
+    for key, quoted in TINY_QUOTED.items():
+        assert quoted in page, key
+        assert quoted in tiny_lm_paragraph(), key
+    table = page.split("Tuned lr per n (tuning seeds), at each budget:")[1].split("\n\n")[1]
+    cells = re.findall(r"\d+: ([\d.e-]+)", table)
+    assert (sum(float(c) == 1e-4 for c in cells), len(cells)) == TINY_LR_CELLS
+    assert f"git show {commit}:{path}" in tiny_lm_paragraph()
 
 
 def test_extreme_contrast_is_the_paired_largest_minus_smallest():
@@ -183,6 +233,12 @@ def test_declaration_meets_the_issue():
         ("none", 1.0),
     }
     assert {GROUP_KL, NONE_KL} <= {a.key for a in ARMS}
+    # a tenth of the verdict's KL, both scale arms, at n vs m only (not at the fixed total batch)
+    assert {(a.scale_rewards, a.kl_coef) for a in s.nvm_arms} == {("group", PAPER_KL), ("none", PAPER_KL)}
+    assert PAPER_KL == 0.1 and verdict_kl(s) == 1.0
+    names = set(studies_of(s))
+    assert all(spec(s, a).name in names and spec(s, a, fixed_batch=True).name not in names for a in s.nvm_arms)
+    assert list(kl_pairs(all_arms(s))) == [0.0, PAPER_KL, 1.0]
     st = spec(s, ARMS[2])
     base = dict(st.base)
     assert (st.kind, st.preset, st.dataset, base["d"], base["d_val"]) == (
@@ -203,7 +259,7 @@ def test_declaration_meets_the_issue():
     dg = spec(s, s.diag[0], ns=s.diag_ns)
     assert dg.n == (2, 8) and dict(dg.base)["kl_coef"] == KL_MID and dg.name in studies_of(s)
     llm = SIZES["llm"]
-    # sized down from the issue's 2^18 (the comment at SIZES["llm"] says what was cut and why)
+    # sized down from the planned 2^18 (the comment at SIZES["llm"] says what was cut and why)
     assert llm.backend == "llm" and dict(llm.over)["lm"] == "tiny" and llm.bp == 16 and llm.top == 2**16
     assert llm.ns == (2, 8, 32) and len(llm.lrs) >= 5 and len(llm.report_seeds) >= 4
     assert {(a.scale_rewards, a.kl_coef) for a in llm.arms} == {("group", 0.1), ("none", 0.1)}
@@ -232,9 +288,12 @@ def test_quick_command_end_to_end(tmp_path):
     res = CliRunner().invoke(groupstd, args)
     assert res.exit_code == 0, res.output
     linked = link.read_text()
-    assert linked.startswith("# Mechanisms\n\nkept text\n") and "(GS.md)" in linked and "**n vs m: " in linked
+    assert linked.startswith("# Mechanisms\n\nkept text\n") and "(GS.md)" in linked
+    assert "**n vs m at KL 1: " in linked
     md = out.read_text()
-    assert "Verdict (n vs m, the issue's rule)" in md and "Fixed total batch" in md and fig.stat().st_size > 0
+    assert "Verdict (n vs m, the study's rule, read at KL coefficient 1)" in md and "Fixed total batch" in md
+    assert "The same rule at the other KL coefficients (shown, not judged): at KL 0: **" in md
+    assert fig.stat().st_size > 0
     assert any(v in res.output for v in (SHOWN, RULED_OUT, INCONCLUSIVE))
     bad = CliRunner().invoke(groupstd, ["--quick", "--results", str(out)])  # a file, not a directory
     assert bad.exit_code == 2

@@ -26,20 +26,18 @@ def test_staged_build_reads_out_as_the_full_grid(tmp_path):
     assert runs < full["wall"]["runs"]  # the reported seeds ran at the chosen lrs only
 
 
-def test_the_two_experiments_keep_their_own_blocks_in_mechanisms(tmp_path):
-    from isocompute.reports.claims.groupstd_report import link_markers
+def test_the_groupstd_block_survives_a_mechanisms_regeneration(tmp_path):
+    from isocompute.reports.claims.groupstd_report import LINK_BEGIN, LINK_END
     from isocompute.reports.claims.report import kept_blocks
     from studies.files import write_marked_block
 
     doc = tmp_path / "MECHANISMS.md"
     doc.write_text("# Mechanisms\n")
-    write_marked_block(doc, *link_markers("sim"), "simulator verdict")
-    write_marked_block(doc, *link_markers("llm"), "tiny LM verdict")
-    write_marked_block(doc, *link_markers("sim"), "simulator verdict, rerun")
+    write_marked_block(doc, LINK_BEGIN, LINK_END, "simulator verdict")
+    write_marked_block(doc, LINK_BEGIN, LINK_END, "simulator verdict, rerun")
     text = doc.read_text()
-    assert "simulator verdict, rerun" in text and "tiny LM verdict" in text and text.count("simulator") == 1
-    kept = kept_blocks(doc)  # a regeneration of the mechanisms report keeps both
-    assert "tiny LM verdict" in kept and "simulator verdict, rerun" in kept
+    assert "simulator verdict, rerun" in text and text.count("simulator") == 1
+    assert "simulator verdict, rerun" in kept_blocks(doc)  # a regeneration of the mechanisms report keeps it
 
 
 @pytest.mark.slow
@@ -54,7 +52,7 @@ def test_the_tiny_lm_quick_experiment_end_to_end(tmp_path):
                                         "--out", str(out), "--jobs", "2"])
     assert res.exit_code == 0, res.output
     md = out.read_text()
-    assert "Tiny LM (llm backend): n vs m" in md and "Verdict (n vs m, the issue's rule)" in md
+    assert "Tiny LM (llm backend): n vs m" in md and "Verdict (n vs m, the study's rule)" in md
     assert "lm = tiny" in md and "AdamW base-lr grid 0.0003, 0.001 at B_ref = 64 under the sqrt rule" in md
     reading = md.split("## Reading")[1].split("\n## ")[0]
     assert "- group + KL 0.1: top-budget record reward n=2:" in reading and "- none + KL 0.1:" in reading
@@ -84,15 +82,18 @@ def test_reading_names_the_arms_the_study_ran():
     assert "- group + KL 1: top-budget record reward" in text and "largest n wins" in text
 
 
-def test_the_tiny_lm_report_reads_its_store_and_never_recomputes_without_run(tmp_path):
+def test_the_full_tiny_lm_report_is_refused_in_one_line(tmp_path):
+    """Its runs were never committed, so nothing can regenerate its page: `--backend llm` without --quick
+    says so in one line, exit 2, and writes nothing."""
     from click.testing import CliRunner
 
     from isocompute.cli import main
+    from isocompute.reports.cli.groupstd import TINY_REFUSAL
 
     (tmp_path / "M.md").write_text("# M\n")
     res = CliRunner().invoke(main, ["report", "groupstd", "--backend", "llm", "--results",
                                     str(tmp_path / "store"), "--out", str(tmp_path / "GS.md"), "--fig",
                                     str(tmp_path / "f.png"), "--link", str(tmp_path / "M.md")])
-    assert res.exit_code == 2 and "--run computes them" in res.output
-    assert len(res.output.strip().splitlines()) == 1
+    assert res.exit_code == 2 and res.output.strip() == f"error: {TINY_REFUSAL}"
     assert not (tmp_path / "store").exists() and not (tmp_path / "GS.md").exists()
+    assert (tmp_path / "M.md").read_text() == "# M\n"

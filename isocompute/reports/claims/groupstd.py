@@ -8,14 +8,17 @@ gets enough steps, and nothing of the kind without std normalisation (`none`: w 
 Declared studies (one per arm, run through studies.declared: RunConfig -> sweep -> executor -> ResultStore):
 arms `scale_rewards` {group, none} x `kl_coef` {0, 1}, each an n-vs-m sweep to the top budget with
 log-spaced evaluations (one run gives every budget's record reward) and a variant per Adam lr; the same arms
-at a fixed total batch B = bp * n (finding 3, part 4 of the issue). Every lr is chosen per (arm, n, budget)
+at a fixed total batch B = bp * n (finding 3); and, n vs m only, both scale arms at `PAPER_KL` = 0.1, a tenth
+of the verdict's KL, so that the report shows where the effect fades as the KL pull weakens (declared after
+the KL 1 verdict was known; the report says so). Every lr is chosen per (arm, n, budget)
 on the tuning seeds (isocompute.reports.claims.selection.select_on_heldout, which refuses overlapping seeds);
 every number reported comes from the other seeds.
 
 Readout per arm: the paired contrast largest n - smallest n at every budget (95% t-interval over the
 reported seeds), n*(C) of the FrontierFit frontier over (n, tuned lr) arms with a bootstrap interval over the
-reported seeds, and the compute each n needs to reach 95% of the best plateau. `verdict` is the issue's rule,
-fixed before the runs:
+reported seeds, and the compute each n needs to reach 95% of the best plateau. `verdict` is the study's rule,
+fixed before the runs and read on the KL 1 arms (`verdicts_by_kl` reads it at every KL coefficient that has
+both scale arms, beside the declared verdict, never in it):
 - shown: group + KL has a top-budget contrast with CI above 0 and n*(C) rising >= 4x (last / first,
   `directional_growth`), while none + KL is flat (its contrast CI contains 0 or lies below it);
 - ruled out: the group + KL contrast's upper bound is below +0.01;
@@ -41,7 +44,7 @@ from studies.presets import presets_for
 
 SHOWN, RULED_OUT, INCONCLUSIVE = "shown", "ruled out", "inconclusive"
 RULED_OUT_BELOW = 0.01
-"""The issue's threshold: a group + KL contrast whose upper bound is below +0.01 rules the mechanism out."""
+"""The rule's threshold: a group + KL contrast whose upper bound is below +0.01 rules the mechanism out."""
 RISE = 4.0
 """n*(C) must rise >= 4x over the budgets (last / first) for 'shown'."""
 PLATEAU_FRAC = 0.95
@@ -74,6 +77,10 @@ ARMS = (
 )
 GROUP_KL, NONE_KL = "group-kl1", "none-kl1"
 """The two arms the verdict reads."""
+PAPER_KL = 0.1
+"""The KL coefficient of the arms that show where the effect fades: a tenth of the verdict's (the claims
+report's recipe uses 0.01 on Easy: the paper's KL term is small beside its policy gradient)."""
+PAPER_KL_ARMS = (Arm(f"group-kl{PAPER_KL:g}", "group", PAPER_KL), Arm(f"none-kl{PAPER_KL:g}", "none", PAPER_KL))
 
 ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 """Half-decade steps around the mechanism study's tuned lrs (0.003..0.03 at 2^16 on the same preset), up to
@@ -105,6 +112,8 @@ class Size:
     over: tuple[tuple[str, object], ...]
     """Overrides shared by every run (problem-set sizes, backend options)."""
     arms: tuple[Arm, ...] = ARMS
+    nvm_arms: tuple[Arm, ...] = ()
+    """Arms run at n vs m only (not at the fixed total batch): the KL coefficients beside the verdict's."""
     batch: int | None = None
     """Total batch B = bp * n of the fixed-batch part (None: not run)."""
     batch_ns: tuple[int, ...] = ()
@@ -154,6 +163,7 @@ SIZES = {
         tune=2,
         lrs=ADAM_LRS,
         over=_SIM_OVER,
+        nvm_arms=PAPER_KL_ARMS,
         batch=256,
         batch_ns=(2, 8, 32, 128),
         diag=DIAG_ARMS,
@@ -173,9 +183,10 @@ SIZES = {
         batch_ns=(2, 8),
         boot=5,
     ),
-    # the tiny LM (`--backend llm --lm tiny`): easy split, bp 16, both scale arms at one KL
-    # setting (LM_KL), a 5-point lr grid around the tiny LM's default 3e-4, lrs chosen on seeds 0-1 and
-    # reported on 2-5; declared through the same code path. Sized down from n 2..64 to 2^18 (about
+    # the tiny LM (`--lm tiny`): the declaration of the earlier runs that docs/GROUP_STD.md quotes ("Tiny
+    # LM"; they were never committed, so no command runs or reads this size: `llm-quick` runs its
+    # machinery): easy split, bp 16, both scale arms at one KL setting (LM_KL), a 5-point lr grid around the
+    # tiny LM's then default 3e-4, lrs chosen on seeds 0-1 and reported on 2-5. Sized down from n 2..64 to 2^18 (about
     # 360 runs, ~6 CPU-hours at the tiny LM's ~2,500 rollouts/s per core) to n 2, 8, 32 to 2^16 (180 runs,
     # ~1.5 CPU-hours): n = 32 gets 128 steps at the top budget
     "llm": Size(
@@ -239,6 +250,9 @@ def studies_of(size: Size) -> dict[str, StudySpec]:
         for fb in (False, True) if size.batch else (False,):
             st = spec(size, arm, fb)
             out[st.name] = st
+    for arm in size.nvm_arms:
+        st = spec(size, arm)
+        out[st.name] = st
     for arm in size.diag:
         st = spec(size, arm, ns=size.diag_ns)
         out[st.name] = st
@@ -447,38 +461,64 @@ def compute_to_plateau(rec: pd.DataFrame, grid: list[float], size: Size, frac: f
     }
 
 
-def verdict(group_kl: dict, none_kl: dict) -> tuple[str, str]:
-    """The issue's rule (module text) on the two KL arms' measurements: `top` (the largest - smallest n
-    contrast at the top budget, with lo / hi bounds) and `growth` (last / first n*)."""
+def facts_text(group_kl: dict, none_kl: dict, kl: float | None = None) -> str:
+    """What the rule reads, in one clause: each arm's top-budget contrast (largest - smallest n, 95% CI) and
+    the group arm's n* growth."""
+    g, z = group_kl["top"], none_kl["top"]
+    k = "KL" if kl is None else f"KL {kl:g}"
+    return (f"group + {k}: n={g['n_large']} - n={g['n_small']} = {g['diff']:+.4f} [{g['lo']:+.4f}, "
+            f"{g['hi']:+.4f}], n* growth {group_kl['growth']:.2g}x; none + {k}: {z['diff']:+.4f} "
+            f"[{z['lo']:+.4f}, {z['hi']:+.4f}]")
+
+
+def verdict(group_kl: dict, none_kl: dict, kl: float | None = None) -> tuple[str, str]:
+    """The study's rule (module text) on the two KL arms' measurements: `top` (the largest - smallest n
+    contrast at the top budget, with lo / hi bounds) and `growth` (last / first n*); `kl`, the arms' KL
+    coefficient, is named in the text ("group + KL 1")."""
     g, z = group_kl["top"], none_kl["top"]
     gr = group_kl["growth"]
     up = bool(np.isfinite(g["lo"]) and g["lo"] > 0)
     rises = bool(np.isfinite(gr) and gr >= RISE)
     flat = bool(np.isfinite(z["lo"]) and z["lo"] <= 0)
-    facts = (
-        f"group + KL: n={g['n_large']} - n={g['n_small']} = {g['diff']:+.4f} [{g['lo']:+.4f}, "
-        f"{g['hi']:+.4f}], n* growth {gr:.2g}x; none + KL: {z['diff']:+.4f} [{z['lo']:+.4f}, {z['hi']:+.4f}]"
-    )
+    k = "KL" if kl is None else f"KL {kl:g}"
+    facts = facts_text(group_kl, none_kl, kl)
     if up and rises and flat:
         return (
             SHOWN,
-            f"{facts}: the group + KL contrast is above 0, n* rises >= {RISE:g}x and none + KL is flat.",
+            f"{facts}: the group + {k} contrast is above 0, n* rises >= {RISE:g}x and none + {k} is flat.",
         )
     if np.isfinite(g["hi"]) and g["hi"] < RULED_OUT_BELOW:
-        return RULED_OUT, (f"{facts}: the group + KL contrast's upper bound is below +{RULED_OUT_BELOW:g}.")
+        return RULED_OUT, (f"{facts}: the group + {k} contrast's upper bound is below +{RULED_OUT_BELOW:g}.")
     need = []
     if not up:
         need.append(
-            "a group + KL contrast CI above 0 (more seeds or larger budgets) or an upper bound below "
+            f"a group + {k} contrast CI above 0 (more seeds or larger budgets) or an upper bound below "
             f"+{RULED_OUT_BELOW:g}"
         )
     if not rises:
         need.append(f"n*(C) rising >= {RISE:g}x (budgets large enough for the largest n)")
     if not flat:
         need.append(
-            "none + KL flat (its contrast CI reaching 0): with it also above 0 the gain is not the cause"
+            f"none + {k} flat (its contrast CI reaching 0): with it also above 0 the gain is not the cause"
         )
     return INCONCLUSIVE, f"{facts}. What would decide it: {'; '.join(need)}."
+
+
+def kl_pairs(arms) -> dict[float, tuple[str, str]]:
+    """{kl_coef: (group arm key, none arm key)} of every KL coefficient at which `arms` (Arm objects) have
+    both scale arms, ascending."""
+    by: dict[float, dict[str, str]] = {}
+    for a in arms:
+        by.setdefault(float(a.kl_coef), {})[a.scale_rewards] = a.key
+    return {kl: (v["group"], v["none"]) for kl, v in sorted(by.items()) if "group" in v and "none" in v}
+
+
+def verdicts_by_kl(measured: dict, arms) -> dict[float, tuple[str, str]]:
+    """The study's rule read at each KL coefficient of `kl_pairs(arms)` whose two arms were measured
+    (`measured`: {arm key: measure_arm output}): {kl_coef: (verdict, why)}. Only the verdict's own KL (the
+    size's `verdict_arms`) is the declared verdict; the others show how the effect depends on the KL pull."""
+    return {kl: verdict(measured[g], measured[z], kl) for kl, (g, z) in kl_pairs(arms).items()
+            if g in measured and z in measured}
 
 
 # ----------------------------------------------------------------------------------------------- pipeline
@@ -490,7 +530,7 @@ def measure(t: Tables, size: Size, jobs: int = 1, progress: bool = False) -> dic
 
     from tqdm.auto import tqdm
 
-    tasks = [("arms", arm.key, spec(size, arm)) for arm in size.arms]
+    tasks = [("arms", arm.key, spec(size, arm)) for arm in all_arms(size)]
     if size.batch:
         tasks += [("fixed_batch", arm.key, spec(size, arm, True)) for arm in size.arms]
     tasks += [("diag", arm.key, spec(size, arm, ns=size.diag_ns)) for arm in size.diag]
@@ -511,11 +551,25 @@ def measure(t: Tables, size: Size, jobs: int = 1, progress: bool = False) -> dic
             bar.update()
     bar.close()
     g, z = size.verdict_arms
+    kl = verdict_kl(size)
     if g in out["arms"] and z in out["arms"]:
-        out["verdict"] = verdict(out["arms"][g], out["arms"][z])
+        out["verdict"] = verdict(out["arms"][g], out["arms"][z], kl)
+        out["kl"] = kl
+        out["by_kl"] = verdicts_by_kl(out["arms"], all_arms(size))
         if size.batch:
-            out["fb_verdict"] = verdict(out["fixed_batch"][g], out["fixed_batch"][z])
+            out["fb_verdict"] = verdict(out["fixed_batch"][g], out["fixed_batch"][z], kl)
     return out
+
+
+def all_arms(size: Size) -> list[Arm]:
+    """The n-vs-m arms of a size (`arms` and `nvm_arms`), by KL coefficient (stable: group before none)."""
+    return sorted((*size.arms, *size.nvm_arms), key=lambda a: a.kl_coef)
+
+
+def verdict_kl(size: Size) -> float | None:
+    """The KL coefficient of the arms the declared verdict reads (None if they differ)."""
+    kls = {a.kl_coef for a in all_arms(size) if a.key in size.verdict_arms}
+    return float(kls.pop()) if len(kls) == 1 else None
 
 
 def wall_seconds(t: Tables, names) -> float:
@@ -541,37 +595,26 @@ def chosen_lrs(table: pd.DataFrame, size: Size, metric: str = "val_mean") -> set
     return out
 
 
-def _stored_or_run(configs, results: Path, jobs: int, progress: bool, desc: str, run: bool) -> None:
-    """Run the missing `configs` into `results`, or (run False: regenerate from a committed store) refuse in
-    one line when any is missing."""
-    from studies.config import StudiesError
+def _run(configs, results: Path, jobs: int, progress: bool, desc: str) -> None:
+    """Run the `configs` that `results` lacks into it (finished runs are reused)."""
     from studies.executors import run_sweep
     from studies.store import ResultStore
 
-    if not run:
-        store = ResultStore(results)
-        missing = [c for c in configs if not store.is_finished(c.run_id)]
-        if missing:
-            raise StudiesError(f"{results} lacks {len(missing)} of the {len(configs)} {desc} (e.g. "
-                               f"{missing[0].run_id}); --run computes them")
-        return
     with ResultStore(results, study="groupstd") as store:
         run_sweep(configs, store, jobs=jobs, progress=progress, desc=desc)
 
 
-def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs: int, progress: bool,
-                 run: bool = True):
+def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs: int, progress: bool):
     """Stage 1: every study's runs on the tuning seeds (the whole lr grid). Stage 2: the reported seeds at the
     (n, lr) pairs stage 1 chose for a readout budget. The selection is the unstaged one (the tuning seeds
     alone choose); readouts at other budgets (compute to plateau) see a reported-seed value only where their
-    choice was run, and leave the others out. `run` False reads the store only (`_stored_or_run`)."""
+    choice was run, and leave the others out."""
     from studies.declared import study_configs
 
     full = {name: study_configs(st, size.presets, size.backend) for name, st in studies.items()}
     tune = set(size.tune_seeds)
     stage1 = {name: [(lab, c) for lab, c in runs if c.seed in tune] for name, runs in full.items()}
-    _stored_or_run([c for runs in stage1.values() for _, c in runs], results, jobs, progress,
-                   "groupstd tuning runs", run)
+    _run([c for runs in stage1.values() for _, c in runs], results, jobs, progress, "groupstd tuning runs")
     t1 = Tables(results, stage1)
     plan = {}
     for name, runs in full.items():
@@ -579,18 +622,17 @@ def build_staged(studies: dict[str, StudySpec], size: Size, results: Path, jobs:
         keep = chosen_lrs(tab, size) if len(tab) else set()
         plan[name] = stage1[name] + [(lab, c) for lab, c in runs
                                      if c.seed not in tune and (int(c.n), lab) in keep]
-    _stored_or_run([c for runs in plan.values() for _, c in runs if c.seed not in tune], results, jobs,
-                   progress, "groupstd reported runs", run)
+    _run([c for runs in plan.values() for _, c in runs if c.seed not in tune], results, jobs, progress,
+         "groupstd reported runs")
     return plan
 
 
-def build(size: Size, results: Path, jobs: int = 2, progress: bool = False, run: bool = True
-          ) -> tuple[dict, Tables, float]:
-    """Run (or, `run` False, only read: staged sizes) the declared studies of `size` and measure them."""
+def build(size: Size, results: Path, jobs: int = 2, progress: bool = False) -> tuple[dict, Tables, float]:
+    """Run (or reuse) the declared studies of `size` and measure them."""
     t0 = time.perf_counter()
     studies = studies_of(size)
     if size.staged:
-        plan = build_staged(studies, size, results, jobs, progress, run)
+        plan = build_staged(studies, size, results, jobs, progress)
     else:
         plan = run_studies(
             studies,
@@ -616,18 +658,25 @@ def build(size: Size, results: Path, jobs: int = 2, progress: bool = False, run:
 __all__ = [
     "ARMS",
     "PointFrontier",
+    "all_arms",
     "DIAG_ARMS",
     "KL_EXT",
     "KL_MID",
+    "PAPER_KL",
+    "PAPER_KL_ARMS",
     "SIZES",
     "Arm",
     "Size",
     "build",
     "compute_to_plateau",
     "extreme_contrast",
+    "facts_text",
+    "kl_pairs",
     "measure",
     "measure_arm",
     "spec",
     "studies_of",
     "verdict",
+    "verdict_kl",
+    "verdicts_by_kl",
 ]

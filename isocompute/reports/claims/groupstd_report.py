@@ -18,21 +18,16 @@ from isocompute.reports.claims.groupstd import (
     PLATEAU_FRAC,
     RISE,
     RULED_OUT_BELOW,
+    SHOWN,
     Size,
+    all_arms,
+    facts_text,
+    kl_pairs,
 )
 from isocompute.reports.claims.wgain import saturation_n, w_gain, w_limit
 
 LINK_BEGIN, LINK_END = "<!-- groupstd:begin (isocompute report groupstd) -->", "<!-- groupstd:end -->"
-TINY_LINK_BEGIN, TINY_LINK_END = (
-    "<!-- groupstd_tiny:begin (isocompute report groupstd --backend llm) -->",
-    "<!-- groupstd_tiny:end -->",
-)
-
-
-def link_markers(backend: str) -> tuple[str, str]:
-    """The marked block of each experiment in docs/MECHANISMS.md: the simulator's, the tiny LM's."""
-    return (LINK_BEGIN, LINK_END) if backend == "sim" else (TINY_LINK_BEGIN, TINY_LINK_END)
-"""Markers of the block `isocompute report groupstd` writes into docs/MECHANISMS.md (its own block: the
+"""Markers of the block `isocompute report groupstd --docs` writes into docs/MECHANISMS.md (its own block: the
 mechanisms section's generator owns the rest of that file)."""
 W_NS = (2, 8, 32, 128, 512)
 W_PS = (0.01, 0.1, 0.5, 0.9, 0.99)
@@ -83,7 +78,7 @@ def w_lines() -> list[str]:
                 + f" at n = {', '.join(map(str, W_NS))} (bound adv_eps sqrt(n)).",
                 "90% of the limit 1/sqrt(p (1 - p)) is reached at n = "
                 + ", ".join(f"{v} for p = {p:g}" for p, v in sat.items())
-                + ": about 2.5 / min(p, 1 - p) at small p, the issue's 'n ~ 1 / min(p, 1 - p)' within that "
+                + ": about 2.5 / min(p, 1 - p) at small p, the rule of thumb 'n ~ 1 / min(p, 1 - p)' within that "
                 "factor.",
             ]
         ),
@@ -102,8 +97,8 @@ DERIVATION = [
     "E[update | p] = w_n(p) · ∂p/∂z,  w_n(p) = E_c[m (1 - m) / den(m)] / (p (1 - p)),",
     "",
     "den = σ + adv_eps (group) or 1 (none). Without eps: group, population std: w = E[sqrt(m (1 - m))] / "
-    "(p (1 - p)); group, sample std: sqrt((n - 1) / n) times that (the issue's formula is this sample-std "
-    "form); none: w = (n - 1) / n exactly. As n → ∞ both group forms tend to 1 / sqrt(p (1 - p)). "
+    "(p (1 - p)); group, sample std: sqrt((n - 1) / n) times that (the formula usually quoted is this "
+    "sample-std form); none: w = (n - 1) / n exactly. As n → ∞ both group forms tend to 1 / sqrt(p (1 - p)). "
     "`isocompute.reports.claims.wgain.w_gain` computes it by exact enumeration over c; "
     "tests/science/test_wgain.py checks "
     "it against a brute force over all 2^n reward vectors, the engine's `sandbox.theory.expected_update` and "
@@ -203,9 +198,6 @@ def arm_tables(res: dict, arms: list[str], unit: str, scale: float = 1.0) -> lis
     return out
 
 
-LLM_STORE = "docs/group_std_tiny/store"
-"""Where the tiny-LM experiment's runs belong, committed, so that its report is regenerated from them (the
-runs behind the report committed on 2026-12-02 were not: `--run` recomputes them)."""
 EVALS = {"sim": 32, "llm": 8}
 """Evaluation points per run: the backends' defaults (RunConfig.n_evals None)."""
 
@@ -228,12 +220,14 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
         lines += ["", "**Quick mode**: tiny sizes for CI; the verdicts test the machinery, not the science."]
     if "verdict" in x:
         v, why = x["verdict"]
-        lines += ["", f"**Verdict (n vs m, the issue's rule): {v}.** {why}"]
+        lines += ["", f"**Verdict (n vs m, the study's rule{_at(x)}): {v}.** {why}"]
+        lines += kl_lines(x)
     if size.backend == "llm":
         lines += ["", scope_text(size)]
     if "fb_verdict" in x:
         v, why = x["fb_verdict"]
-        lines += ["", f"Fixed total batch, the same rule read on its arms: **{v}.** {why}"]
+        at = f" at KL coefficient {x['kl']:g}" if x.get("kl") is not None else ""
+        lines += ["", f"Fixed total batch, the same rule read on its arms{at}: **{v}.** {why}"]
     if fig is not None:
         lines += ["", f"![w_n(p) and n*(C) per arm]({os.path.relpath(Path(fig), Path(out).parent)})"]
     lines += [""] + reading(x)
@@ -249,6 +243,9 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
         f"bp = {size.bp}, n in {list(size.ns)}, budgets {budget_text(size.budgets[0])}..."
         f"{budget_text(size.top)} (each run to the top, {EVALS[size.backend]} log-spaced evaluations), arms "
         + ", ".join(f"`{a.key}` ({a.label})" for a in size.arms)
+        + (", and at n vs m only " + ", ".join(f"`{a.key}` ({a.label})" for a in size.nvm_arms)
+           + f" (declared after the verdict at KL {x['kl']:g} was known)" if size.nvm_arms and "kl" in x
+           else "")
         + f"; {lr_grid_text(size)}; lr tuned per (arm, n, budget) on seeds {size.tune_seeds}, everything "
         f"reported on seeds "
         f"{size.report_seeds} ({len(size.report_seeds)}); bootstrap {size.boot} resamples."
@@ -256,7 +253,8 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
            "budgets (the compute-to-plateau readout uses a reported value only where its budget's choice "
            "ran)." if size.staged else ""),
         "",
-        f"Rule (fixed before the runs): shown if `{g_arm}` has a top-budget contrast (largest − smallest "
+        f"Rule (fixed before the runs; the verdict reads it on `{g_arm}` and `{z_arm}`, the other KL "
+        "coefficients beside it): shown if `{g_arm}` has a top-budget contrast (largest − smallest "
         f"n) with CI above 0 and n*(C) rising >= {RISE:g}x (last / first), while `{z_arm}` is flat (CI "
         f"containing 0 or below); ruled out if the `{g_arm}` contrast's upper bound is below "
         f"+{RULED_OUT_BELOW:g}; otherwise inconclusive.",
@@ -277,15 +275,79 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
     if x.get("diag"):
         lines += [""] + diag_lines(x)
     if size.backend == "sim":
-        lines += [
-            "",
-            "## Tiny LM",
-            "",
-            "Run on the tiny LM: docs/GROUP_STD_TINY.md (`isocompute report groupstd --backend llm --docs`); "
-            "the paper's allocation question on the tiny LM at the paper's scale: docs/TINY_STUDY.md "
-            "(`isocompute report tiny-study`).",
-        ]
+        lines += ["", '## Tiny LM <a id="tiny-lm"></a>', "", tiny_lm_paragraph()]
     return "\n".join(lines) + "\n"
+
+
+def _at(x: dict) -> str:
+    """', read at KL coefficient 1' where the measurements name the verdict's KL coefficient."""
+    return f", read at KL coefficient {x['kl']:g}" if x.get("kl") is not None else ""
+
+
+def kl_lines(x: dict) -> list[str]:
+    """The rule read at the other KL coefficients (beside the verdict, never in it), and where the effect
+    lives: per KL coefficient, the group arm's top-budget reward of its smallest and largest n and their
+    contrast. Empty where the study ran one KL coefficient."""
+    by = x.get("by_kl") or {}
+    kl = x.get("kl")
+    if len(by) < 2 or kl is None:
+        return []
+    pairs = kl_pairs(all_arms(x["size"]))
+    late = {a.kl_coef for a in x["size"].nvm_arms}
+    others = [f"at KL {k:g}{' (declared after this verdict was known)' if k in late else ''}: **{v}** "
+              f"({facts_text(x['arms'][pairs[k][0]], x['arms'][pairs[k][1]], k)})"
+              for k, (v, _) in by.items() if k != kl]
+    where = []
+    for k in by:
+        g = x["arms"][pairs[k][0]]
+        top, c = g["rows"][-1]["per_n"], g["top"]
+        where.append(f"KL {k:g}: n = {c['n_small']} {top[c['n_small']][0]:.3f}, n = {c['n_large']} "
+                     f"{top[c['n_large']][0]:.3f}, the largest n {_side(c)}")
+    lead = (f"So '{SHOWN}' is the gain of std-normalised advantages measured against a KL pull of "
+            f"coefficient {kl:g}, not a property of large n alone. " if by[kl][0] == SHOWN else "")
+    return ["", "The same rule at the other KL coefficients (shown, not judged): " + "; ".join(others) + ".",
+            "", f"{lead}Under group std, top-budget record reward of the smallest and largest n by KL "
+            "coefficient: " + "; ".join(where) + "."]
+
+
+TINY_SOURCE = ("20b9336", "docs/GROUP_STD_TINY.md")
+"""(commit, path) of the tiny-LM experiment's page as last generated: its runs were never committed, so no
+command regenerates its numbers; the paragraph below quotes them from that file (tests/science/
+test_groupstd.py checks every quoted number against it)."""
+TINY_QUOTED = {
+    "verdict": "ruled out",
+    "group": "n=32 - n=2 = -0.1096 [-0.1556, -0.0636]",
+    "none": "-0.0967 [-0.1256, -0.0678]",
+    "group_rewards": "n=2: 0.714, n=8: 0.709, n=32: 0.604",
+    "none_rewards": "n=2: 0.712, n=8: 0.654, n=32: 0.615",
+    "runs": "96 runs",
+    "date": "2026-12-02",
+}
+"""The quoted numbers, each as it stands in the page at TINY_SOURCE."""
+TINY_LR_CELLS = (15, 18)
+"""(cells where the tuning seeds chose the base lr 1e-4, cells) of that page's table "Tuned lr per n"."""
+
+
+def tiny_lm_paragraph() -> str:
+    """What the retired tiny-LM page showed, labelled as quoted and sourced (TINY_SOURCE): the experiment,
+    its verdict and numbers, the lr its tuning chose, and why it does not answer the paper's question."""
+    q = TINY_QUOTED
+    commit, path = TINY_SOURCE
+    return (
+        "**An earlier run of this study on the tiny LM (quoted, not regenerated).** The same study on the "
+        "shipped tiny LM (`--lm tiny`: bp 16, n 2, 8, 32 to 2^16 rollouts, so n = 32 took at most 128 "
+        "optimizer steps; arms group + KL 0.1 and none + KL 0.1; the base lr tuned per arm, n and budget on "
+        f"seeds 0-1 over 3e-05..0.003 under the sqrt rule, reported on seeds 2-5; {q['runs']} on "
+        f"{q['date']}) read **{q['verdict']}**: at 2^16 the largest n lost in both arms, group + KL 0.1 "
+        f"{q['group']}, none + KL 0.1 {q['none']} (top-budget record reward {q['group_rewards']} with group "
+        f"std, {q['none_rewards']} without); the tuning seeds chose the base lr 1e-4 in {TINY_LR_CELLS[0]} of "
+        f"the {TINY_LR_CELLS[1]} (arm, n, budget) cells, the value that became the tiny LM's default. Its "
+        f"runs were never committed, so these numbers cannot be regenerated: they are quoted from `git show "
+        f"{commit}:{path}`, the page `isocompute report groupstd --backend llm` wrote from them, since "
+        "retired. It measured the paper's low-compute regime (at most a few hundred steps for large n), "
+        "where the paper too has small n winning; the paper's own question on this model at its scale is "
+        "the preregistered tiny-LM study: docs/TINY_STUDY.md (`isocompute report tiny-study`)."
+    )
 
 
 def lr_grid_text(size: Size) -> str:
@@ -330,7 +392,7 @@ def reading(x: dict) -> list[str]:
     every arm the study ran: the arms without KL by their contrast, n* and compute to plateau, the KL arms by
     their top-budget rewards and contrast."""
     arms = x["arms"]
-    ran = [a for a in x["size"].arms if a.key in arms]
+    ran = [a for a in all_arms(x["size"]) if a.key in arms]
     out = []
     for arm in (a for a in ran if not a.kl_coef):
         key, what = arm.key, f"{arm.scale_rewards}, no KL"
@@ -411,32 +473,36 @@ def link_block(x: dict, cmd: str, out: Path, link: Path) -> str:
     report."""
     rel = os.path.relpath(Path(out), Path(link).parent)
     title = "under a tuned lr" if x["size"].backend == "sim" else "on the tiny LM, under a tuned lr"
+    kl = f" at KL {x['kl']:g}" if x.get("kl") is not None else ""
     lines = [
         f"## Group-std gain {title}",
         "",
         f"Generated by `{cmd}`; the full report, derivation and tables: [{Path(out).name}]({rel}).",
     ]
     if "verdict" in x:
-        lines += ["", f"**n vs m: {x['verdict'][0]}.** {x['verdict'][1]}"]
+        lines += ["", f"**n vs m{kl}: {x['verdict'][0]}.** {x['verdict'][1]}"]
+        lines += [v for v in kl_lines(x)[:2]]
     if "fb_verdict" in x:
-        lines += ["", f"**Fixed total batch: {x['fb_verdict'][0]}.** {x['fb_verdict'][1]}"]
+        lines += ["", f"**Fixed total batch{kl}: {x['fb_verdict'][0]}.** {x['fb_verdict'][1]}"]
     return "\n".join(lines)
 
 
-def readme_markers(backend: str) -> tuple[str, str]:
-    """README.md's generated line of each experiment (the README rule: numbers only inside such blocks)."""
-    name = "groupstd-sim" if backend == "sim" else "groupstd-tiny"
-    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+README_MARKERS = ("<!-- groupstd-sim:begin -->", "<!-- groupstd-sim:end -->")
+"""README.md's generated line of the simulator experiment (the README rule: numbers only inside such
+blocks)."""
 
 
 def readme_line(x: dict, cmd: str, out: Path) -> str:
-    """One paragraph for README.md's science section: what ran, the verdict and its numbers, the report."""
-    what = "the simulator" if x["size"].backend == "sim" else "the tiny LM (`--lm tiny`)"
-    line = (f"Group-std gain as the mechanism on {what}, under an lr tuned on held-out seeds (`{cmd}`, "
+    """One paragraph for README.md's science section: what ran, the verdict with the KL coefficient it holds
+    at and its numbers, the rule at the other KL coefficients, the report."""
+    line = (f"Group-std gain as the mechanism on the simulator, under an lr tuned on held-out seeds (`{cmd}`, "
             f"[{out}]({out}))")
     if "verdict" not in x:
         return line + "."
-    return f"{line}: **{x['verdict'][0]}**. {x['verdict'][1]}"
+    kl = f" at KL coefficient {x['kl']:g}" if x.get("kl") is not None else ""
+    others = "; ".join(f"at KL {k:g}: {v}" for k, (v, _) in (x.get("by_kl") or {}).items() if k != x.get("kl"))
+    return (f"{line}: **{x['verdict'][0]}{kl}**. {x['verdict'][1]}"
+            + (f" The same rule at the other KL coefficients (not judged): {others}." if others else ""))
 
 
 def write_figure(x: dict, path: Path) -> None:
@@ -500,5 +566,5 @@ def write_figure(x: dict, path: Path) -> None:
     atomic_save_figure(fig, path, dpi=110)
 
 
-__all__ = ["LINK_BEGIN", "LINK_END", "TINY_LINK_BEGIN", "TINY_LINK_END", "link_block",
-           "link_markers", "readme_line", "readme_markers", "render", "w_lines", "write_figure"]
+__all__ = ["LINK_BEGIN", "LINK_END", "README_MARKERS", "TINY_QUOTED", "TINY_SOURCE", "kl_lines", "link_block",
+           "readme_line", "render", "tiny_lm_paragraph", "w_lines", "write_figure"]
