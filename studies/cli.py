@@ -314,7 +314,7 @@ def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n
     in more than the swept fields and `by` are refused unless `pool` (studies.io.check_poolable)."""
     import pandas as pd
 
-    from studies.io import check_poolable, select_runs
+    from studies.io import check_by_constant, check_poolable, select_runs
 
     if not paths:
         raise StudiesError("give at least one PATH")
@@ -336,6 +336,7 @@ def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n
         table = select_runs(table, parse_where(where))
     where = f"the runs of {paths[0]}" if len(paths) == 1 else f"the runs of {', '.join(map(str, paths))}"
     check_poolable(table, by=by, pool=pool, where=where)
+    check_by_constant(table, by)
     models = {c.get("model") or "tabular" for c in configs.values() if c.get("backend", "sim") == "sim"}
     if len(models) == 1 and len(configs) == table["run_id"].nunique():
         table.attrs["model"] = next(iter(models))

@@ -97,7 +97,9 @@ def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = 
     named in a LeftOutRunsWarning (docs/DESIGN.md: divergence is data, not a silent curve); values that are
     not
     numbers at all drop their rows. A run_id with two values of n or bp is an error naming it: it would
-    otherwise be fitted as one fake curve. `sparse`: a reader's table of a third-party log, where a missing
+    otherwise be fitted as one fake curve; unless its `allocator` column names a schedule (not `fixed-...`),
+    whose steps record the n and bp they had (a TRL run resumed at another n; `check_by_constant` keeps it
+    off a curve per n). `sparse`: a reader's table of a third-party log, where a missing
     metric value means "not logged at that step" rather than NaN (only infinities then leave a run out).
     Registered readers return their raw table and load_table passes it through here.
     """
@@ -156,9 +158,11 @@ def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = 
         notes.append((LeftOutRunsWarning, f"left out {len(runs)} run(s) of {where} with NaN or infinite "
                                           f"{what} values (diverged?): {names_text(shown)}"))
         t = t.loc[~t["run_id"].astype(str).isin(runs)]
+    scheduled = scheduled_runs(t)
     for col in ("n", "bp"):
         if col in t.columns and len(t):
             k = t.groupby(t["run_id"].astype(str))[col].nunique()
+            k = k[~k.index.isin(scheduled)]
             if (k > 1).any():
                 r = str(k[k > 1].index[0])
                 vals = sorted(t.loc[t["run_id"].astype(str) == r, col].unique().tolist())
@@ -169,6 +173,216 @@ def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = 
     if t.empty:
         raise StudiesError(f"{where} has no usable rows left ({total} read)")
     return t.reset_index(drop=True), notes
+
+
+def scheduled_runs(table: pd.DataFrame) -> set[str]:
+    """run_ids whose one `allocator` value is a schedule or an allocator, not `fixed-n...`: their n and bp
+    may change from step to step."""
+    if "allocator" not in table.columns or "run_id" not in table.columns:
+        return set()
+    labels = table.groupby(table["run_id"].astype(str))["allocator"].agg(lambda v: set(v.astype(str)))
+    return {r for r, v in labels.items() if len(v) == 1 and not next(iter(v)).startswith("fixed")}
+
+
+def check_by_constant(table: pd.DataFrame, by: str) -> None:
+    """StudiesError (one line) when a run's `by` value changes within the run (an n schedule): one run is
+    one curve, and splitting it by n would credit the later n with what the earlier n trained."""
+    if by not in table.columns or "run_id" not in table.columns or table.empty:
+        return
+    k = table.groupby(table["run_id"].astype(str))[by].nunique()
+    if (k > 1).any():
+        r = str(k[k > 1].index[0])
+        vals = ", ".join(map(str, sorted(table.loc[table["run_id"].astype(str) == r, by].unique().tolist())))
+        label = table.loc[table["run_id"].astype(str) == r, "allocator"].iloc[0] \
+            if "allocator" in table.columns else "a schedule"
+        raise StudiesError(f"run {r} changes {by} within the run ({vals}: {label}); one run is one curve: "
+                           f"fit it --by allocator")
+
+
+def _pick_reader(p: Path, fmt: str) -> Reader | None:
+    if fmt in READERS:
+        return READERS[fmt]
+    candidates = [r for r in READERS.values() if fmt == "auto" or r.family == fmt]
+    for r in candidates:
+        try:
+            if r.sniff(p):
+                return r
+        except (OSError, ValueError):
+            continue
+    if fmt not in ("auto", "csv"):
+        raise StudiesError(f"{p} is not a {fmt} log")
+    return None
+
+
+def _read_plain(p: Path) -> pd.DataFrame:
+    """A table file with our column names."""
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(p)
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(p)
+        if suffix in (".jsonl", ".json"):
+            return pd.read_json(p, lines=True)
+    except (ValueError, OSError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise StudiesError(f"cannot read {p}: {why}") from None
+    raise StudiesError(f"unknown table format {suffix or '(none)'} of {p}; use .csv, .parquet or .jsonl")
+
+
+def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:
+    if not (root / RUNS).is_dir() and not (root / MANIFEST).exists():
+        raise StudiesError(f"{root} is not a results directory (no manifest.json or runs/)")
+    records = finished_records(root)
+    manifest = read_manifest(root)
+    if manifest is None:
+        warnings.warn(f"{root / MANIFEST} is damaged; using the run records (a sweep into {root} "
+                      "rebuilds it)", LeftOutRunsWarning, stacklevel=3)
+        manifest = {}
+    manifest_runs = manifest.get("runs", {})
+    damaged = {r: why for r, rec in records.items() if (why := run_damage(root / RUNS, rec)) is not None}
+    if damaged:
+        shown = [f"{r} ({why})" for r, why in damaged.items()]
+        warnings.warn(f"left out {len(damaged)} damaged run(s) (rerun the sweep to repair them): "
+                      f"{names_text(shown)}", LeftOutRunsWarning, stacklevel=3)
+        records = {r: rec for r, rec in records.items() if r not in damaged}
+    diverged = sorted(r for r, rec in records.items() if rec["status"] == DIVERGED)
+    unfinished = sorted(set(manifest_runs) - set(records) - set(damaged))
+    if diverged and not include_diverged:
+        steps = {r: records[r].get("diverged_step") for r in diverged}
+        shown = [f"{r} (step {steps[r]})" for r in diverged]
+        warnings.warn(f"left out {len(diverged)} diverged run(s): {names_text(shown)}", LeftOutRunsWarning,
+                      stacklevel=2)
+    if unfinished:
+        warnings.warn(f"left out {len(unfinished)} unfinished run(s): {names_text(unfinished)}",
+                      LeftOutRunsWarning, stacklevel=2)
+    keep = sorted(r for r, rec in records.items() if include_diverged or rec["status"] == DONE)
+    frames = [pd.read_parquet(run_file(root / RUNS, r, kind)) for r in keep]
+    if not frames:
+        raise StudiesError(f"{root} holds no finished runs")
+    table = pd.concat(frames, ignore_index=True)
+    table.attrs["configs"] = {r: records[r].get("config") or {} for r in keep}  # for check_poolable
+    if kind == "table" and "n" in table.columns:
+        # runs stored before the allocator column existed have none; all of them are fixed-n runs
+        fixed = "fixed-n" + table["n"].astype("int64").astype(str)
+        table["allocator"] = table["allocator"].fillna(fixed) if "allocator" in table.columns else fixed
+    return table
+
+
+POOLABLE = ("n", "bp", "seed", "problem_seed", "allocator", "budget", "n_evals")
+"""RunConfig fields in which runs pooled into one fit may differ: the fields sweeps vary (the grid, its
+seeds, the allocator column), the budget (a shorter run is the same curve stopped earlier) and the
+evaluation schedule. Runs that differ in anything else (model, dataset, lr, objective...) are other
+experiments: one frontier through them means nothing."""
+
+
+DEFAULT_METRIC = "val_mean"
+PRESET_METRICS = {("sim", "tabular"): "train_mean"}
+"""Default reward column per (backend, policy preset) where val_mean means nothing: the tabular preset's
+validation problems share no parameters with the training problems, so its val_mean never moves and the
+claim (small n wins) is read on the training problems (docs/PAPER.md Section 5.1; `isocompute demo`)."""
+
+
+def preset_metric(model: str | None, backend: str = "sim") -> str:
+    """The default metric of runs of `model` on `backend` (None: the simulator's default preset, tabular)."""
+    if backend == "sim" and model is None:
+        model = "tabular"
+    return PRESET_METRICS.get((backend, str(model)), DEFAULT_METRIC)
+
+
+def default_metric(paths: Iterable[str | Path]) -> tuple[str, str | None]:
+    """(metric, why) for commands run without --metric: the preset default of the runs in results
+    directories (read from their manifests) when every run agrees on one, else val_mean; `why` is a note
+    for the user when the default is not val_mean."""
+    found: set[str] = set()
+    for path in paths:
+        p = Path(path)
+        if not (p.is_dir() and (p / MANIFEST).exists()):
+            found.add(DEFAULT_METRIC)
+            continue
+        runs = (read_manifest(p) or {}).get("runs", {})
+        for entry in runs.values():
+            cfg = entry.get("config") or {}
+            found.add(preset_metric(cfg.get("model"), cfg.get("backend", "sim")))
+    if len(found) == 1 and (m := next(iter(found))) != DEFAULT_METRIC:
+        return m, (f"metric {m}: the default of these runs' preset (the tabular preset's validation problems "
+                   f"never move); pass --metric to choose another")
+    return DEFAULT_METRIC, None
+
+
+def check_poolable(table: pd.DataFrame, by: str = "n", pool: bool = False, where: str = "the runs") -> None:
+    """StudiesError (one line naming the fields) when the runs of `table` differ in a configuration field
+    other than POOLABLE and `by`, unless `pool`. The configurations are the run records of results
+    directories (`table.attrs["configs"]`, {run_id: config}); for other tables, the columns named like
+    RunConfig fields whose value is constant within every run (a logged lr schedule is not a config)."""
+    if pool:
+        return
+    from studies.config import RunConfig
+
+    allowed = set(POOLABLE) | {by}
+    configs = table.attrs.get("configs") or {}
+    values: dict[str, set[str]] = {}
+    if configs:
+        ids = set(table["run_id"].astype(str)) if "run_id" in table.columns else set(configs)
+        values = config_values({rid: c for rid, c in configs.items() if rid in ids}, allowed)
+    elif "run_id" in table.columns:  # a user's table: config columns constant within each run
+        runs = table["run_id"].astype(str)
+        for f in RunConfig.field_help():
+            if f in table.columns and f not in allowed:
+                col = table[f]
+                if (col.groupby(runs).nunique(dropna=False) > 1).any():
+                    continue  # it changes within a run (a logged lr schedule...): not a configuration
+                values[f] = set(map(repr, col.dropna().unique().tolist()))
+    if shown := differences_text(values):
+        raise StudiesError(f"{where} differ in {shown}: they are different experiments; fit them one at a "
+                           f"time, or pass --by FIELD to compare them, or --pool to pool them anyway")
+
+
+def config_values(configs: dict[str, dict], allowed: set[str]) -> dict[str, set[str]]:
+    """{field: the reprs of its values} over run configurations ({run_id: RunConfig.to_dict()}), fields in
+    `allowed` left out; each backend option as "option KEY", "(unset)" where a run lacks it."""
+    values: dict[str, set[str]] = {}
+    for cfg in configs.values():
+        for key, v in cfg.items():
+            if key == "options":
+                for ok, ov in (v or {}).items():
+                    values.setdefault(f"option {ok}", set()).add(repr(ov))
+            elif key not in allowed:
+                values.setdefault(key, set()).add(repr(v))
+    keys = {k for c in configs.values() for k in (c.get("options") or {})}
+    for k in keys:  # an option set on some runs only differs from the runs without it
+        if any(k not in (c.get("options") or {}) for c in configs.values()):
+            values.setdefault(f"option {k}", set()).add("(unset)")
+    return values
+
+
+def differences_text(values: dict[str, set[str]]) -> str:
+    """The fields of `config_values` with more than one value, as "lr: 0.1 vs 0.2; ..." ("" when none)."""
+    def said(v: str) -> str:
+        return {"None": "unset (the backend's default)", "(unset)": "unset"}.get(v, v)
+
+    differ = {k: sorted(v) for k, v in values.items() if len(v) > 1}
+    return "; ".join(f"{k}: {' vs '.join(map(said, v[:4]))}{' vs ...' if len(v) > 4 else ''}"
+                     for k, v in differ.items())
+
+
+def check_same_experiment(root: str | Path, configs: list) -> None:
+    """StudiesError (one line) when results directory `root` holds runs of another experiment than
+    `configs` (RunConfigs about to be swept into it): runs whose configurations differ from the new ones in
+    more than the swept fields (POOLABLE) would be mixed into one store that `fit` then refuses. A
+    directory without a readable manifest, or with the same experiment (a resumed or extended sweep), is
+    accepted."""
+    manifest = read_manifest(Path(root)) if Path(root).is_dir() else None
+    old = {rid: e["config"] for rid, e in ((manifest or {}).get("runs") or {}).items()
+           if isinstance(e.get("config"), dict)}
+    if not old:
+        return
+    new = {c.run_id: c.to_dict() for c in configs}
+    shown = differences_text(config_values({**old, **new}, set(POOLABLE)))
+    if shown:
+        raise StudiesError(f"{root} holds {len(old)} run(s) of another experiment (they differ from this "
+                           f"sweep in {shown}); sweep into another --out, then compare the two with "
+                           "`fit DIR1 DIR2 --by FIELD`")
 
 
 def _pick_reader(p: Path, fmt: str) -> Reader | None:

@@ -81,15 +81,16 @@ def build_table(
     *,
     run_id: str,
     backend: str,
-    n: int,
-    bp: int,
+    n: int | np.ndarray,
+    bp: int | np.ndarray,
     compute: Callable[[np.ndarray], np.ndarray] | None = None,
     model: str = "",
     dataset: str = "",
     seed: float = math.nan,
     k: float = math.nan,
 ) -> pd.DataFrame:
-    """One row per logged step (ascending). `keymap` {framework key: our column}; `compute(steps)` gives the
+    """One row per logged step (ascending). `keymap` {framework key: our column}; n and bp are the run's, or
+    one per row (ascending steps) where the run records them per step; `compute(steps)` gives the
     cumulative rollouts after each optimiser step (default: step * bp * n, one generation batch per step).
     `tokens` = sum over logged steps of response_len x the rollouts generated since the previous one (the
     mean completion length of a logging window times its rollouts), interpolated in compute where a step

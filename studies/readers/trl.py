@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from studies.config import StudiesError
-from studies.readers.common import build_table, files_under, merge_geometry, need_geometry
+from studies.readers.common import build_table, files_under, merge_geometry, need_geometry, number
 
 KEYMAP = {
     "reward": "batch_reward",
@@ -43,6 +43,12 @@ KEYMAP = {
 }
 """TRL / Trainer log key -> learning-curve column (the raw keys stay as extra columns)."""
 
+LOGGED = {"n": "isocompute/n", "bp": "isocompute/bp", "compute": "isocompute/compute",
+          "rollouts_trained": "isocompute/rollouts_trained"}
+"""Column -> the log key under which a run records it per optimiser step: the group size n and prompts bp of
+the step, and the rollouts generated (compute) and trained so far. `IsoComputeGRPOTrainer` logs them as it
+counts them from its batches; `IsoComputeCallback` adds them to a plain GRPOTrainer's log entries from the
+geometry in force at each step (so a run resumed at another num_generations keeps what each step was)."""
 STATE_NAME = "trainer_state.json"
 CALLBACK_NAME = "IsoComputeCallback"
 N_HINT = "GRPOConfig.num_generations"
@@ -80,9 +86,13 @@ class Geometry:
 
 
 def log_history_to_table(log_history: list[dict], geometry: Geometry, run_id: str, model: str = "",
-                         seed: float = math.nan) -> pd.DataFrame:
+                         seed: float = math.nan, allocator: str | None = None) -> pd.DataFrame:
     """The learning-curve table of a TRL `log_history`: one row per logged optimiser step, train and eval
-    entries of a step merged; the end-of-training summary (train_runtime, train_loss) is left out."""
+    entries of a step merged; the end-of-training summary (train_runtime, train_loss) is left out.
+
+    n, bp and compute come from the steps' own records (LOGGED) where the run has them, carried forward to a
+    step that logged only an evaluation; steps before any record take `geometry`'s. `allocator` (the run's
+    label: `fixed-n4`, `n-schedule:...`, an allocator spec) becomes a column when given."""
     steps: dict[int, dict] = {}
     for entry in log_history:
         if "step" not in entry or "train_runtime" in entry:
@@ -90,8 +100,19 @@ def log_history_to_table(log_history: list[dict], geometry: Geometry, run_id: st
         steps.setdefault(int(entry["step"]), {}).update({k: v for k, v in entry.items() if k != "step"})
     if not steps:
         raise StudiesError(f"{run_id}: the TRL log has no logged steps yet")
-    return build_table(steps, KEYMAP, run_id=run_id, backend="trl", n=geometry.n, bp=geometry.bp,
-                       compute=geometry.compute, model=model, seed=seed)
+    idx = np.array(sorted(steps), dtype=float)
+    rec = {col: pd.Series([number(steps[int(s)].get(key)) for s in idx], dtype=float).ffill().to_numpy()
+           for col, key in LOGGED.items()}
+    n = np.where(np.isfinite(rec["n"]), rec["n"], geometry.n).astype(int)
+    bp = np.where(np.isfinite(rec["bp"]), rec["bp"], geometry.bp).astype(int)
+    C = np.where(np.isfinite(rec["compute"]), rec["compute"], geometry.compute(idx))
+    table = build_table(steps, KEYMAP, run_id=run_id, backend="trl", n=n, bp=bp, compute=lambda _: C,
+                        model=model, seed=seed)
+    if np.isfinite(rec["rollouts_trained"]).any():
+        table["rollouts_trained"] = rec["rollouts_trained"]
+    if allocator:
+        table["allocator"] = allocator
+    return table
 
 
 # ------------------------------------------------------------------------------------------------- reader
@@ -167,4 +188,5 @@ def state_to_table(state: dict, run_id: str, n: int | None = None, bp: int | Non
     else:
         geometry = Geometry(*need_geometry(g["n"], g["bp"], source, N_HINT, BP_HINT))
     return log_history_to_table(state["log_history"], geometry, run_id, model=attrs.get("model") or "",
-                                seed=float(attrs["seed"]) if attrs.get("seed") is not None else math.nan)
+                                seed=float(attrs["seed"]) if attrs.get("seed") is not None else math.nan,
+                                allocator=attrs.get("allocator"))
