@@ -11,8 +11,8 @@ simulator at an older commit (its sandbox/ read from git into a temporary packag
 is set against a floor: the step's flops at this machine's measured BLAS rate plus its random draws at the
 measured cost of one draw (both measured here; a model of the floor, not a bound).
 
---ref takes a comma list (e.g. bbdf947,5c37e9c: the pre-issue-15 simulator and the commit before the
-issue-15 evaluation / softmax / Adam-row work); each older simulator is compiled cold in its temporary
+--ref takes a comma list (e.g. bbdf947,5c37e9c: the simulator before the speed work on its step and the commit
+before the evaluation / softmax / Adam-row work); each older simulator is compiled cold in its temporary
 package (minutes), outside the timings. --out writes the JSON object to a file; --readme-line FILE prints
 the README's speed line generated from such a file, and --update-readme README.md puts it between the
 `<!-- sim_sweep -->` markers there. The line also gives one interference run at n = 256 on 1 and 2 threads

@@ -38,7 +38,7 @@ Allocators (codes A_*):
   instead; skipped problems cost nothing (GRESO adapts p toward a target zero-variance share; fixed here).
 - `schedule:double@F1,F2,...`: BroRL-style (Hu et al., arXiv 2510.01180) schedule: n doubles each time the
   spent share of the budget passes F_j (bp fixed, so later steps cost more and there are fewer of them).
-- `schedule:zv@T[,window=8,nmax=32n]` (ours; the issue's "schedule driven by a measured statistic"): n doubles
+- `schedule:zv@T[,window=8,nmax=32n]` (ours: a schedule driven by a measured statistic): n doubles
   when the share of zero-variance groups measured over the last window of `window` steps (windows do not
   overlap) exceeds T, up to nmax. Zero-variance groups are the signal GRPO loses to saturation (docs/PAPER.md:
   the zero-variance rule of docs/PREDICT.md), and a larger n turns part of them into groups with signal.

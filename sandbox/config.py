@@ -58,7 +58,7 @@ class SimConfig(EngineConfig):
 
     # --- policy ---
     model: str = "tabular"
-    """Policy model, one of MODELS (sandbox/policies.py). `interference` is the issue-4 `mlp` preset:
+    """Policy model, one of MODELS (sandbox/policies.py). `interference` is the first `mlp` preset:
     embeddings x_i ~ N(0, I_16) (it ignores `dim`), correct answer = argmax of a random 64-unit tanh teacher,
     `hidden` units (32); with the defaults (Adam, lr 0.1 constant, no decay, no KL) it is the prototype's."""
     dim: int = 64

@@ -140,8 +140,8 @@ def _run_full(kind, data, S, s_sh, s_pr, d, offset, correct, lens, logp0, theta,
     by runner.run (one run) and runner.run_many (Python threads over runs: the kernels release the GIL, so
     they run in parallel), so both give the same numbers bit for bit.
 
-    A Python loop over separately compiled kernels (`train_kernel`, `_eval_problems`, `_eval_reduce`; issue
-    22): as one Numba function it was a further compile that re-optimised and re-generated the machine code
+    A Python loop over separately compiled kernels (`train_kernel`, `_eval_problems`, `_eval_reduce`):
+    as one Numba function it was a further compile that re-optimised and re-generated the machine code
     of all of them (Numba links a callee's code into each caller and compiles the whole again), ~2 s of a
     19 s cold compile on an Intel Xeon; the loop costs a few kernel calls per evaluation point (tens of
     microseconds). The row's bookkeeping is the same IEEE arithmetic on float64 scalars.

@@ -95,7 +95,7 @@ def _poison(path: tuple[str, ...], root: Path) -> list[str]:
         ("claims",): ["--results", f"{file}/sub"],
         ("llm", "prepare"): ["--cache-dir", file],
         ("llm", "calibrate"): ["--out", file],
-    }.get(path, ["--no-such-option-issue-16"])
+    }.get(path, ["--no-such-option"])
 
 
 FULL = {("run",), ("sweep",), ("fit",), ("plot",)}

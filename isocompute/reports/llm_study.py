@@ -14,7 +14,7 @@ finished run), fit.json / fit.txt (`isocompute fit` on the base-lr grid), fronti
 sim_fit.json (the simulator's n*(C) for the same bp, n grid and budget), README.md, and the real-LLM
 paragraph of the top-level README between its `llm-study` markers.
 
-The grid (sized for this 2-core CPU; docs/llm_study/nvm/README.md says what was cut from the issue's
+The grid (sized for this 2-core CPU; docs/llm_study/nvm/README.md says what was cut from the planned
 bp 8, n 2..32, budget >= 2^12, 3 seeds): bp 8, n in {2, 4, 8, 16}, the sqrt lr rule at base lr 3e-5
 (reference batch 64), plus base lr x3 at the smallest and largest n.
 """
@@ -252,7 +252,7 @@ def report(results: str, docs: str, sim_seeds: int = 8, readme: str | None = "RE
         "",
         "## What was cut from the planned study, and why",
         "",
-        "The issue asks for n in {2, 4, 8, 16, 32}, budget >= 2^12 rollouts, 3 seeds and a base lr from a",
+        "The plan asked for n in {2, 4, 8, 16, 32}, budget >= 2^12 rollouts, 3 seeds and a base lr from a",
         f"short pilot. A float32 run of this grid {took} at",
         f"C = {budget} on this shared 2-core CPU, so C = 2^12 would take",
         f"{4096 / budget:.0f}x that per run: the budget is cut to {budget}, and n = 32 (2 steps at bp 8",

@@ -76,9 +76,10 @@ def test_skipping_zero_gradient_work_is_exact(model, extra):
     assert not a.moved.all()  # some hard problems never had signal, so work was skipped
 
 
-def test_chain_sampler_with_population_std_reproduces_the_pre_issue_15_simulator():
+def test_chain_sampler_with_population_std_reproduces_the_earlier_simulator():
     """sampler="chain", adv_std="population", adv_eps=0: the random stream and arithmetic of the simulator
-    before issues 10 and 15. data/chain_reference.npz holds its tabular pass@1 snapshots and train_mean curves
+    before the sample std and the batched sampler became its defaults. data/chain_reference.npz holds its
+    tabular pass@1 snapshots and train_mean curves
     (their hashes were recorded at commit bbdf947; the arrays were saved at c76ad45 on an AMD EPYC, where they
     still hashed the same), compared within the cross-CPU tolerance (sim_helpers.XCPU_RTOL)."""
     legacy = dict(sampler="chain", adv_std="population", adv_eps=0.0)

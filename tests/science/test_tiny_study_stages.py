@@ -1,7 +1,7 @@
 """The tiny-LM study's staging as a function of the store (isocompute/reports/tiny_study.py), on synthetic
 learning curves whose best lr is known: the edge rule walks the grid to the optimum and stops, caps at
 MAX_EXTRA (an open edge), stops on a plateau along lr; the reported stage runs only the chosen lrs; a diverged
-run scores 0 after its divergence; the declaration is the issue's design."""
+run scores 0 after its divergence; the declaration is the study's design."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The group-std gain w_n(p) (isocompute/reports/claims/wgain.py): the binomial enumeration against
-a brute force over every reward vector, the engine's own exact form, the issue's numbers, and a Monte-Carlo
-average of the simulator's advantage and logit-gradient kernels (the code path a run takes)."""
+a brute force over every reward vector, the engine's own exact form, the numbers the study quotes, and a
+Monte-Carlo average of the simulator's advantage and logit-gradient kernels (the code path a run takes)."""
 
 import itertools
 import math
@@ -55,7 +55,7 @@ def test_the_issues_numbers_and_closed_cases():
     # n = 2, sample std: only c = 1 has signal, w = 1/sqrt(2) for every p; population std: 1
     assert np.allclose(w_gain(p, 2), 1 / math.sqrt(2), rtol=1e-12)
     assert np.allclose(w_gain(p, 2, std="population"), 1.0, rtol=1e-12)
-    # n = 512: about 2.0 at p = 0.5, about 9.8 at p = 0.01 and 0.99 (the issue's numbers)
+    # n = 512: about 2.0 at p = 0.5, about 9.8 at p = 0.01 and 0.99 (the numbers the study quotes)
     assert float(w_gain(0.5, 512)) == pytest.approx(2.0, abs=0.01)
     assert float(w_gain(0.01, 512)) == pytest.approx(9.755, abs=0.01)
     assert float(w_gain(0.99, 512)) == pytest.approx(float(w_gain(0.01, 512)), rel=1e-10)

@@ -149,7 +149,7 @@ def test_plateau_through_the_cli_plot_plan_and_claims(tmp_path):
     fig = plot_frontier(t)
     assert not any("sigmoid fit" in ln.get_label() for ln in fig.axes[1].get_lines())
     assert "no determined rise" in " ".join(x.get_text() for x in fig.axes[1].texts)
-    for budget in (2**15, 2**20):  # inside the pilots, and beyond them (the 2^20)
+    for budget in (2**15, 2**20):  # inside the pilots, and beyond them (the demo's 2^20)
         p = make_plan(t, budget, bootstrap=20)
         assert p["recommended"]["n"] == 2 and set(p["recommended_set"]) >= {2, 4, 8, 16}
         assert not any("extend the grid" in w for w in p["warnings"])

@@ -70,7 +70,7 @@ def test_simulator_memory_and_finite_checks():
         SimConfig(weight_decay=float("nan"), optimizer="adamw")
 
 
-# The issue's list, case by case: each fails in one line, before any run (all of these return in well under
+# The bad inputs, case by case: each fails in one line, before any run (all of these return in well under
 # a second; none of them may reach an engine).
 ISSUE_CASES = [
     (["run", *TINY, "--out", "/proc/x.csv"], "cannot write --out /proc/x.csv"),

@@ -80,7 +80,8 @@ GROUP_KL, NONE_KL = "group-kl1", "none-kl1"
 PAPER_KL = 0.1
 """The KL coefficient of the arms that show where the effect fades: a tenth of the verdict's (the claims
 report's recipe uses 0.01 on Easy: the paper's KL term is small beside its policy gradient)."""
-PAPER_KL_ARMS = (Arm(f"group-kl{PAPER_KL:g}", "group", PAPER_KL), Arm(f"none-kl{PAPER_KL:g}", "none", PAPER_KL))
+PAPER_KL_ARMS = (Arm(f"group-kl{PAPER_KL:g}", "group", PAPER_KL),
+                 Arm(f"none-kl{PAPER_KL:g}", "none", PAPER_KL))
 
 ADAM_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 """Half-decade steps around the mechanism study's tuned lrs (0.003..0.03 at 2^16 on the same preset), up to
@@ -185,10 +186,10 @@ SIZES = {
     ),
     # the tiny LM (`--lm tiny`): the declaration of the earlier runs that docs/GROUP_STD.md quotes ("Tiny
     # LM"; they were never committed, so no command runs or reads this size: `llm-quick` runs its
-    # machinery): easy split, bp 16, both scale arms at one KL setting (LM_KL), a 5-point lr grid around the
-    # tiny LM's then default 3e-4, lrs chosen on seeds 0-1 and reported on 2-5. Sized down from n 2..64 to 2^18 (about
-    # 360 runs, ~6 CPU-hours at the tiny LM's ~2,500 rollouts/s per core) to n 2, 8, 32 to 2^16 (180 runs,
-    # ~1.5 CPU-hours): n = 32 gets 128 steps at the top budget
+    # machinery): easy split, bp 16, both scale arms at one KL setting (LM_KL), a 5-point lr grid around
+    # the tiny LM's then default 3e-4, lrs chosen on seeds 0-1 and reported on 2-5. Sized down from n 2..64
+    # to 2^18 (about 360 runs, ~6 CPU-hours at the tiny LM's ~2,500 rollouts/s per core) to n 2, 8, 32 to
+    # 2^16 (180 runs, ~1.5 CPU-hours): n = 32 gets 128 steps at the top budget
     "llm": Size(
         "llm",
         "llm",

@@ -78,8 +78,8 @@ def w_lines() -> list[str]:
                 + f" at n = {', '.join(map(str, W_NS))} (bound adv_eps sqrt(n)).",
                 "90% of the limit 1/sqrt(p (1 - p)) is reached at n = "
                 + ", ".join(f"{v} for p = {p:g}" for p, v in sat.items())
-                + ": about 2.5 / min(p, 1 - p) at small p, the rule of thumb 'n ~ 1 / min(p, 1 - p)' within that "
-                "factor.",
+                + ": about 2.5 / min(p, 1 - p) at small p, the rule of thumb 'n ~ 1 / min(p, 1 - p)' within "
+                "that factor.",
             ]
         ),
     ]
@@ -340,8 +340,8 @@ def tiny_lm_paragraph() -> str:
         f"seeds 0-1 over 3e-05..0.003 under the sqrt rule, reported on seeds 2-5; {q['runs']} on "
         f"{q['date']}) read **{q['verdict']}**: at 2^16 the largest n lost in both arms, group + KL 0.1 "
         f"{q['group']}, none + KL 0.1 {q['none']} (top-budget record reward {q['group_rewards']} with group "
-        f"std, {q['none_rewards']} without); the tuning seeds chose the base lr 1e-4 in {TINY_LR_CELLS[0]} of "
-        f"the {TINY_LR_CELLS[1]} (arm, n, budget) cells, the value that became the tiny LM's default. Its "
+        f"std, {q['none_rewards']} without); the tuning seeds chose the base lr 1e-4 in {TINY_LR_CELLS[0]} "
+        f"of the {TINY_LR_CELLS[1]} (arm, n, budget) cells, the value that became the tiny LM's default. Its "
         f"runs were never committed, so these numbers cannot be regenerated: they are quoted from `git show "
         f"{commit}:{path}`, the page `isocompute report groupstd --backend llm` wrote from them, since "
         "retired. It measured the paper's low-compute regime (at most a few hundred steps for large n), "
@@ -495,12 +495,13 @@ blocks)."""
 def readme_line(x: dict, cmd: str, out: Path) -> str:
     """One paragraph for README.md's science section: what ran, the verdict with the KL coefficient it holds
     at and its numbers, the rule at the other KL coefficients, the report."""
-    line = (f"Group-std gain as the mechanism on the simulator, under an lr tuned on held-out seeds (`{cmd}`, "
-            f"[{out}]({out}))")
+    line = (f"Group-std gain as the mechanism on the simulator, under an lr tuned on held-out seeds "
+            f"(`{cmd}`, [{out}]({out}))")
     if "verdict" not in x:
         return line + "."
     kl = f" at KL coefficient {x['kl']:g}" if x.get("kl") is not None else ""
-    others = "; ".join(f"at KL {k:g}: {v}" for k, (v, _) in (x.get("by_kl") or {}).items() if k != x.get("kl"))
+    others = "; ".join(f"at KL {k:g}: {v}" for k, (v, _) in (x.get("by_kl") or {}).items()
+                       if k != x.get("kl"))
     return (f"{line}: **{x['verdict'][0]}{kl}**. {x['verdict'][1]}"
             + (f" The same rule at the other KL coefficients (not judged): {others}." if others else ""))
 

@@ -74,7 +74,7 @@ def w_limit(p) -> np.ndarray:
 
 def saturation_n(p, frac: float = 0.9, std: str = "sample", n_max: int = 2**16) -> int:
     """Smallest n (powers of two) at which w_n(p) reaches `frac` of w_inf(p): where a larger group stops
-    re-weighting a problem of pass rate p (the issue's 'n ~ 1 / min(p, 1 - p)')."""
+    re-weighting a problem of pass rate p (the rule of thumb 'n ~ 1 / min(p, 1 - p)')."""
     target = frac * float(w_limit(p))
     n = 2
     while n <= n_max:

@@ -22,10 +22,9 @@ from studies.cli_kit.params import dir_option, file_option, jobs_option
 from studies.config import StudiesError
 from studies.files import atomic_write_text, check_output_dir, check_output_file, write_marked_block
 
-
-TINY_REFUSAL = ("the full tiny-LM group-std runs were never committed, so no command regenerates their report: "
-                "docs/GROUP_STD.md ('Tiny LM') quotes their result with its source; --backend llm --quick "
-                "runs the machinery")
+TINY_REFUSAL = ("the full tiny-LM group-std runs were never committed, so no command regenerates their "
+                "report: docs/GROUP_STD.md ('Tiny LM') quotes their result with its source; --backend llm "
+                "--quick runs the machinery")
 """The one line `--backend llm` without --quick ends in (exit 2)."""
 
 

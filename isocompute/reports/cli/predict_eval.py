@@ -17,7 +17,7 @@ from studies.files import atomic_write_text, check_output_dir, check_output_file
 @click.command("predict")
 @click.option("--cases", default=",".join(CASES), show_default=True, metavar="LIST",
               help="Comma list of the evaluation's simulator cases.")
-@dir_option("--results", default=Path("results/issue12/eval"), show_default=True,
+@dir_option("--results", default=Path("results/predict"), show_default=True,
             help="Results directory of the pilots and truth runs (resumable).")
 @file_option("--out", default=Path("docs/PREDICT.md"), show_default=True, help="Markdown report to write.")
 @jobs_option()
