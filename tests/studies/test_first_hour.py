@@ -109,7 +109,7 @@ def test_2_fit_says_extend_the_grid_and_names_the_flat_set(tmp_path):
 
 def test_2_plan_recommended_set_contains_the_swept_n_star(tmp_path):
     """Pilots stopped at 1/16 of the budget (large n still rising there): the recommended set must hold
-    the n* that the full curves give at the budget, as in the issue's demo case."""
+    the n* that the full curves give at the budget, as in the demo case."""
     path, full = _rising_table(tmp_path)
     from studies.fit.frontier import FrontierFit
 
