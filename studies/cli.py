@@ -314,16 +314,18 @@ def load_paths(paths: tuple[Path, ...], columns: list[str], fmt: str = "auto", n
     in more than the swept fields and `by` are refused unless `pool` (studies.io.check_poolable)."""
     import pandas as pd
 
-    from studies.io import check_by_constant, check_poolable, select_runs
+    from studies.io import check_by_constant, check_given_once, check_not_copies, check_poolable, select_runs
 
     if not paths:
         raise StudiesError("give at least one PATH")
+    check_given_once(paths)
     tables, seen, configs = [], set(), {}
     for p, ni, bi in zip(paths, _per_path(n, paths, "n"), _per_path(bp, paths, "bp"), strict=True):
         t = _load(p, columns, fmt=fmt, n=ni, bp=bi, metric=metric)
         own = dict(t.attrs.get("configs") or {})
         clash = set(t["run_id"].astype(str)) & seen
         if clash:
+            check_not_copies(t, tables, clash, p)
             rename = {r: f"{r}#{len(tables) + 1}" for r in clash}
             t = t.assign(run_id=t["run_id"].astype(str).map(lambda r, m=rename: m.get(r, r)))
             own = {rename.get(r, r): c for r, c in own.items()}

@@ -172,7 +172,33 @@ def clean_external(table: pd.DataFrame, metric: str | None = None, where: str = 
                                    "one run_id must be one configuration")
     if t.empty:
         raise StudiesError(f"{where} has no usable rows left ({total} read)")
+    if not sparse and "compute" in t.columns:
+        t, repeated = _without_repeats(t, metrics, where)
+        if repeated:
+            notes.append((DroppedRowsWarning, f"dropped {repeated} repeated row(s) of {where} (a run_id and "
+                                              "compute given twice with the same values)"))
     return t.reset_index(drop=True), notes
+
+
+def _without_repeats(t: pd.DataFrame, metrics: list[str], where: str) -> tuple[pd.DataFrame, int]:
+    """A user's table without repeats of a (run_id, compute) row, and how many were dropped. Two rows of one
+    run at one compute that disagree on a metric are an error (one line naming them): which is the run's
+    cannot be known, and keeping both would fit a curve that never was (a log appended to twice, two runs
+    under one name)."""
+    runs = t["run_id"].astype(str)
+    cols = [m for m in metrics if m in t.columns]
+    if cols:
+        spread = t.groupby([runs, t["compute"]])[cols].nunique(dropna=False)
+        conflict = spread[(spread > 1).any(axis=1)]
+        if len(conflict):
+            r, c = conflict.index[0]
+            m = next(col for col in cols if conflict.iloc[0][col] > 1)
+            vals = sorted(t.loc[(runs == r) & (t["compute"] == c), m].unique().tolist())
+            shown = " and ".join(f"{v:.6g}" for v in vals[:3])
+            raise StudiesError(f"{where} has {len(conflict)} conflicting duplicate row(s), e.g. run_id {r} "
+                               f"at compute {c} with {m} {shown}: keep one row per run_id and compute")
+    repeated = pd.DataFrame({"run_id": runs, "compute": t["compute"]}).duplicated()
+    return t.loc[~repeated], int(repeated.sum())
 
 
 def scheduled_runs(table: pd.DataFrame) -> set[str]:
@@ -383,6 +409,40 @@ def check_same_experiment(root: str | Path, configs: list) -> None:
         raise StudiesError(f"{root} holds {len(old)} run(s) of another experiment (they differ from this "
                            f"sweep in {shown}); sweep into another --out, then compare the two with "
                            "`fit DIR1 DIR2 --by FIELD`")
+
+
+def check_given_once(paths: Iterable[str | Path]) -> None:
+    """StudiesError (one line) when one PATH is given twice, however written (`runs/a runs/a`, `runs/a
+    ./runs/a`): its runs would count twice in the fit, as if they were more seeds."""
+    seen: dict[Path, str | Path] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:
+            also = "" if str(seen[key]) == str(p) else f" (as {seen[key]} and {p})"
+            raise StudiesError(f"{seen[key]} is given twice{also}: its runs would count twice; give each "
+                               "PATH once")
+        seen[key] = p
+
+
+def check_not_copies(table: pd.DataFrame, earlier: list[pd.DataFrame], ids: Iterable[str],
+                     where: str | Path) -> None:
+    """StudiesError (one line) when a run of `table` (read from `where`) is a run an earlier table already
+    holds: the same run_id with the same rows (a copied results directory or log), which would count twice.
+    Runs that only share a name (two logs that each call their run "run") differ in their rows; the caller
+    keeps those apart by renaming them."""
+    for r in sorted(ids):
+        mine = _rows_of(table, r)
+        for other in earlier:
+            theirs = _rows_of(other, r)
+            common = sorted(set(mine.columns) & set(theirs.columns))
+            if len(theirs) and mine[common].equals(theirs[common]):
+                raise StudiesError(f"run {r} of {where} is also in an earlier PATH with the same rows (a "
+                                   "copy?): it would count twice; give each run once")
+
+
+def _rows_of(table: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    rows = table.loc[table["run_id"].astype(str) == run_id]
+    return rows.sort_values("compute").reset_index(drop=True) if "compute" in rows.columns else rows
 
 
 def select_runs(table: pd.DataFrame, where: dict[str, list[str]]) -> pd.DataFrame:

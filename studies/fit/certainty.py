@@ -14,7 +14,8 @@ within 0.002 of each other. The set of n the seeds cannot tell apart is defined 
 - **flat set**: more than one n in the set at the budget.
 - **expected regret** of recommending n: the mean over resamples of (best reward of the resample - reward of
   n in it), the decision-theoretic cost of the choice under the seed noise (Bayes regret with the bootstrap
-  as the posterior; 0 when n wins every resample).
+  as the posterior; 0 when n wins every resample), with its interval over the resamples; not reported
+  from fewer than MIN_REGRET_RUNS seeds per n (`studies.fit.nstar.regret`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.fit.nstar import LEVEL, NO_GAIN, NStar, config_value, expected_regret, numeric_keys, set_text
+from studies.fit.nstar import LEVEL, NO_GAIN, NStar, config_value, numeric_keys, regret, set_text
 
 MIN_N = 2
 """The smallest GRPO group: n = 1 has zero advantage, so n* = 2 on the grid's lower edge is no edge."""
@@ -114,13 +115,14 @@ def assess(ns: NStar, j: int = -1, metric: str = "val_mean", by: str = "n", mode
            ) -> dict[str, Any]:
     """The certainty of row j of an NStar (fit, plot, predict: its largest compute): a JSON-safe dict with
     "budget", "n_star" (the best), "flat_set" (the set), "reward_interval" (the best's), "expected_regret"
-    (of the best), "none_improved", "edge", "level" and "notes" (lines). The numbers are the row's own, so
-    they equal that row of the frontier."""
+    and "expected_regret_interval" (of the best; None from too few seeds, a note says so),
+    "none_improved", "edge", "level" and "notes" (lines). The numbers are the row's own, so they equal that
+    row of the frontier."""
     j = j % len(ns.best) if len(ns.best) else 0
     out: dict[str, Any] = {"budget": float(ns.compute[j]) if len(ns.compute) else None,
                            "none_improved": ns.none_improved, "level": ns.level, "n_star": None, "edge": None,
                            "flat_set": [], "reward_interval": [None, None], "expected_regret": None,
-                           "notes": []}
+                           "expected_regret_interval": None, "notes": []}
     notes = out["notes"]
     if ns.none_improved:
         notes.append(no_improvement_note(metric, by, model))
@@ -128,9 +130,12 @@ def assess(ns: NStar, j: int = -1, metric: str = "val_mean", by: str = "n", mode
         return out
     best, members = ns.best[j], ns.sets[j]
     k = ns.keys.index(best)
+    r = regret(ns.samples[:, j, :], k, ns.runs, ns.level)
     out.update(n_star=config_value(best), flat_set=[config_value(v) for v in members],
-               reward_interval=[float(ns.lo[j, k]), float(ns.hi[j, k])],
-               expected_regret=expected_regret(ns.samples[:, j, :], k) if ns.reps else None)
+               reward_interval=[float(ns.lo[j, k]), float(ns.hi[j, k])], expected_regret=r["mean"],
+               expected_regret_interval=r["interval"])
+    if r["note"] and ns.reps:
+        notes.append(r["note"])
     competing = [v for v in ns.keys if np.isfinite(ns.point[j, ns.keys.index(v)])]
     if numeric_keys(ns.keys) and not ns.none_improved:
         grid = [float(v) for v in competing]

@@ -202,7 +202,8 @@ class FrontierFit:
         if "limits" not in kw and vals.size and vals.min() >= 0.0 and vals.max() <= 1.0:
             kw["limits"] = (0.0, 1.0)  # a rate (pass@1, best@k, worst@k): the fitted asymptote stays <= 1
         for v, g in recs.groupby(by, sort=True, observed=True):
-            fit = SigmoidFit(**kw).fit(g[x].to_numpy(dtype=float), g[metric].to_numpy(dtype=float))
+            sig = SigmoidFit(**{"points": "record-breaking points", **kw})
+            fit = sig.fit(g[x].to_numpy(dtype=float), g[metric].to_numpy(dtype=float))
             self.curves_[v] = fit
             if not fit.ok_:
                 self.warnings_.append(f"{by}={config_value(v)}: {fit.status_}")

@@ -29,7 +29,7 @@ from studies.config import StudiesError
 from studies.fit.certainty import edge_note
 from studies.fit.extrapolation import extrapolation_check
 from studies.fit.frontier import FrontierFit
-from studies.fit.nstar import LEVEL, expected_regret, flat_set, intervals, set_text
+from studies.fit.nstar import LEVEL, flat_set, intervals, regret, set_text
 
 WARN_FACTOR = 4.0
 """A budget more than this many times the pilots' largest compute is an extrapolation worth a warning: the
@@ -161,7 +161,10 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
     flat = [v for v in members if str(v) not in cert["not_ruled_out"]]
     n_rec = float(min(flat)) if flat else float(grid[int(np.nanargmax(point))])
     k_rec = int(np.argmin(np.abs(grid - n_rec)))
-    cert["expected_regret"] = expected_regret(samples, k_rec) if samples.size else None
+    r = regret(samples, k_rec, int(runs_per_n.min()), level)
+    cert.update(expected_regret=r["mean"], expected_regret_interval=r["interval"])
+    if r["note"] and samples.size:
+        notes.append(r["note"])
     lo, hi = intervals(point, samples, level)
     reward = float(point[k_rec])
     r_int = [float(lo[k_rec]), float(hi[k_rec])] if samples.size else [None, None]
@@ -261,7 +264,8 @@ def _certainty(ff: FrontierFit, pilots: pd.DataFrame, grid: np.ndarray, budget: 
     bi = None if best is None else int(np.argmin(np.abs(grid - best)))
     out.update(recommended_set=[int(v) for v in members], best_expected=None if best is None else int(best),
                best_reward_interval=interval if samples.size else [None, None],
-               regret_if_best=None if bi is None or not samples.size else expected_regret(samples, bi))
+               regret_if_best=None if bi is None else regret(
+                   samples, bi, int(pilots.groupby("n")["run_id"].nunique().min()), level)["mean"])
     flat = [v for v in members if v not in rising]
     if len(flat) > 1 and not none:
         notes.append(f"flat at the budget: the {level:.0%} reward intervals of n = {set_text(flat, grid)} "
@@ -308,7 +312,9 @@ def print_plan(p: dict[str, Any], echo: Callable[[str], None]) -> None:
              f"{set_text(fm['set'], p['pilots']['n'])}")
     c = p.get("certainty") or {}
     if c.get("expected_regret") is not None:
-        echo(f"  expected regret of n = {r['n']}: {c['expected_regret']:.4f} {p['metric']}")
+        r_iv = c.get("expected_regret_interval")
+        echo(f"  expected regret of n = {r['n']}: {c['expected_regret']:.4f} {p['metric']}"
+             + (f" {level}% interval {iv(r_iv, '.4f')}" if r_iv else ""))
     if p.get("inside_pilots"):
         echo(f"  inside the pilots' compute (the budget is {p['extrapolation_factor']:.3g}x their largest): "
              "measured, nothing extrapolated")

@@ -140,11 +140,13 @@ def print_certainty(cert: dict[str, Any], by: str, metric: str, echo: Callable[[
         return
     lo, hi = cert.get("reward_interval") or (None, None)
     level = f"{cert.get('level', 0.9):.0%}"
-    regret = cert.get("expected_regret")
+    regret, r_iv = cert.get("expected_regret"), cert.get("expected_regret_interval")
+    said = "" if regret is None else f"; expected regret of {by} = {cert['n_star']}: {_num(regret)}"
+    if said and r_iv:
+        said += f" {level} interval [{_num4(r_iv[0])}, {_num4(r_iv[1])}]"
     echo(f"at C = {fmt_c(float(cert['budget']))}: best measured {by} = {cert['n_star']} ({metric} seed-mean "
          f"record {level} interval [{_num4(lo)}, {_num4(hi)}]); within it: {by} = "
-         f"{set_text(cert.get('flat_set') or [], grid)}; expected regret of {by} = {cert['n_star']}: "
-         f"{_num(regret)}")
+         f"{set_text(cert.get('flat_set') or [], grid)}{said}")
     for note in cert.get("notes") or []:
         echo(f"note: {note}")
 

@@ -47,6 +47,9 @@ class SigmoidFit:
     data: too few points or a constant target; then params_ describe a flat line at the mean, or are nan
     without data), `status_` (the fit status: FIT_OK or "degenerate: <reason>"), `at_bounds_` (names of
     parameters on a bound), `n_points_`, `compute_range_` (min, max of the fitted C).
+
+    `points`: what the fitted points are, as the degenerate status names them ("record-breaking points" for
+    the frontier's per-configuration fits: a curve of many evaluations can have few records).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class SigmoidFit:
         min_points: int = 5,
         n_starts: int = 3,
         limits: tuple[float, float] | None = None,
+        points: str = "points",
     ):
         self.b_bounds = b_bounds
         self.cmid_factor = cmid_factor
@@ -66,6 +70,7 @@ class SigmoidFit:
         self.min_points = min_points
         self.n_starts = n_starts
         self.limits = limits
+        self.points = points
 
     # ---- public API -------------------------------------------------------------------------------------
     def fit(self, C, R) -> SigmoidFit:
@@ -86,9 +91,9 @@ class SigmoidFit:
         self.compute_range_ = (float(C.min()), float(C.max()))
         geo = float(np.exp(np.log(C).mean()))
         if C.size < self.min_points or np.unique(C).size < 4:
-            self._degenerate(
-                f"too few points ({C.size}, {np.unique(C).size} distinct C)", float(R.mean()), geo
-            )
+            why = (f"too few {self.points} ({C.size}, {np.unique(C).size} distinct C; a sigmoid needs "
+                   f"{self.min_points}, 4 distinct)")
+            self._degenerate(why, float(R.mean()), geo)
             return self
         if np.ptp(R) <= 1e-12:
             self._degenerate("constant target", float(R.mean()), geo)
