@@ -43,6 +43,10 @@ from studies.fit.render import fmt_c, print_fit_report
 
 HELP = RunConfig.field_help()
 PROGRESS_HELP = "Progress on stderr: a bar on a terminal, else a line every ~10 s (never one per step)."
+EMITS = ("trl", "verl")
+"""`plan --emit` values: studies.fit.emit.EMITS (tests/studies/test_plan_emit.py ties the two, as
+PLAN_LR_RULES to studies.fit.emit.PLAN_LR_RULES)."""
+PLAN_LR_RULES = ("constant", "sqrt")
 PREDICT_RULES = ("signal", "paper")
 """`predict --rule` values: studies.fit.predict.RULES (tests/studies/test_predict.py ties the two; this module
 loads no pandas at start-up)."""
@@ -480,11 +484,24 @@ def plot_title(paths: tuple[Path, ...], metric: str, by: str, table: Any) -> str
 @click.option("--n", "n_flag", default=None, help="As for fit: n of logs lacking it (per PATH).")
 @click.option("--bp", "bp_flag", default=None, help="As for fit: bp of logs lacking it (per PATH).")
 @click.option("--pool", is_flag=True, help="As for fit: pool runs whose configurations differ.")
+@click.option("--lr-rule", type=click.Choice(PLAN_LR_RULES), default="sqrt", show_default=True,
+              help="The plan's lr from the pilots' own at their batch: kept (constant) or times "
+                   "sqrt(B / B_pilot).")
+@click.option("--lr", "lr", type=float, default=None,
+              help="The pilots' lr at their batch, for pilots that log none (default: their logged lr).")
+@click.option("--emit", type=click.Choice(EMITS), default=None,
+              help="Print the trainer's settings instead: a YAML GRPOConfig (trl) or Hydra overrides (verl) "
+                   "on stdout, the plan on stderr; with --json under \"emit\".")
+@click.option("--gpus", type=click.IntRange(1), default=1, show_default=True,
+              help="GPUs of the verl job (--emit verl checks its batch divisibility against them).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as one JSON object.")
 def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int | None,
          max_compute: str | None, bootstrap: int, seed: int, warn_factor: float | None, fmt: str,
-         n_flag: str | None, bp_flag: str | None, pool: bool, as_json: bool) -> None:
-    """Recommend n, bp and m for a budget from pilot runs (results directories or TRL / verl logs)."""
+         n_flag: str | None, bp_flag: str | None, pool: bool, lr_rule: str, lr: float | None,
+         emit: str | None, gpus: int, as_json: bool) -> None:
+    """Recommend n, bp and m for a budget from pilot runs (results directories or TRL / verl logs), with the
+    learning rate under --lr-rule and, with --emit, the trainer's settings that run it."""
+    from studies.fit.emit import render
     from studies.fit.plan import WARN_FACTOR, make_plan, print_plan
 
     if bootstrap < 0:
@@ -501,13 +518,19 @@ def plan(paths: tuple[Path, ...], budget: str, metric: str | None, bp_max: int |
     say_note(note)
     out = make_plan(table, c, metric=metric, bp_max=bp_max, max_compute=cap, bootstrap=bootstrap, seed=seed,
                     warn_factor=WARN_FACTOR if warn_factor is None else warn_factor,
-                    progress=progress_lines("plan"))
+                    progress=progress_lines("plan"), lr_rule=lr_rule, lr=lr)
+    text = None
+    if emit is not None:
+        text, fields = render(out, emit, gpus)
+        out["emit"] = {"trainer": emit, "fields": fields}
     if as_json:
         emit_json(out)
         return
-    print_plan(out, click.echo)
+    print_plan(out, lambda line: click.echo(line, err=text is not None))
     for w in out["warnings"]:
         click.echo(f"warning: {w}", err=True)
+    if text is not None:
+        click.echo(text)
 
 
 # -------------------------------------------------------------------------------------------------- predict

@@ -87,13 +87,17 @@ def _resample(pilots: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
 
 def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_max: int | None = None,
               max_compute: float | None = None, bootstrap: int = 100, seed: int = 0, level: float = LEVEL,
-              warn_factor: float = WARN_FACTOR, progress: Callable[[str, int, int], None] | None = None
-              ) -> dict[str, Any]:
+              warn_factor: float = WARN_FACTOR, progress: Callable[[str, int, int], None] | None = None,
+              lr_rule: str = "sqrt", lr: float | None = None) -> dict[str, Any]:
     """Recommended n, bp, m for `budget` rollouts from pilot runs (rows with compute <= max_compute when
     given): the smallest n of the set the pilots cannot tell from the best there, its expected reward and
-    interval, the set and its regret, and beyond the pilots their own extrapolation check. `progress(what,
-    done, total)` is called as work proceeds (the bootstrap refits take seconds). Returns a
-    JSON-serialisable dict (NaN -> None is left to the caller's encoder)."""
+    interval, the set and its regret, and beyond the pilots their own extrapolation check; its learning rate
+    under `lr_rule` from the pilots' own lr (or `lr`, the pilots' at their batch) and the n schedule along
+    the pilots' n*(C) where n* rises to it inside the budget (studies.fit.emit). `progress(what, done,
+    total)` is called as work proceeds (the bootstrap refits take seconds). Returns a JSON-serialisable dict
+    (NaN -> None is left to the caller's encoder)."""
+    from studies.fit.emit import pilots_lr, schedule_from_frontier
+
     if not budget > 0:
         raise StudiesError(f"--budget must be positive, got {budget}")
     if not 0 < level < 1:
@@ -192,6 +196,9 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
     j_best = at.best[0]
     kb = at.keys.index(j_best) if j_best is not None else None
     n_sig = (float(ff.predict_n_star(np.array([budget]))[0]) if ff.n_star_shape_ == "sigmoid" else None)
+    lr_out = pilots_lr(pilots, int(n_rec), bp_rec, lr_rule, lr)
+    if lr_out["note"]:
+        notes.append(lr_out["note"])
     return {
         "budget": float(budget),
         "metric": metric,
@@ -217,6 +224,8 @@ def make_plan(table: pd.DataFrame, budget: float, metric: str = "val_mean", bp_m
         "extrapolation_factor": factor,
         "extrapolation_check": check_out,
         "certainty": cert,
+        "lr": lr_out,
+        "schedule": schedule_from_frontier(ff, int(n_rec), budget),
         "warnings": notes,
     }
 
@@ -298,6 +307,13 @@ def print_plan(p: dict[str, Any], echo: Callable[[str], None]) -> None:
     tie = f" (the smallest of the set n = {shown}: the pilots cannot tell them apart)" if len(members) > 1 \
         else ""
     echo(f"recommended: n = {r['n']}, bp = {r['bp']}, m = {r['m']} steps (batch {r['batch']}){tie}")
+    lr = p.get("lr") or {}
+    if lr.get("lr") is not None:
+        echo(f"  learning rate {lr['lr']:.4g} ({lr['rule']} rule from the pilots' {lr['pilot_lr']:.4g} at "
+             f"batch {lr['pilot_batch']})")
+    if p.get("schedule"):
+        echo("  n schedule along the pilots' n*(C): " + ", ".join(
+            f"n = {n} from C = {c:.4g}" for c, n in p["schedule"]["phases"]))
     er = p["expected_reward"]
     echo(f"  expected {p['metric']} of n = {r['n']}: "
          f"{'n/a' if er is None or not math.isfinite(er) else format(er, '.4f')} {level}% interval "
