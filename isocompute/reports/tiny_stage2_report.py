@@ -167,7 +167,8 @@ def lag_lines(x: dict) -> list[str]:
             continue
         for pr in r["lag"].get("pairs", []):
             ceil = ceiling_text(pr["ceiling"], "n", pr["n"], pr["reference"])
-            out.append(f"- **{key}**: {pr['text']}; {ceil}.")
+            out.append(f"- **{key}**: {pr['text']}; {ceil} ({r['lag']['level']:.0%} seed-bootstrap "
+                       "intervals).")
     return out + [""]
 
 

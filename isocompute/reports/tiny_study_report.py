@@ -336,6 +336,9 @@ def shown_lines(x: dict) -> list[str]:
             out.append(f"- n = {n} gains per octave, the last four octaves to {bt(part.budget)} "
                        f"(interpolated, step in parentheses): {seq}; {when}.")
         lag = r.get("lag") or {}
+        if lag.get("pairs"):
+            out.append(f"- Speed or ceiling (studies.fit.lag; {lag['level']:.0%} seed-bootstrap intervals, "
+                       f"{lag['reps']} resamples):")
         for pr in lag.get("pairs", []):
             extra = ""
             ls = pr.get("lr_steps") or {}
@@ -344,7 +347,7 @@ def shown_lines(x: dict) -> list[str]:
                 extra = (" Against cumulative lr x steps instead of compute the lag is "
                          f"{_f(ls['lag'], 2, True)} octaves [{_f(lo, 2, True)}, {_f(hi, 2, True)}].")
             ceil = ceiling_text(pr["ceiling"], "n", pr["n"], pr["reference"])
-            out.append(f"- {pr['text']}.{extra} {ceil[0].upper()}{ceil[1:]}.")
+            out.append(f"  - {pr['text']}.{extra} {ceil[0].upper()}{ceil[1:]}.")
         out.append("")
     return out
 
@@ -610,7 +613,8 @@ def shown_gist(x: dict) -> str:
         if pair and pair["lag"].get("status") == "ok":
             lag, (lo, hi) = pair["lag"], pair["lag"]["interval"]
             text += (f", and n = {pair['n']}'s record curve is n = {pair['reference']}'s delayed by "
-                     f"{lag['lag']:.2f} octaves of compute [{lo:.2f}, {hi:.2f}], {lag['trend']} over rewards "
+                     f"{lag['lag']:.2f} octaves of compute [{lo:.2f}, {hi:.2f}] ({r['lag']['level']:.0%} "
+                     f"seed bootstrap), {lag['trend']} over rewards "
                      f"{lag['range'][0]:.2f}-{lag['range'][1]:.2f}")
             c = pair["ceiling"]
             if c.get("status") == "ok":
