@@ -56,7 +56,7 @@ def test_judge_above_below_and_equivalence_give_each_verdict():
     down = Rule("q", kind="below")
     assert [judge(down, x).verdict for x in (DOWN, UP, FLAT)] == [R, N, I]
     # a threshold other than 0, with the opposite threshold below it: between the two is inconclusive
-    drop = Rule("q", threshold=0.01, opposite=0.0)
+    drop = Rule("q", threshold=0.01, opposite=0.0, margin_of="OVERFIT_DROP")
     assert [judge(drop, x).verdict for x in (iv(0.02), iv(-0.02), iv(0.005, 0.004))] == [R, N, I]
     eq = Rule("q", kind="equivalent", margin=0.01)
     assert judge(eq, iv(0.002, 0.006)).verdict == R  # 90% interval inside ±0.01

@@ -25,9 +25,9 @@ from isocompute.reports.claims.common import (
     stars_text,
 )
 from isocompute.reports.claims.judge import (
-    MIN_GAIN,
     Rule,
     combine,
+    gain_rule,
     judge,
     parts_text,
     seed_bootstrap,
@@ -114,6 +114,7 @@ F2 = Section(
         f"{list(p.side_ns)}; k=4; record metric at the top budget",
     ),
     refused="the llm backend needs calibrated easy and hard splits (isocompute llm calibrate) first",
+    rules=(F2_EASY, F2_HARD),
 )
 
 
@@ -192,7 +193,7 @@ def _sens(t: Tables, p: ClaimsMode) -> dict:
     return out
 
 
-F3_GAIN = Rule(f"{TOP_GAIN}, at fixed total batch B = bp n (top M)", kind="above", threshold=MIN_GAIN)
+F3_GAIN = gain_rule(f"{TOP_GAIN}, at fixed total batch B = bp n (top M)")
 F3_SENS = Rule("mean range of the reward over n minus that over B_p (top budget, record reward, seed "
                "bootstrap)", kind="above")
 """Finding 3's key quantities: n*(M) rising to a large n shows as the large-n gain at the largest M; and the
@@ -254,10 +255,12 @@ F3 = Section(
         f"; B = bp*n = {_batch(p)} (the sqrt rule gives every n one lr); n in {list(_fixed(p).n)}; record "
         "val_mean, n* in M",
     ),
+    rules=(F3_GAIN, F3_SENS),
+    ceiling=lambda p: {f"B = {_batch(p)}": (_fixed(p), "val_mean")},
 )
 
 
-F4_GAIN = Rule(f"{TOP_GAIN}, at each B_p", kind="above", threshold=MIN_GAIN)
+F4_GAIN = gain_rule(f"{TOP_GAIN}, at each B_p")
 F4_SPREAD = Rule("spread over B_p of the best reward at the top budget (max minus min over B_p of the best "
                  "seed-mean record over n; seed bootstrap)", kind="equivalent")
 """Finding 4's key quantities: n* still rises to a large n at every B_p (finding 1's gain per B_p), and B_p
@@ -316,6 +319,8 @@ F4 = Section(
         p, _joint(p)[32], f"; bp in {list(bps(p))}, each with its own tuned base lr; n in {list(p.side_ns)}; "
         "record val_mean"
     ),
+    rules=(F4_GAIN, F4_SPREAD),
+    ceiling=lambda p: {f"B_p = {bp}": (st, "val_mean") for bp, st in _joint(p).items()},
 )
 
 
@@ -447,6 +452,7 @@ F9 = Section(
         "its own tuned base lr"
     ),
     refused="the llm adapter does not implement n_est (decoupled baselines) yet",
+    rules=(F9_BEATS, F9_SAME),
 )
 
 __all__ = ["F2", "F3", "F4", "F9"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from isocompute.reports.claims.judge import NAN_INTERVAL, Interval, equivalent, t_interval
+from isocompute.reports.claims.judge import NAN_INTERVAL, Interval, Rule, equivalent, t_interval
 from isocompute.reports.claims.recipe import RECIPE, TUNE_SEED0, regularisation
 from isocompute.reports.claims.selection import directional_growth, seed_folds, select_on_heldout
 from studies.config import RunConfig
@@ -242,6 +242,11 @@ class Section:
     """One line: why the section does not run on the other backends."""
     probe: Callable[[Any, Tables, ClaimsMode], None] | None = None
     """Measurements from inside runs (sandbox diagnostics), recorded beside the tables before `measure`."""
+    rules: tuple[Rule, ...] = ()
+    """The rules its verdict reads (the report lists each with its margin and the margin's provenance)."""
+    ceiling: Callable[[ClaimsMode], dict[str, tuple[StudySpec, str]]] | None = None
+    """{label: (study, metric)} whose top-budget contrast its rules read: the report says by which budget
+    every n of each reaches a common ceiling (claims.ceiling)."""
 
 
 # --------------------------------------------------------------------------------------------- statistics

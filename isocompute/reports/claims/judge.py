@@ -15,7 +15,13 @@ Three kinds of rule (`Rule.kind`):
 - "equivalent": the claim is "no difference" (e.g. B_p matters little): a two one-sided test (TOST, Schuirmann
   1987) at 5% per side, i.e. reproduced when the 90% interval lies inside (-margin, +margin); not reproduced
   when the 95% interval lies wholly outside it (the difference exceeds the margin); the margin is stated in
-  the rule before any run (`EQUIVALENCE_MARGIN`).
+  the rule (`EQUIVALENCE_MARGIN`, its provenance in `PROVENANCE`).
+
+Every non-zero threshold names its provenance (`Rule.margin_of`, a key of `PROVENANCE`): its value, the
+commit that set it and whether it was chosen before or after which data, because a margin chosen after seeing
+data must say so. Beside each verdict the report gives the verdict at margin 0 (`at_margin_zero`: the same
+rules with every "above" / "below" threshold set to 0) wherever the two differ; equivalence rules keep their
+margin there (at 0 no interval can show equivalence).
 
 Intervals (`Interval`) carry 95% and 90% bounds: a t-interval over per-seed values (`t_interval`) or a
 percentile seed bootstrap of any statistic of a seed-indexed frame (`seed_bootstrap`). A claim with several
@@ -25,8 +31,10 @@ agree (`replicate`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -39,14 +47,69 @@ NO_REPLICATION = "does not replicate"
 LEVEL, EQUIVALENCE_LEVEL = 0.95, 0.90
 EQUIVALENCE_MARGIN = 0.01
 """Margin of every "no difference" rule, in reward (pass@1): one point of validation pass@1, about 10 of the
-1024 validation problems of the full report. A difference inside it is too small to matter for allocation;
-fixed here before the runs it judges."""
+1024 validation problems of the full report. A difference inside it is too small to matter for allocation.
+When it was chosen, and after which data: PROVENANCE."""
 MIN_GAIN = EQUIVALENCE_MARGIN
 """Threshold of every "large n wins" rule (the top-budget gain of large n, `common.TOP_GAIN`): reproduced only
 when the 95% interval of the gain lies above one point of pass@1, not reproduced when it lies below it. A rise
 of n* whose reward at stake is under the margin below which the report calls two allocations equivalent
 does not make the paper's allocation claim, however resolved the interval; the same margin on both sides
-keeps the verdicts exclusive."""
+keeps the verdicts exclusive. It was chosen after data that bear on it (PROVENANCE), so the report shows the
+verdict at margin 0 beside every verdict it changes."""
+OVERFIT_DROP = 0.01
+"""Finding 7's threshold: the largest n overfits the small training set when its validation reward falls by
+more than this from its peak to the budget (pass1.F7_DROP)."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """When a threshold of the rules was chosen, relative to the data it judges: `when` "before" or "after"
+    the data named in `data`; `commit` set it."""
+
+    name: str
+    value: float
+    commit: str
+    when: str
+    data: str
+
+    def text(self) -> str:
+        """'MIN_GAIN = 0.01 (set in 35d7515, chosen after ...)'."""
+        return f"{self.name} = {self.value:g} (set in {self.commit}; chosen {self.when} {self.data})"
+
+
+_REPORT_1202 = ("the committed claims report of 2026-12-02 (`git show b4e5768^:docs/CLAIMS.md`: constant "
+                "lr, and finding 1 under a tuned lr read against the claim, sqrt rule with a tuned base lr: "
+                "no, lr envelope: no)")
+PROVENANCE = {
+    "EQUIVALENCE_MARGIN": Provenance(
+        "EQUIVALENCE_MARGIN", EQUIVALENCE_MARGIN, "b4e5768", "after",
+        f"{_REPORT_1202}, and before any run of the recipe report it judges (first generated in full at "
+        "1c48ced)"),
+    "MIN_GAIN": Provenance(
+        "MIN_GAIN", MIN_GAIN, "35d7515", "after",
+        f"{_REPORT_1202} and after the recipe's verdict rules (b4e5768, where this threshold was 0) had been "
+        "written; before the full recipe report it judges (1c48ced)"),
+    "OVERFIT_DROP": Provenance(
+        "OVERFIT_DROP", OVERFIT_DROP, "b4e5768", "after",
+        f"{_REPORT_1202}, and before any run of the recipe report it judges (1c48ced)"),
+}
+"""The provenance of every non-zero threshold of the claims rules, from the repository's history: what had
+been seen when it was chosen. A rule with a non-zero threshold names its key (`Rule.margin_of`)."""
+
+_ZERO = contextvars.ContextVar("claims_margin_zero", default=False)
+
+
+@contextlib.contextmanager
+def at_margin_zero() -> Iterator[None]:
+    """Inside this block `judge` reads every "above" / "below" rule with its thresholds set to 0 (the
+    verdict at margin 0, shown beside the declared one); equivalence rules are unchanged."""
+    token = _ZERO.set(True)
+    try:
+        yield
+    finally:
+        _ZERO.reset(token)
+
+
 BOOT_REPS = 2000
 """Resamples of the seeds in `seed_bootstrap` (percentile intervals; the statistics are milliseconds)."""
 
@@ -139,6 +202,9 @@ class Rule:
     "below": when it lies above this (must be >= it)."""
     margin: float = EQUIVALENCE_MARGIN
     """"equivalent" only: the TOST margin."""
+    margin_of: str | None = None
+    """The key of PROVENANCE that the non-zero threshold (or the equivalence margin) comes from; an
+    equivalence rule defaults to EQUIVALENCE_MARGIN."""
 
     def __post_init__(self):
         if self.kind not in ("above", "below", "equivalent"):
@@ -149,6 +215,32 @@ class Rule:
                              f"{self.threshold}")
         if self.kind == "equivalent" and not self.margin > 0:
             raise ValueError(f"Rule {self.quantity!r}: an equivalence margin must be > 0, got {self.margin}")
+        if self.kind == "equivalent" and self.margin_of is None:
+            object.__setattr__(self, "margin_of", "EQUIVALENCE_MARGIN")
+        if self.margin_value:
+            src = PROVENANCE.get(self.margin_of or "")
+            if src is None or src.value != self.margin_value:
+                raise ValueError(f"Rule {self.quantity!r}: its threshold {self.margin_value:g} needs a "
+                                 f"provenance of that value (margin_of, a key of PROVENANCE), got "
+                                 f"{self.margin_of!r}")
+
+    @property
+    def margin_value(self) -> float:
+        """The rule's margin: the equivalence margin, or the largest absolute threshold (0: none)."""
+        if self.kind == "equivalent":
+            return float(self.margin)
+        return float(max(abs(self.threshold), abs(self.opp)))
+
+    @property
+    def provenance(self) -> Provenance | None:
+        """Where the rule's non-zero margin comes from (None for a rule at 0)."""
+        return PROVENANCE[self.margin_of] if self.margin_value and self.margin_of else None
+
+    def zeroed(self) -> Rule:
+        """The same rule with its "above" / "below" thresholds at 0 (an equivalence rule unchanged)."""
+        if self.kind == "equivalent" or not self.margin_value:
+            return self
+        return replace(self, threshold=0.0, opposite=None, margin_of=None)
 
     @property
     def opp(self) -> float:
@@ -164,26 +256,47 @@ class Rule:
                 f"reproduced when it lies {other} {self.opp:+g}")
 
 
+def gain_rule(quantity: str) -> Rule:
+    """A "large n wins" rule: `quantity` above MIN_GAIN (with its provenance), not reproduced below it."""
+    return Rule(quantity, kind="above", threshold=MIN_GAIN, margin_of="MIN_GAIN")
+
+
 @dataclass(frozen=True)
 class Judgement:
-    """A rule applied to an interval: the verdict and both, for the report."""
+    """A rule applied to an interval: the verdict and both, for the report; `zero`: the verdict of the same
+    rule at margin 0 (None for a rule whose margin is 0 or an equivalence rule)."""
 
     rule: Rule
     interval: Interval
     verdict: str
+    zero: str | None = None
 
     def text(self) -> str:
-        """'+0.0123 [+0.0040, +0.0206] (95% t): reproduced' (the 90% bounds too for an equivalence rule)."""
+        """'+0.0123 [+0.0040, +0.0206] (95% t): reproduced' (the 90% bounds too for an equivalence rule; the
+        verdict at margin 0 beside where it differs)."""
         iv = self.interval
+        at0 = f" (at margin 0: {self.zero})" if self.zero is not None and self.zero != self.verdict else ""
         if self.rule.kind == "equivalent" and iv.finite:
-            return (f"{iv.text()} (95% {iv.method}; 90% [{iv.lo90:+.4f}, {iv.hi90:+.4f}]): {self.verdict}")
-        return f"{iv.text()} (95% {iv.method}): {self.verdict}"
+            return (f"{iv.text()} (95% {iv.method}; 90% [{iv.lo90:+.4f}, {iv.hi90:+.4f}]): {self.verdict}"
+                    f"{at0}")
+        return f"{iv.text()} (95% {iv.method}): {self.verdict}{at0}"
 
 
 def judge(rule: Rule, iv: Interval) -> Judgement:
-    """The verdict of `rule` on `iv` (module text); inconclusive without a finite interval."""
+    """The verdict of `rule` on `iv` (module text) and, for a rule with a non-zero "above" / "below" margin,
+    its verdict at margin 0; inconclusive without a finite interval. Inside `at_margin_zero` the verdict is
+    the margin-0 one."""
+    zeroed = rule.zeroed()
+    if zeroed is not rule:
+        zero = _verdict(zeroed, iv)
+        return Judgement(rule, iv, zero if _ZERO.get() else _verdict(rule, iv), zero)
+    return Judgement(rule, iv, _verdict(rule, iv))
+
+
+def _verdict(rule: Rule, iv: Interval) -> str:
+    """The verdict of `rule` on `iv` (module text)."""
     if not iv.finite:
-        return Judgement(rule, iv, INCONCLUSIVE)
+        return INCONCLUSIVE
     if rule.kind == "above":
         v = REPRODUCED if iv.lo > rule.threshold else NOT_REPRODUCED if iv.hi < rule.opp else INCONCLUSIVE
     elif rule.kind == "below":
@@ -196,7 +309,7 @@ def judge(rule: Rule, iv: Interval) -> Judgement:
             v = NOT_REPRODUCED
         else:
             v = INCONCLUSIVE
-    return Judgement(rule, iv, v)
+    return v
 
 
 def combine(verdicts: Sequence[str]) -> str:
@@ -228,5 +341,6 @@ def equivalent(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> bool:
 
 
 __all__ = ["BOOT_REPS", "EQUIVALENCE_MARGIN", "INCONCLUSIVE", "Interval", "Judgement", "MIN_GAIN",
-           "NAN_INTERVAL", "NOT_REPRODUCED", "NO_REPLICATION", "PARTLY", "REPRODUCED", "Rule", "combine",
-           "equivalent", "judge", "parts_text", "replicate", "seed_bootstrap", "t_interval"]
+           "NAN_INTERVAL", "NOT_REPRODUCED", "NO_REPLICATION", "OVERFIT_DROP", "PARTLY", "PROVENANCE",
+           "Provenance", "REPRODUCED", "Rule", "at_margin_zero", "combine", "equivalent", "gain_rule",
+           "judge", "parts_text", "replicate", "seed_bootstrap", "t_interval"]

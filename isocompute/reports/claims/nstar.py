@@ -27,10 +27,11 @@ from isocompute.reports.claims.common import (
     stars_text,
     yes,
 )
-from isocompute.reports.claims.judge import MIN_GAIN, Rule, combine, judge, parts_text
+from isocompute.reports.claims.judge import Rule, combine, gain_rule, judge, parts_text
 from isocompute.reports.claims.recipe import PRESET_LR
 from isocompute.reports.claims.selection import cross_fit
 from studies.declared import Tables
+from studies.fit.lag import lag_report
 from studies.fit.nstar import config_value
 from studies.presets import DEMO_ROLES
 
@@ -89,6 +90,8 @@ THEORY = Section(
         p, _tabular(p), f"; n in {list(p.ns)}; train_mean (tabular validation problems never move)"
     ),
     refused="the tabular policy exists only in the simulator",
+    rules=(THEORY_RULE,),
+    ceiling=lambda p: {"tabular": (_tabular(p), "train_mean")},
 )
 
 
@@ -196,7 +199,7 @@ def _chosen(tab: pd.DataFrame, lrs: dict) -> str:
     return f"{vals[0]:g} (even seeds) / {vals[1]:g} (odd seeds)"
 
 
-F1_RULE = Rule(f"{TOP_GAIN}, under the paper's recipe", kind="above", threshold=MIN_GAIN)
+F1_RULE = gain_rule(f"{TOP_GAIN}, under the paper's recipe")
 """Finding 1's key quantity: where n*(C) rises to a large n, the best large n beats the best small n at the
 top budget; reproduced when its 95% interval lies above one point of pass@1 (`MIN_GAIN`), not reproduced
 when it lies below it."""
@@ -242,6 +245,7 @@ def f1_measure(t: Tables, p: ClaimsMode) -> dict:
         out["best_lr"] = best_lr["best"]
         out["lr_grid"] = list(p.lrs)
         out["lr_edges"] = lr_edges(env, lrs, budgets, p.bp)
+        out["record_final"] = record_final(t[_recipe(p).name], env, lrs, top)
     out["per_n"] = {f"{k[0]} ({'record' if k[1] == 'best' else 'final'})": v for k, v in per_n.items()}
     if p.backend == "sim":
         tab_rows = n_star_rows(t[_tabular(p).name], budgets, "train_mean", small=small)
@@ -257,7 +261,83 @@ def f1_measure(t: Tables, p: ClaimsMode) -> dict:
         out["tabular_recipe_rows"] = n_star_rows(t[st.name], budgets, "train_mean", small=small)
         out["tabular_base_lr"] = dict(p.tuned).get(st.name)
     out["lr_choices"] = headline_rows(out, p)
+    out["lag"] = lag_report(t[_recipe(p).name], "val_mean", "n")
     return out
+
+
+def record_final(recipe: pd.DataFrame, env: pd.DataFrame, lrs: dict[int, float], top: float) -> dict:
+    """Why a run's record and final rewards differ, per n of the verdict's treatment: the lr it ran at (the
+    table's lr column: under the recipe base x sqrt(bp n / 256)), the best constant lr of that n (the lr of
+    the envelope's grid with the best seed-mean record at `top` over the reported seeds: a description of the
+    runs, not a selection that a verdict reads), their ratio, and the seed-mean drop from the record to the
+    final reward at `top`. A run far above its own best lr overshoots its peak and falls off it, which the
+    record (oracle early stopping) hides and the final reward shows. Empty where the table has no lr column
+    (a user's table)."""
+    if "lr" not in recipe.columns:
+        return {}
+    keys = ("n", "seed")
+    rec = run_rewards(recipe, keys=keys, budget=top, stat="best")
+    fin = run_rewards(recipe, keys=keys, budget=top, stat="final")
+    both = rec.merge(fin, on=list(keys), suffixes=("_rec", "_fin"))
+    drop = (both["reward_rec"] - both["reward_fin"]).groupby(both["n"]).mean()
+    ran = recipe.groupby("n")["lr"].first()
+    rr = run_rewards(env, keys=("n", "arm_lr", "seed"), budget=top, stat="best")
+    best = rr.groupby(["n", "arm_lr"])["reward"].mean().groupby(level="n").idxmax()
+    lo, hi = min(lrs.values()), max(lrs.values())
+    out = {}
+    for n, (_, i) in best.items():
+        if n not in ran.index or n not in drop.index:
+            continue
+        lr, b = float(ran[n]), float(lrs[i])
+        out[int(n)] = {"lr": lr, "best_lr": b, "ratio": lr / b, "drop": float(drop[n]), "edge": b in (lo, hi)}
+    return out
+
+
+def _first(v) -> int:
+    """The first n of a contrast arm ('4/8' when the folds chose differently)."""
+    return int(str(v).split("/")[0])
+
+
+def record_final_text(x: dict, contrast: dict) -> str:
+    """One sentence on why the final reward reads differently from the record: for the final contrast's
+    small and large n, the lr each ran at relative to its own best constant lr and how far its final reward
+    fell from its record (`record_final`). Empty without those numbers."""
+    rf = x.get("record_final") or {}
+    if "n_small" not in contrast or not rf:
+        return ""
+    parts = []
+    for n in dict.fromkeys((_first(contrast["n_small"]), _first(contrast["n_large"]))):
+        if n in rf:
+            r = rf[n]
+            edge = " (a grid edge)" if r["edge"] else ""
+            parts.append(f"n = {n} ran at lr {r['lr']:.3g}, {r['ratio']:.1f}x its own best constant lr "
+                         f"{r['best_lr']:g}{edge}, and its final reward is {r['drop']:.3f} below its record")
+    return ("record against final (computed from the runs): " + "; ".join(parts)
+            + " (seed means at the top budget; a run above its own best lr passes its peak and falls off "
+            "it, which the record hides)") if parts else ""
+
+
+def lag_summary(lag: dict) -> str:
+    """What the speed-or-ceiling readout (studies.fit.lag) says over all pairs, in one clause: how many n
+    against the reference differ in speed only, how many in val at matched train reward, how many the seeds
+    cannot tell."""
+    pairs = [q for q in lag.get("pairs") or [] if q["lag"].get("status") == "ok"]
+    if not pairs:
+        return f"speed or ceiling: {lag.get('status') or 'no pair with overlapping rewards'}"
+    speed = [q for q in pairs
+             if q["lag"]["speed"] in ("slower", "faster") and q["lag"]["trend"] == "constant"]
+    ceil = [q for q in pairs if (q.get("ceiling") or {}).get("verdict") in ("higher", "lower")]
+    trend = [q for q in pairs if q["lag"]["trend"] in ("grows", "shrinks")]
+    same = [q for q in pairs if q["lag"]["speed"] == "same" and q["lag"]["trend"] == "constant"]
+    ref = lag.get("reference")
+
+    def ns(qs):
+        return ", ".join(str(q["n"]) for q in qs) or "none"
+
+    return (f"speed or ceiling (studies.fit.lag, each n against n = {ref}): a constant lag (speed, not "
+            f"ceiling, over the rewards both reach): n = {ns(speed)}; the same curve: n = {ns(same)}; a lag "
+            f"that grows or shrinks toward the top (a ceiling, if it lasts): n = {ns(trend)}; val at matched "
+            f"train reward differs: n = {ns(ceil)}; of {len(pairs)} pairs")
 
 
 ROLE_METRIC = {role: metric for role, metric, _ in DEMO_ROLES}
@@ -305,9 +385,14 @@ def f1_verdict(x: dict) -> tuple[str, str]:
     tr = x["treatments"]
     main = tr[x["main"]]
     rule = (F1_RULE if x["main"] == RECIPE_ROW
-            else Rule(f"{TOP_GAIN}, under {x['main']}", kind="above", threshold=MIN_GAIN))
+            else gain_rule(f"{TOP_GAIN}, under {x['main']}"))
     j = judge(rule, main["record"]["iv"])
     also = [f"on the final reward {judge(rule, main['final']['iv']).verdict} ({main['final']['iv'].text()})"]
+    why_final = record_final_text(x, main["final"])
+    if why_final:
+        also.append(why_final)
+    if x.get("lag"):
+        also.append(lag_summary(x["lag"]))
     if ENVELOPE in tr:
         also.append(f"under the lr envelope {judge(rule, tr[ENVELOPE]['record']['iv']).verdict} "
                     f"({tr[ENVELOPE]['record']['iv'].text()})")
@@ -396,6 +481,21 @@ def f1_body(x: dict) -> list[str]:
             + "; best constant lr on a grid edge at any budget (n@budget: lr): "
             + (", ".join(f"n={n}@{budget_text(b)}: {lr:g}" for n, b, lr in x.get("lr_edges", [])) or "none"),
         ]
+    if x.get("record_final"):
+        lines += ["", "Record against final at the top budget, per n of the verdict's treatment (seed means; "
+                  "the best constant lr is the envelope grid's best on the reported seeds: a description, "
+                  "not a choice):", "",
+                  "| n | lr it ran at | its best constant lr | ratio | record − final |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {n} | {r['lr']:.3g} | {r['best_lr']:g}{' (edge)' if r['edge'] else ''} | "
+                  f"{r['ratio']:.2f}x | {r['drop']:+.4f} |" for n, r in sorted(x["record_final"].items())]
+    if x.get("lag"):
+        from studies.fit.render import print_lag
+
+        block: list[str] = []
+        print_lag(x["lag"], block.append)
+        lines += ["", f"Speed or ceiling under {x['main']} (the readout of `isocompute fit`, "
+                  "studies.fit.lag; not in the verdict):", "", "```", *block, "```"]
     if x["tabular_per_lr"]:
         lines += [
             "",
@@ -416,6 +516,8 @@ F1 = Section(
     body=f1_body,
     setup=lambda p: setup_text(p, _recipe(p), f"; n in {list(p.ns)}; val_mean; lr treatments below"),
     backends=("sim", "llm"),
+    rules=(F1_RULE,),
+    ceiling=lambda p: {"recipe" if p.recipe else "backend": (_recipe(p), "val_mean")},
 )
 
 
@@ -474,7 +576,7 @@ def _f10(p: ClaimsMode):
     return p.study("inter")
 
 
-F10_RULE = Rule(f"{TOP_GAIN}, at the top token budget", kind="above", threshold=MIN_GAIN)
+F10_RULE = gain_rule(f"{TOP_GAIN}, at the top token budget")
 """Finding 10's key quantity: the same gain as finding 1's, with compute counted in generated tokens."""
 
 
@@ -517,6 +619,8 @@ F10 = Section(
     ),
     setup=lambda p: setup_text(p, _f10(p), "; tokens = generated tokens (sim: response-length model on)"),
     backends=("sim", "llm"),
+    rules=(F10_RULE,),
+    ceiling=lambda p: {"tokens study": (_f10(p), "val_mean")},
 )
 
 
@@ -528,7 +632,7 @@ def _f11(p: ClaimsMode) -> dict:
     }
 
 
-F11_RULE = Rule(f"{TOP_GAIN}, per objective", kind="above", threshold=MIN_GAIN)
+F11_RULE = gain_rule(f"{TOP_GAIN}, per objective")
 """Finding 11's key quantity: finding 1's gain under each clipped objective; the claim needs both."""
 
 
@@ -601,6 +705,8 @@ F11 = Section(
         "objectives differ from PG",
     ),
     refused="the llm adapter runs objective pg only so far",
+    rules=(F11_RULE,),
+    ceiling=lambda p: {k: (st, "val_mean") for k, st in _f11(p).items()},
 )
 
 __all__ = ["F1", "F6", "F10", "F11", "THEORY"]

@@ -21,7 +21,15 @@ from isocompute.reports.claims.common import (
     setup_text,
     stars_text,
 )
-from isocompute.reports.claims.judge import MIN_GAIN, Rule, combine, judge, parts_text, t_interval
+from isocompute.reports.claims.judge import (
+    OVERFIT_DROP,
+    Rule,
+    combine,
+    gain_rule,
+    judge,
+    parts_text,
+    t_interval,
+)
 from studies.declared import Tables
 
 STATS = ("zero_frac", "one_frac", "mean")
@@ -109,6 +117,7 @@ F5 = Section(
         "the small n the smaller lr); snapshots at matched compute"
     ),
     backends=("sim", "llm"),
+    rules=(F5_RULE,),
 )
 
 
@@ -146,7 +155,7 @@ def f7_measure(t: Tables, p: ClaimsMode) -> dict:
 F7_EARLIER = Rule("top-budget gain of large n at the small training set minus at the large one (paired by "
                   "seed)", kind="below")
 F7_DROP = Rule("validation drop of the largest n at the small training set from its peak to the budget",
-               kind="above", threshold=0.01)
+               kind="above", threshold=OVERFIT_DROP, margin_of="OVERFIT_DROP")
 F7_RISE = Rule("training-reward rise of that run after its validation peak", kind="above")
 """Finding 7's key quantities: a small training set saturates n* earlier (large n gains less there than with
 the large set: below 0) and the largest n overfits (validation falls by more than 0.01 from its peak while
@@ -189,6 +198,7 @@ F7 = Section(
     ),
     setup=lambda p: setup_text(p, _f7(p)[p.d], f"; d in {[p.d, _d_small(p)]}, each with its own tuned base "
                                f"lr; n in {list(p.side_ns)}"),
+    rules=(F7_EARLIER, F7_DROP, F7_RISE),
 )
 
 
@@ -223,7 +233,7 @@ def f8_measure(t: Tables, p: ClaimsMode) -> dict:
     return {"halves": out, "large_min": p.large_min}
 
 
-F8_RULE = Rule(f"{TOP_GAIN}, on each half of the dual validation set", kind="above", threshold=MIN_GAIN)
+F8_RULE = gain_rule(f"{TOP_GAIN}, on each half of the dual validation set")
 """Finding 8's key quantity: finding 1's gain measured on the hard and the easy half of the mix's validation
 set; the forgetting half of the claim (train on Hard, lose Easy) is not measurable here, so a reproduction on
 both halves is reported as partly."""
@@ -268,6 +278,8 @@ F8 = Section(
                                "no KL or entropy"),
     probe=f8_probe,
     refused="the llm backend has no dual (hard + easy) mix with per-problem sources",
+    rules=(F8_RULE,),
+    ceiling=lambda p: {"dual": (_f8(p), "val_mean")},
 )
 
 __all__ = ["F5", "F7", "F8"]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from isocompute.reports.claims.allocation import F2, F3, F4, F9
+from isocompute.reports.claims.ceiling import common_ceiling, section_note, shared_text
 from isocompute.reports.claims.common import MODES, VERDICTS, ClaimsMode, Section, budget_text
-from isocompute.reports.claims.judge import EQUIVALENCE_MARGIN, replicate
+from isocompute.reports.claims.judge import EQUIVALENCE_MARGIN, at_margin_zero, replicate
 from isocompute.reports.claims.measurements import MEASUREMENTS
 from isocompute.reports.claims.mechanisms import MECHANISMS
 from isocompute.reports.claims.nstar import F1, F6, F10, F11, THEORY
@@ -41,7 +42,9 @@ SECTIONS: tuple[Section, ...] = (THEORY, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10
 class Outcome:
     """One section's result: its numbers and verdict, or the one line why it was refused on this backend.
     `by_set`: (reported seeds, verdict, reason) per seed set; with two sets `verdict` is their replication
-    (judge.replicate) and `numbers` / `setup` are the first set's."""
+    (judge.replicate) and `numbers` / `setup` are the first set's. `zero`: the verdict with every rule at
+    margin 0 (judge.at_margin_zero), replicated the same way (`zero_by_set`: per set); `ceiling`: {label:
+    claims.ceiling.common_ceiling} of the studies the section's top-budget rules read (the first set's)."""
 
     section: Section
     setup: str = ""
@@ -49,6 +52,9 @@ class Outcome:
     verdict: str = "refused"
     reason: str = ""
     by_set: tuple[tuple[str, str, str], ...] = ()
+    zero: str = "refused"
+    zero_by_set: tuple[tuple[str, str], ...] = ()
+    ceiling: dict | None = None
 
 
 @dataclass
@@ -134,10 +140,16 @@ def run_seed_set(
             continue
         nums = s.measure(tables, plan)
         verdict, reason = s.verdict(nums)
-        if verdict not in VERDICTS:
-            raise RuntimeError(f"section {s.key} gave verdict {verdict!r}, not one of {VERDICTS}")
+        with at_margin_zero():
+            zero, _ = s.verdict(nums)
+        for v in (verdict, zero):
+            if v not in VERDICTS:
+                raise RuntimeError(f"section {s.key} gave verdict {v!r}, not one of {VERDICTS}")
+        ceil = ({label: common_ceiling(tables[st.name], st.budget, metric)
+                 for label, (st, metric) in s.ceiling(plan).items()} if s.ceiling else None)
         outcomes.append(Outcome(s, s.setup(plan), nums, verdict, reason,
-                                ((plan.seeds_text(), verdict, reason),)))
+                                ((plan.seeds_text(), verdict, reason),), zero,
+                                ((plan.seeds_text(), zero),), ceil))
         echo(f"{s.key}: {verdict} (seeds {plan.seeds_text()})")
     return SeedSet(plan, outcomes, choices, tables)
 
@@ -152,10 +164,11 @@ def replicated(sets: list[SeedSet]) -> list[Outcome]:
             out.append(first)
             continue
         by_set = tuple(b for o in parts for b in o.by_set)
-        verdict = first.verdict
+        verdict, zero = first.verdict, first.zero
         for o in parts[1:]:
-            verdict = replicate(verdict, o.verdict)
-        out.append(replace(first, verdict=verdict, by_set=by_set))
+            verdict, zero = replicate(verdict, o.verdict), replicate(zero, o.zero)
+        out.append(replace(first, verdict=verdict, by_set=by_set, zero=zero,
+                           zero_by_set=tuple(b for o in parts for b in o.zero_by_set)))
     return out
 
 
@@ -342,7 +355,9 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "Each verdict's rule names its key quantity and judges its interval",
             "(isocompute/reports/claims/judge.py): 'reproduced' only where the 95% interval clears the",
             "rule's threshold, 'not reproduced' only where it clears the opposite one, else 'inconclusive';",
-            f"'no difference' rules are equivalence tests (TOST, margin ±{EQUIVALENCE_MARGIN:g}). Beside",
+            f"'no difference' rules are equivalence tests (TOST, margin ±{EQUIVALENCE_MARGIN:g}); every",
+            "margin, and when it was chosen, is in the Margins section, and the verdict at margin 0 stands",
+            "beside every verdict a margin changes. Beside",
             "every n*, the stake: what n* gains over the best small n, with its interval.",
             f"Top budgets (rollouts): {top_text}; {sizes}; B_p = {plan.bp} unless stated. 'record' =",
             "best-so-far reward up to the budget (oracle early stopping), 'final' = reward when the",
@@ -360,16 +375,28 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             "test the machinery, not the science; see the full report.",
         ]
     lines += ["", "## Verdicts", ""]
+    zeros = any(o.zero != o.verdict for o in outcomes if o.numbers is not None)
+    zcol = (" at margin 0 |", "---|") if zeros else ("", "")
     if rep:
-        lines += ["| claim | " + " | ".join(f"seeds {ss.plan.seeds_text()}" for ss in sets) + " | verdict |",
-                  "|---|" + "---|" * (len(sets) + 1)]
+        lines += ["| claim | " + " | ".join(f"seeds {ss.plan.seeds_text()}" for ss in sets) + " | verdict |"
+                  + zcol[0], "|---|" + "---|" * (len(sets) + 1) + zcol[1]]
         for o in outcomes:
             per = [b[1] for b in o.by_set] or ["refused"] * len(sets)
             lines.append(f"| [{o.section.title}](#{o.section.key}) | " + " | ".join(per)
-                         + f" | {o.verdict} |")
+                         + f" | {o.verdict} |" + (f" {zero_cell(o)} |" if zeros else ""))
     else:
-        lines += ["| claim | verdict |", "|---|---|"]
-        lines += [f"| [{o.section.title}](#{o.section.key}) | {o.verdict} |" for o in outcomes]
+        lines += ["| claim | verdict |" + zcol[0], "|---|---|" + zcol[1]]
+        lines += [f"| [{o.section.title}](#{o.section.key}) | {o.verdict} |"
+                  + (f" {zero_cell(o)} |" if zeros else "") for o in outcomes]
+    if zeros:
+        lines += ["", "At margin 0: the same rules with every 'large n wins' threshold (and finding 7's "
+                  "overfitting threshold) set to 0, equivalence rules unchanged; 'same' where the verdict "
+                  "does not change. The margins were chosen after data that bear on them (Margins)."]
+    titles = {o.section.key: o.section.key for o in outcomes}
+    share = shared_text({o.section.key: o.ceiling for o in outcomes if o.ceiling}, titles)
+    if share:
+        lines += ["", share]
+    lines += margin_lines([o.section for o in outcomes if o.numbers is not None])
     lines += recipe_lines(sets)
     for o in outcomes:
         s = o.section
@@ -378,13 +405,43 @@ def render(plan: ClaimsMode, outcomes: list[Outcome], seconds: float, results: P
             lines += [f"**Verdict: refused.** {o.reason}"]
             continue
         lines += [f"Setup: {o.setup}", ""] + s.body(o.numbers)
+        at0 = f"At margin 0: {o.zero}. " if o.zero != o.verdict else ""
         if len(o.by_set) > 1:
-            lines += ["", f"**Verdict: {o.verdict}.** " + " ".join(
+            lines += ["", f"**Verdict: {o.verdict}.** {at0}" + " ".join(
                 f"Seeds {seeds_}: {v}. {why}" for seeds_, v, why in o.by_set)]
             lines += ["", f"(Tables above: seeds {o.by_set[0][0]}.)"]
         else:
-            lines += ["", f"**Verdict: {o.verdict}.** {o.reason}"]
+            lines += ["", f"**Verdict: {o.verdict}.** {at0}{o.reason}"]
+        if o.ceiling:
+            lines += ["", section_note(o.ceiling)]
     return "\n".join(lines) + "\n"
+
+
+def zero_cell(o: Outcome) -> str:
+    """The verdicts table's margin-0 cell: 'same', or the verdict at margin 0 (per set where they differ)."""
+    if o.numbers is None or o.zero == o.verdict:
+        return "same"
+    per = [v for _, v in o.zero_by_set]
+    return o.zero if len(set(per)) <= 1 else f"{o.zero} ({' / '.join(per)})"
+
+
+def margin_lines(sections) -> list[str]:
+    """The Margins section: every rule of the sections with its kind and margin (by name), then each named
+    margin's provenance once (judge.PROVENANCE: when it was chosen, relative to which data)."""
+    lines = ["", '## Margins <a id="margins"></a>', "",
+             "Every rule the verdicts read and its margin; below the table, when each margin was chosen "
+             "relative to the data it judges (isocompute/reports/claims/judge.py, PROVENANCE):", "",
+             "| section | rule | kind | margin |", "|---|---|---|---|"]
+    used = {}
+    for s in sections:
+        for r in s.rules:
+            pv = r.provenance
+            if pv is not None:
+                used[pv.name] = pv
+            lines.append(f"| {s.key} | {r.quantity} | {r.kind} | "
+                         + (f"{pv.name} = {pv.value:g}" if pv else "0 (none)") + " |")
+    lines += [""] + [f"- {pv.text()}." for pv in used.values()]
+    return lines
 
 
 MECHANISMS_RESULTS = Path("results/claims/sim")
