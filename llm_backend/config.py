@@ -61,7 +61,8 @@ class LLMConfig(EngineConfig):
 
     # --- model and engine ---
     model: str | None = None
-    """Local HF causal-LM folder, or a shipped tiny LM by name (tiny, small: llm_backend/tiny/model.py);
+    """Local HF causal-LM folder, or a tiny LM by name (tiny, shipped; small, once `isocompute llm pretrain
+    --lm small` made it: llm_backend/tiny/model.py);
     None = the prepared SmolLM2-135M-Instruct (`isocompute llm prepare`)."""
     cache_dir: str | None = None
     """Cache root for the prepared model and calibrated splits ($ISOCOMPUTE_CACHE or ~/.cache/isocompute)."""

@@ -4,7 +4,8 @@ Two families share the trainer, the loop, the evaluation and the allocators, and
 places: how the model and tokenizer load, which rollout engines can sample it, which problems it is given and
 where its calibrated splits live, and the defaults of a run or a calibration on it.
 
-- "tiny": a shipped tiny LM by name (`tiny`, `small`: llm_backend/models/<name>) or a folder saved by
+- "tiny": a tiny LM by name (`tiny` ships in llm_backend/models/; `small` once `isocompute llm pretrain` made
+  it, in the cache) or a folder saved by
   llm_backend/tiny/model.py (our own torch module, the character tokenizer, the tiny task family);
 - "hf": any other causal LM, through transformers: the prepared SmolLM2-135M-Instruct (`--lm smollm2` or
   none) or a local Hugging Face folder.

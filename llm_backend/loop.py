@@ -64,9 +64,11 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
             while state.spent < cfg.steps * cfg.batch:
                 step = state.step + 1
                 t0 = time.perf_counter()
+                log.phase(f"step {step}: drawing rollouts")  # a step of many rollouts takes minutes
                 drawn = draw_step(alloc, cfg, step, state, engine, tok, train)
                 if drawn is None:  # the budget has no room for another step
                     break
+                log.phase(f"step {step}: training on {drawn.rollouts:,} rollouts")
                 batch = build_batch(cfg, drawn.kept, tok.pad_token_id)
                 t1 = time.perf_counter()
                 stats = trainer.step(batch, step)
@@ -374,6 +376,10 @@ class _Log:
         if self.bar.tty:
             self.bar.say(line)
 
+    def phase(self, text: str | None) -> None:
+        """What the run is doing now (None: nothing to say), shown on the next progress line."""
+        self.bar.update(phase=text)
+
     def evaluating(self, step: int, problems: int) -> None:
         self.bar.update(phase=f"evaluating {problems} problems x {self.cfg.k} samples")
 
@@ -382,7 +388,7 @@ class _Log:
         self.say(f"llm: step {step}/{self.cfg.steps}: val_mean {val_mean:.3f} ({seconds:.1f} s)")
 
     def step(self, last: dict, drawn: Drawn) -> None:
-        self.bar.update(last["step"], last["compute"], reward=f"reward {drawn.reward:.2f}")
+        self.bar.update(last["step"], last["compute"], reward=f"reward {drawn.reward:.2f}", phase=None)
 
     def close(self) -> None:
         self.bar.close()

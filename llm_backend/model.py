@@ -94,14 +94,19 @@ LM_NAMES = ("smollm2", *TINY_NAMES)
 
 def resolve_model(model: str | Path | None = None, cache_dir: str | Path | None = None,
                   family: ModelFamily | None = None) -> Path:
-    """The HF folder to use: a shipped tiny LM by name, `model` if given, else the prepared default; a
-    one-line error otherwise. `family`: `model`'s (LLMConfig.family), else resolved here."""
+    """The HF folder to use: a tiny LM by name (shipped in the package, else pretrained into the cache by
+    `isocompute llm pretrain`), `model` if given, else the prepared default; a one-line error otherwise.
+    `family`: `model`'s (LLMConfig.family), else resolved here."""
     if name := (family or family_of(model)).shipped:
         path = PACKAGED_MODELS / name
-        if not is_hf_folder(path):
-            raise ModelError(f"the {name} LM is not in the package; run `isocompute llm pretrain --lm {name} "
-                             f"--out {path}`")
-        return path
+        if is_hf_folder(path):
+            return path
+        made = (Path(cache_dir).expanduser() if cache_dir else cache_root()) / "models" / name
+        if is_hf_folder(made):  # where `isocompute llm pretrain --lm NAME` writes by default
+            return made
+        raise ModelError(f"the {name} LM does not ship (only tiny does); make it with `isocompute llm "
+                         f"pretrain --lm {name}` (into {made}, where --lm {name} finds it), or pass --lm "
+                         "FOLDER of one pretrained elsewhere")
     if model in HF_DEFAULT_NAMES:
         model = None
     if model:

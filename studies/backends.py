@@ -56,7 +56,8 @@ class Adapter(Protocol):
     # Optional: `cpus(cfg) -> int | None`, the CPUs a Ray task for `cfg` reserves (None: all of a node's);
     # one where an adapter lacks it (studies.executors.ray_task_options). `off_main_thread = True`: its runs
     # may run on a thread other than the main one (studies.executors.wait_for: Ctrl-C then never waits for a
-    # long compiled call).
+    # long compiled call). `step_bytes(cfg) -> int`: about the memory one step holds (checked against the
+    # machine's before a run, studies.cli_kit.checks.check_memory).
 
 
 def engine_kwargs(cfg: RunConfig, engine_fields: dict[str, Any], backend: str,
@@ -215,6 +216,13 @@ class LLMAdapter:
 
     def needs_gpu(self, cfg: RunConfig) -> bool:
         return cfg.device.startswith("cuda")
+
+    def step_bytes(self, cfg: RunConfig) -> int:
+        """About the memory one step of `cfg` holds (llm_backend.memory.step_bytes), for the checks made
+        before a run starts (studies.cli_kit.checks.check_memory)."""
+        from llm_backend.memory import step_bytes
+
+        return step_bytes(self.llm_config(cfg))
 
     def cpus(self, cfg: RunConfig) -> int | None:
         """On cpu a run's torch and vLLM threads use the whole machine, as they do under the local executor

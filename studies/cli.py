@@ -20,7 +20,7 @@ import click
 from isocompute.contract.allocspec import split_specs
 from isocompute.contract.options import ADV_STDS, LR_RULES, OBJECTIVES, OPTIMIZERS, SCALE_REWARDS
 from isocompute.contract.status import DIVERGED
-from studies.cli_kit.checks import check_configs, check_device, check_jobs, check_sweep_size
+from studies.cli_kit.checks import check_configs, check_device, check_jobs, check_memory, check_sweep_size
 from studies.cli_kit.output import echo_warnings, emit_json, progress_lines, set_interrupt_note
 from studies.cli_kit.params import (
     COUNT,
@@ -138,6 +138,7 @@ def run(as_json: bool, out: Path | None, progress: bool, quiet: bool, **kw: Any)
     adapter = get_backend(cfg.backend)
     adapter.validate(cfg)
     check_device(cfg)
+    check_memory([cfg])
     if out is not None:  # before the run, so an unwritable --out never costs the work
         check_output_file(out, suffixes=TABLE_SUFFIXES, kind="table")
     t0 = time.perf_counter()
@@ -216,9 +217,10 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
     configs = build_sweep(study, base, n=n, bp=bp, batch=batch, bmax=bmax, seeds=seeds, budget=budget,
                           allocators=split_specs(allocator_list) if allocator_list else None,
                           base_n=alloc_n)
+    check_configs(configs)
     if executor == "local":
         check_device(base)
-    check_configs(configs)
+        check_memory(configs)
     if ship_code and executor != "ray":
         raise StudiesError("--ship-code is for --executor ray")
     if executor == "ray":

@@ -37,9 +37,9 @@ class RunConfig(RunShape):
     model: str | None = _f(None,
         "Simulator policy preset: tabular, linear, mlp, interference, skills (None: tabular); sim only.")
     lm: str | None = _f(None,
-        "Language model of the llm backend: tiny or small (shipped Llama-architecture LMs of 0.2M / 1M "
-        "parameters trained from scratch on digit arithmetic, ~1000x cheaper per rollout), smollm2 or a "
-        "local HF folder (None: the prepared SmolLM2).")
+        "Language model of the llm backend: tiny (a shipped Llama-architecture LM of 0.2M parameters trained "
+        "from scratch on digit arithmetic, ~1000x cheaper per rollout), small (its 1M size, once made by "
+        "`isocompute llm pretrain --lm small`), smollm2 or a local HF folder (None: the prepared SmolLM2).")
     dataset: str = _f("easy",
         "Difficulty preset relative to the base policy: easy, hard, xhard, veasy, dual, tri.")
     n: int = _f(8, "Rollouts per problem, the GRPO group size n.")

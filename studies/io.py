@@ -18,7 +18,7 @@ import pandas as pd
 from isocompute.contract.status import DIVERGED, DONE
 from studies.config import StudiesError
 from studies.files import atomic_write_table
-from studies.readers import READERS, Reader
+from studies.readers import LOGS, READERS, Reader
 from studies.results_dir import (
     MANIFEST,
     RUNS,
@@ -253,7 +253,9 @@ def _read_plain(p: Path) -> pd.DataFrame:
     except (ValueError, OSError) as e:
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise StudiesError(f"cannot read {p}: {why}") from None
-    raise StudiesError(f"unknown table format {suffix or '(none)'} of {p}; use .csv, .parquet or .jsonl")
+    known = "|".join(f for f in formats() if f not in ("auto", "csv"))
+    raise StudiesError(f"cannot read {p}: not a table (.csv, .parquet, .jsonl) and not a log this version "
+                       f"recognises ({LOGS}); if it is such a log, say which with --format {known}")
 
 
 def _load_dir(root: Path, include_diverged: bool, kind: str) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 """What a command may ask of this machine, checked before any work starts or any file is created: the size
-of a sweep, the number of worker processes, a CUDA device torch can see, and every config's validity by its
-backend. Each failure is a StudiesError, one line and exit code 2 at the root group."""
+of a sweep, the number of worker processes, a CUDA device torch can see, the memory one step holds, and every
+config's validity by its backend. Each failure is a StudiesError, one line and exit code 2 at the root group;
+what the user may mean (a step that fills most of the memory) is a one-line warning."""
 
 from __future__ import annotations
 
@@ -65,3 +66,50 @@ def check_device(cfg: RunConfig) -> None:
     index = int(cfg.device.split(":", 1)[1]) if ":" in cfg.device else 0
     if index >= count:
         raise StudiesError(f"--device {cfg.device}: this machine has {count} CUDA device(s) visible to torch")
+
+
+MEMORY_WARN = 0.5
+"""A step estimated to hold more than this share of the available memory gets a warning (more than all of
+it: refused)."""
+
+
+def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """Bytes of memory available to new work (Linux's MemAvailable), or None where it cannot be read."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_memory(configs: list[RunConfig], available: int | None = None) -> None:
+    """Refuse, in one line, a run whose one step would hold more memory than this machine has available (the
+    backend's estimate, `step_bytes`: rollouts x tokens x bytes per token), before it starts and fills the
+    memory for minutes; warn when a step would take more than MEMORY_WARN of it. Backends without an estimate
+    (the simulator: a step costs O(bp * K * dim) whatever n is) and cuda runs (the GPU's memory is the
+    engine's) pass."""
+    from studies.backends import get_backend
+
+    available = available_memory() if available is None else available
+    if not available:
+        return
+    worst, need = None, 0
+    for cfg in {c.run_id: c for c in configs}.values():
+        estimate = getattr(get_backend(cfg.backend), "step_bytes", None)
+        if estimate is None or cfg.device.startswith("cuda"):
+            continue
+        b = estimate(cfg)
+        if b > need:
+            worst, need = cfg, b
+    if worst is None:
+        return
+    gb = 2**30
+    what = (f"one step of {worst.bp * worst.n:,} rollouts (bp {worst.bp} x n {worst.n}) holds about "
+            f"{need / gb:.1f} GB, and this machine has {available / gb:.1f} GB available")
+    if need > available:
+        raise StudiesError(f"{what}: use a smaller n or bp (the budget only sets the number of steps)")
+    if need > MEMORY_WARN * available:
+        click.echo(f"warning: {what}", err=True)

@@ -27,6 +27,10 @@ class Reader(NamedTuple):
     family: str | None = None
 
 
+LOGS = ("a TRL trainer_state.json or run folder, a verl console log or JSONL, a wandb or TensorBoard CSV "
+        "export")
+"""The logs the READERS read, in words (what `fit` and `load_table` say they accept)."""
+
 READERS: dict[str, Reader] = {r.name: r for r in (
     Reader("trl", trl.sniff, trl.read),
     Reader("verl", verl.sniff, verl.read),

@@ -21,7 +21,7 @@ def test_errors_are_one_line(tmp_path):
     with pytest.raises(StudiesError, match="no such file or directory"):
         load_table(tmp_path / "missing.csv")
     (tmp_path / "t.txt").write_text("x")
-    with pytest.raises(StudiesError, match="unknown table format .txt"):
+    with pytest.raises(StudiesError, match="t.txt: not a table .* verl console log"):
         load_table(tmp_path / "t.txt")
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(StudiesError, match="cannot read"):
