@@ -216,10 +216,8 @@ def _cell(diff: float, se: float, mark: str = "") -> str:
 
 
 def table_marks(comps: dict, Cs) -> dict:
-    """`marks` of a preset's table: every (allocator, C) cell with a test, one family."""
-    cells = {(a, C): (r["diff"], r["se"], r["seeds"]) for C in Cs
-             for a, r in comps[C][1].set_index("allocator").iterrows()}
-    return marks(cells)
+    """`marks` of a preset's table: every (allocator, C) cell with a test, one family (`cells_of`)."""
+    return marks(cells_of(comps, Cs))
 
 
 def _own_gain(table: pd.DataFrame, pts: pd.DataFrame, ref: pd.Series, a: str
@@ -286,7 +284,7 @@ def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget
     lines += head or []
     if fig:
         lines += [f"![allocators vs the fixed-n envelope]({fig})", ""]
-    summary, own, flags = {}, {}, {}
+    summary, own, flags, powers = {}, {}, {}, {}
     for (model, dataset, metric), table in results.items():
         comps = {C: compare(table, metric, C) for C in Cs}
         mk = table_marks(comps, Cs)
@@ -307,8 +305,11 @@ def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget
             for C in Cs:
                 r = comps[C][1].set_index("allocator").loc[a]
                 cells.append(_cell(r["diff"], r["se"], mk.get((a, C), "")))
-            lines.append(f"| {a} | " + " | ".join(cells) + f" | {claim_of(a)} |")
-        lines.append("")
+            name = f"{a} (oracle)" if is_oracle(a) else a
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {claim_of(a)} |")
+        pw = power(cells_of(comps, Cs))
+        powers[f"{model}/{dataset}"] = pw
+        lines += ["", power_text(pw), ""]
         # decomposition at the top budget: the allocator's own gain over its base n, and the base n's gap
         top = comps[Cs[-1]][1].set_index("allocator")
         base = f"fixed-n{BASE_N}"
@@ -335,6 +336,7 @@ def report(results: dict[tuple[str, str, str], pd.DataFrame], seeds: int, budget
         flags[(model, dataset)] = mk
         lines += (after or {}).get((model, dataset, metric), [])
     lines += _verdict(summary, flags, Cs)
+    lines += power_summary(powers, "the simulator part")
     lines += _why(summary, own, flags, Cs)
     lines += _reading(summary, own, flags, Cs)
     lines += [""] + (llm or [])
@@ -454,23 +456,24 @@ def _why(summary: dict, own: dict, flags: dict, Cs: list[int]) -> list[str]:
     return out
 
 
-def _verdict(summary: dict, flags: dict, Cs: list[int]) -> list[str]:
-    """The goal, checked from the numbers: never flagged below the envelope at any budget and flagged above
-    it at the top budget on at least two presets; per allocator, by how much it misses."""
-    out = ["## The goal, checked", "",
-           "Goal: an allocator never flagged below the fixed-n envelope at any budget and flagged above it "
-           "at the top budget on at least two presets (flags: Holm within each preset's table). Per "
-           "allocator: presets where it is never flagged below, presets where it is flagged above at the top "
-           "budget, its worst shortfall (diff at the budget where it is lowest) and its top-budget diff per "
-           "preset.",
-           "",
-           "| allocator | never flagged below | flagged above at top | worst shortfall "
-           "| top-budget diff by preset |",
-           "|---|---|---|---|---|"]
-    names = list(ALLOCATORS)
-    met = []
-    for a in names:
-        never_below, above, worst, tops = [], [], (0.0, "", 0), []
+def is_oracle(a: str) -> bool:
+    """Whether an allocator reads the true pass@1 (`:oracle=1`): an upper bound on its rule, not something a
+    trainer can run, so it is marked and kept out of the goal."""
+    return ":oracle=" in a
+
+
+GOAL_WINS = 2
+"""Presets on which an allocator must be flagged above the envelope at the top budget to meet the goal."""
+
+
+def goal_rows(summary: dict, flags: dict, Cs: list[int]) -> list[dict]:
+    """Per allocator: "wins" (presets where it is flagged above the envelope at the top budget), "losses"
+    ({preset: (worst flagged-below diff, its budget)} over every budget), "tops" ({preset: top-budget
+    diff}), "mean" (their mean), "oracle", and "met": no flagged loss anywhere, at least GOAL_WINS wins, and
+    not an oracle (Holm flags within each preset's table)."""
+    out = []
+    for a in ALLOCATORS:
+        wins, losses, tops = [], {}, {}
         for (model, dataset), comps in summary.items():
             key = f"{model}/{dataset}"
             rs = {C: comps[C][1].set_index("allocator").loc[a] for C in Cs
@@ -478,25 +481,106 @@ def _verdict(summary: dict, flags: dict, Cs: list[int]) -> list[str]:
             if not rs:
                 continue
             mk = flags[(model, dataset)]
-            if all(mk.get((a, C)) != "below" for C in rs):
-                never_below.append(key)
-            r_top = rs[Cs[-1]]
             if mk.get((a, Cs[-1])) == "above":
-                above.append(key)
-            for C, r in rs.items():
-                if r["diff"] < worst[0]:
-                    worst = (float(r["diff"]), key, C)
-            tops.append(f"{key} {_fmt(r_top['diff'], 3)}")
-        if len(above) >= 2 and len(set(above) & set(never_below)) >= 2:
-            met.append(a)
-        w = f"{_fmt(worst[0], 3)} ({worst[1]}, {log2(worst[2])})" if worst[1] else "none"
-        out.append(f"| {a} | {', '.join(never_below) or 'none'} | {', '.join(above) or 'none'} | {w} | "
-                   f"{'; '.join(tops)} |")
-    out += ["", ("Met by: " + ", ".join(met) + ".") if met else
-            "Met by no allocator: none is never flagged below the envelope and flagged above it at the top "
-            "on two presets.",
-            ""]
+                wins.append(key)
+            below = [(float(r["diff"]), C) for C, r in rs.items() if mk.get((a, C)) == "below"]
+            if below:
+                losses[key] = min(below)
+            tops[key] = float(rs[Cs[-1]]["diff"])
+        if not tops:
+            continue
+        out.append({"allocator": a, "wins": wins, "losses": losses, "tops": tops,
+                    "mean": float(np.mean(list(tops.values()))), "oracle": is_oracle(a),
+                    "met": not is_oracle(a) and len(wins) >= GOAL_WINS and not losses})
     return out
+
+
+def _verdict(summary: dict, flags: dict, Cs: list[int]) -> list[str]:
+    """The goal, checked from the numbers (`goal_rows`): wins and losses per allocator, side by side; an
+    allocator meets the goal only with no flagged loss at any budget of any preset, and oracles are marked
+    and kept out."""
+    out = ["## The goal, checked", "",
+           f"Goal: an allocator flagged above the fixed-n envelope at the top budget on at least {GOAL_WINS} "
+           "presets and flagged below it on none, at any budget (flags: Holm within each preset's table). "
+           "Wins and losses stand side by side: a win on one preset does not offset a loss on another. "
+           "Oracle allocators (`:oracle=1`, the true pass@1) are upper bounds on a rule, not allocators a "
+           "trainer can run: marked, and kept out of the goal.",
+           "",
+           "| allocator | wins: flagged above at the top budget | losses: flagged below (worst diff, budget) "
+           "| mean top-budget diff | top-budget diff by preset | goal |",
+           "|---|---|---|---|---|---|"]
+    rows = goal_rows(summary, flags, Cs)
+    for r in rows:
+        loss = "; ".join(f"{k} {_fmt(d, 3)} ({log2(C)})" for k, (d, C) in r["losses"].items()) or "none"
+        goal = ("oracle: kept out" if r["oracle"] else "met" if r["met"] else
+                f"not met: {len(r['losses'])} preset(s) with a flagged loss" if r["losses"] else
+                f"not met: {len(r['wins'])} win(s)")
+        name = f"{r['allocator']} (oracle)" if r["oracle"] else r["allocator"]
+        out.append(f"| {name} | {', '.join(r['wins']) or 'none'} | {loss} | {_fmt(r['mean'], 3)} | "
+                   + "; ".join(f"{k} {_fmt(v, 3)}" for k, v in r["tops"].items()) + f" | {goal} |")
+    met = [r["allocator"] for r in rows if r["met"]]
+    oracle_wins = [f"{r['allocator']} ({len(r['wins'])} wins, {len(r['losses'])} presets with a loss)"
+                   for r in rows if r["oracle"]]
+    out += ["", ("Meets the goal: " + ", ".join(met) + ".") if met else
+            "No allocator meets the goal: every one that runs without the true pass@1 has a flagged loss on "
+            f"some preset or fewer than {GOAL_WINS} flagged wins.",
+            ""]
+    if oracle_wins:
+        out += ["Oracles, for reference only: " + "; ".join(oracle_wins) + ".", ""]
+    return out
+
+
+def power(cells: dict, fwer: float = FWER, level: float = 0.8) -> dict:
+    """The smallest difference a table's test could detect: with m cells in its Holm family and k seeds,
+    a cell is flagged at the first Holm step only if |diff| / se exceeds t(1 - fwer / (2 m), k - 1); a
+    true difference is flagged with probability `level` when it is about (that quantile + t(level, k - 1))
+    times the cell's paired SE. With the table's median SE: {"cells" m, "seeds" k, "se" median, "mde"}
+    (nan without two seeds or a positive SE). `cells`: {key: (diff, se, seeds)}, as `marks` reads them."""
+    from scipy.stats import t
+
+    ses = [float(se) for _, se, _ in cells.values() if np.isfinite(se) and se > 0]
+    ks = [int(k) for _, se, k in cells.values() if np.isfinite(se) and se > 0]
+    m, k = len(ses), min(ks) if ks else 0
+    if m == 0 or k < 2:
+        return {"cells": m, "seeds": k, "se": float("nan"), "mde": float("nan")}
+    se = float(np.median(ses))
+    mde = (float(t.ppf(1 - fwer / (2 * m), k - 1)) + float(t.ppf(level, k - 1))) * se
+    return {"cells": m, "seeds": k, "se": se, "mde": mde}
+
+
+def power_text(pw: dict, what: str = "this table") -> str:
+    """'Power: with 8 seeds and 126 cells in its Holm family, this table flags a difference with 80%
+    probability only from about 0.012 (median paired SE 0.0021).'"""
+    if not np.isfinite(pw["mde"]):
+        return f"Power: {what} has no test ({pw['seeds']} seeds)."
+    return (f"Power: with {pw['seeds']} seeds and {pw['cells']} cells in its Holm family, {what} flags a "
+            f"difference with 80% probability only from about {pw['mde']:.3f} (median paired SE "
+            f"{pw['se']:.4f}); smaller differences, real or not, stay unflagged.")
+
+
+def cells_of(comps: dict, Cs) -> dict:
+    """{(allocator, C): (diff, se, seeds)} of a preset's table: the family `marks` tests."""
+    return {(a, C): (r["diff"], r["se"], r["seeds"]) for C in Cs
+            for a, r in comps[C][1].set_index("allocator").iterrows()}
+
+
+def power_summary(powers: dict[str, dict], what: str) -> list[str]:
+    """One paragraph: the smallest difference each preset's table could detect (`power`), so that a missing
+    flag reads as what it is."""
+    ok = {k: v for k, v in powers.items() if np.isfinite(v["mde"])}
+    if not ok:
+        return []
+    def span(vals, fmt="{}"):
+        lo, hi = min(vals), max(vals)
+        return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+    seeds = span([v["seeds"] for v in ok.values()])
+    cells = span([v["cells"] for v in ok.values()])
+    mde = span([v["mde"] for v in ok.values()], "{:.3f}")
+    return [f"Power of {what}: {seeds} seeds and {cells} cells per Holm family; the smallest difference "
+            f"flagged with 80% probability is {mde} by preset ("
+            + ", ".join(f"{k} {v['mde']:.3f}" for k, v in ok.items()) + "). A difference below a preset's "
+            "figure that is not flagged is not evidence of no difference.", ""]
 
 
 # ---------------------------------------------------------------------------------- compute to a target
@@ -654,7 +738,7 @@ def part_lines(st: alloc_study.PartState, reps: int) -> tuple[list[str], pd.Data
                 else "(the base)" if a == part.base_arm else _cell(d, se))
         lines.append(f"| {a} | " + " | ".join(cells)
                      + f" | {gain} | {steps:.0f} | {zv:.2f} | {claim_of(a)} |")
-    lines.append("")
+    lines += ["", power_text(power(cells_of(comps, Cs))), ""]
     eq = equivalence(table, part.metric, part.base_arm, Cs, reps)
     lines += equivalence_lines(eq, part.base_arm, Cs)
     lines += claims_lines(part.key, eq, own, Cs)
