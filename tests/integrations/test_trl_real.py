@@ -79,7 +79,8 @@ def test_a_state_file_without_the_callback_needs_n_and_bp(runs, tmp_path):
     assert "--n (GRPOConfig.num_generations)" in r.output and "--bp" in r.output
     t = load_table(f, n=4, bp=4)
     ours = load_table(out[4][0] / "trainer_state.json")
-    pd.testing.assert_frame_equal(t.drop(columns=["run_id", "seed"]),  # the label lives in the callback's record
+    # the run's label (allocator) lives in the callback's record
+    pd.testing.assert_frame_equal(t.drop(columns=["run_id", "seed"]),
                                   ours.drop(columns=["run_id", "seed", "allocator"]))
     with pytest.raises(StudiesError, match="records n=4 but --n 8"):
         state_to_table(json.loads((out[4][0] / "trainer_state.json").read_text()), "x", n=8)
