@@ -221,3 +221,29 @@ def test_settings_it_cannot_serve_are_one_line_and_write_nothing(tmp_path, alloc
                               processing_class=AutoTokenizer.from_pretrained(TINY), allocation=allocation)
     assert "\n" not in str(e.value)
     assert not out.exists()
+
+
+def test_a_resumed_trainer_continues_its_schedule_stream_and_counts(tmp_path):
+    """Fixed rollouts per step (bp 2 x n 4, then 1 x 8): a run stopped at a checkpoint after step 2 and
+    resumed draws the prompts the uninterrupted run drew and counts on from the rollouts it had spent."""
+    sched = NSchedule.at_steps({0: 4, 2: 8}, fixed="rollouts")
+    _, whole = train(tmp_path / "whole", sched, steps=4)
+    out = tmp_path / "resumed"
+    data = Dataset.from_dict({"prompt": PROMPTS})
+    seen = Seen()
+    for steps, resume in ((2, None), (4, str(out / "checkpoint-2"))):
+        args = config(out, 4, 2, steps)
+        args.save_strategy, args.save_steps = "steps", 2
+        tr = IsoComputeGRPOTrainer(model=AutoModelForCausalLM.from_pretrained(TINY), reward_funcs=seen,
+                                   args=args, train_dataset=data, allocation=sched,
+                                   processing_class=AutoTokenizer.from_pretrained(TINY))
+        tr.train(resume_from_checkpoint=resume)
+        tr.save_state()
+    assert (out / "checkpoint-2" / "isocompute_trainer.json").exists()
+    counts = [sorted(Counter(p).values()) for _, p, _ in seen.calls]
+    assert counts == [[4, 4], [4, 4], [8], [8]]
+    assert [set(p) for _, p, _ in seen.calls] == [set(p) for _, p, _ in whole.calls]
+    t = load_table(out)
+    np.testing.assert_array_equal(t["compute"], [8, 16, 24, 32])
+    np.testing.assert_array_equal(t["bp"], [2, 2, 1, 1])
+    assert (t["allocator"] == "n-schedule:4@step0,8@step2").all()
