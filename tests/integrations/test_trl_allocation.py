@@ -247,3 +247,9 @@ def test_a_resumed_trainer_continues_its_schedule_stream_and_counts(tmp_path):
     np.testing.assert_array_equal(t["compute"], [8, 16, 24, 32])
     np.testing.assert_array_equal(t["bp"], [2, 2, 1, 1])
     assert (t["allocator"] == "n-schedule:4@step0,8@step2").all()
+
+
+def test_training_ends_at_the_last_step_the_budget_pays_for(tmp_path):
+    trainer, seen = train(tmp_path / "budget", "fixed", steps=50, budget=44)  # 8 rollouts a step
+    assert trainer.state.global_step == 5 and len(seen.calls) == 5
+    assert load_table(tmp_path / "budget")["compute"].iloc[-1] == 40
