@@ -253,3 +253,17 @@ def test_training_ends_at_the_last_step_the_budget_pays_for(tmp_path):
     trainer, seen = train(tmp_path / "budget", "fixed", steps=50, budget=44)  # 8 rollouts a step
     assert trainer.state.global_step == 5 and len(seen.calls) == 5
     assert load_table(tmp_path / "budget")["compute"].iloc[-1] == 40
+
+
+@pytest.mark.parametrize("allocation, kw", [("pilot-commit", {}), ("skip-zero-var:p=1", {}), ("dynamo", {}),
+                                            ("schedule:double@0.5", {"budget": 32})])
+def test_every_allocator_of_the_llm_backend_runs_in_trl_and_counts_its_draws(tmp_path, allocation, kw):
+    trainer, seen = train(tmp_path / "a", allocation, steps=3, prompts=PROMPTS[:4], **kw)
+    t = load_table(tmp_path / "a")
+    generated = [sum(len(p) for s, p, _ in seen.calls if s == k) for k in range(len(trainer.batches))]
+    np.testing.assert_array_equal(t["compute"], np.cumsum(generated))
+    trained = [len(b["advantages"]) for b in trainer.batches]
+    np.testing.assert_array_equal(t["rollouts_trained"], np.cumsum(trained))
+    assert (t["allocator"] == allocation).all()
+    if "budget" in kw:  # half the budget spent after two steps of 2 x 4: the third draws 2 x 8
+        assert generated == [8, 8, 16]
