@@ -1,8 +1,9 @@
 """How a long job (a run, a sweep) says where it is, on stderr, the same way in every engine and command.
 
 On a terminal: one status line rewritten in place (a bar). Without one (a log file, a pipe, a CI job): a
-plain line at most every EVERY seconds, from a heartbeat thread, so a job of minutes is never silent (a
-step or an evaluation that takes long still gets its line) and never prints a line per step. The line
+plain line at most every EVERY seconds (the first after half that), from a heartbeat thread, so a job of
+minutes is never silent (a step or an evaluation that takes long still gets its line) and never prints a line
+per step. The line
 says what was done (`step 12/256`), how much (`3,072 rollouts`, the job's count), the rate of that count
 (`1,024 rollouts/s`), the caller's notes (the last evaluation), the time since the start and the time left
 (ETA). Rate and ETA are measured from the first unit done, so they appear only once measured: from a
@@ -88,7 +89,9 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if self.enabled:
-            self._drawn = self.t0
+            # a terminal's bar is drawn at the first update; a log's first line comes after half a period (a
+            # job that started is seen alive sooner)
+            self._drawn = self.t0 - (REDRAW if self.tty else self.every / 2)
             self._thread = threading.Thread(target=self._beat, name=f"progress {label}", daemon=True)
             self._thread.start()
 
