@@ -199,10 +199,13 @@ def readme_line(out: dict) -> str:
            + (f" --dtype {c['dtype']}" if c["dtype"] != "float32" else "")
            + (f" --out {c['out']}" if c.get("out") else ""))
     load = f"1-min load {mach['load_avg'][0]:.1f} at start, {mach['load_avg_end'][0]:.1f} at end"
-    text = (f"`{cmd}` ({mach['cpu'] or 'this CPU'}, {'/'.join(mach['isa']) or 'no avx2'}, {c['dtype']}, "
-            f"{mach['threads']} threads; {load}): our full GRPO step (n = {e['n']}, bp = {e['bp']}, <= "
-            f"{c['max_new_tokens']} new tokens) took {m['step_s']:.1f} s (rollout {m['rollout_s']:.1f}, "
-            f"train {m['train_s']:.1f}, sync {m['sync_s']:.1f}; medians of {c['steps']} steps)")
+    text = (f"Measured on {out.get('date') or 'an unrecorded date'}, on {mach['cpu'] or 'an unrecorded CPU'} "
+            f"({'/'.join(mach['isa']) or 'no avx2'}, {mach['threads']} threads; {load}; not necessarily "
+            "yours), "
+            f"by `{cmd}` ({c['dtype']}): our full GRPO step (n = {e['n']}, "
+            f"bp = {e['bp']}, <= {c['max_new_tokens']} new tokens) took {m['step_s']:.1f} s (rollout "
+            f"{m['rollout_s']:.1f}, train {m['train_s']:.1f}, sync {m['sync_s']:.1f}; medians of "
+            f"{c['steps']} steps)")
     if "trl" in e:
         ok = "met" if e["ratio_vs_trl"] >= TARGETS["ratio_vs_trl"] else "not met"
         text += (f", {e['ratio_vs_trl']:.2f}x the completions/s of TRL's GRPOTrainer on the same prompts "
@@ -212,6 +215,16 @@ def readme_line(out: dict) -> str:
     ok = "met" if e["train_vs_matmul_floor"] <= TARGETS["train_vs_matmul_floor"] else "not met"
     return text + (f"; the train phase {e['train_vs_matmul_floor']:.1f}x above the {c['dtype']} matmul floor "
                    f"measured in the same run (target {TARGETS['train_vs_matmul_floor']:g}x: {ok}).")
+
+
+def readme_from(path: Path) -> str:
+    """`readme_line` of the JSON at `path`, dated: its "date", else the file's commit date
+    (studies.provenance.measured_on)."""
+    sys.path.insert(0, str(ROOT))
+    from studies.provenance import measured_on
+
+    rec = json.loads(Path(path).read_text())
+    return readme_line(rec | {"date": measured_on(rec, Path(path))})
 
 
 def main() -> None:
@@ -234,8 +247,7 @@ def main() -> None:
     if args.readme_line:
         sys.path.insert(0, str(ROOT))
         from studies.files import write_marked_block
-
-        line = readme_line(json.loads(Path(args.readme_line).read_text()))
+        line = readme_from(Path(args.readme_line))
         if args.update_readme:
             write_marked_block(Path(args.update_readme), MARK, MARK, line)
         print(line)
@@ -263,7 +275,7 @@ def main() -> None:
     isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     result = {"machine": {"threads": args.threads, "cpus": os.cpu_count(), "cpu": cpu, "isa": isa,
                           "load_avg": os.getloadavg()},
-              "matmul_peak_flops": peak, "config": vars(args), "runs": []}
+              "matmul_peak_flops": peak, "config": vars(args), "runs": [], "date": time.strftime("%Y-%m-%d")}
     for n in [int(x) for x in args.n.split(",")]:
         o = ours(args, prompts, answers, n, args.bp, tok, path)
         m = o["median"]

@@ -186,7 +186,8 @@ def readme_line(out: dict) -> str:
     refs = "".join(f", the run() loop of the simulator at {ref} {r['loop_s']:.1f} s (x{r['ratio']:.2f} for "
                    "run_many)" for ref, r in (b.get("refs") or {}).items())
     lines = [
-        f"Simulator speed, `{cmd}` on {out.get('machine') or 'this machine'}:",
+        f"Simulator speed measured on {out.get('date') or 'an unrecorded date'}, on "
+        f"{out.get('machine') or 'an unrecorded machine'}, by `{cmd}`:",
         f"- the {fig6}sweep of {s['runs']} runs ({grid}) took {s['wall_s']:.0f} s wall on {s['threads']} "
         f"threads into a result store (target <= {s['target_s']:.0f} s: {verdict});",
         f"- on a {b['runs']}-run subset (n = 2, 8, 64, budget 2^{_log2(b['budget'])}) run_many took "
@@ -218,6 +219,15 @@ def readme_line(out: dict) -> str:
     return "\n".join(lines)
 
 
+def readme_from(path: Path) -> str:
+    """`readme_line` of the JSON at `path`, dated: its "date", else the file's commit date
+    (studies.provenance.measured_on)."""
+    from studies.provenance import measured_on
+
+    rec = json.loads(Path(path).read_text())
+    return readme_line(rec | {"date": measured_on(rec, Path(path))})
+
+
 def update_readme(path: Path, line: str) -> None:
     """Replace the text between the two MARK lines of `path` with `line` (markers appended if absent)."""
     write_marked_block(path, MARK, MARK, line)
@@ -242,7 +252,7 @@ def main() -> None:
                     "--ref (budget --subset-budget), added to JSON as its 'ab' entry; no sweep")
     args = ap.parse_args()
     if args.readme_line:
-        line = readme_line(json.loads(Path(args.readme_line).read_text()))
+        line = readme_from(Path(args.readme_line))
         if args.update_readme:
             update_readme(Path(args.update_readme), line)
         print(line)
@@ -335,6 +345,7 @@ def main() -> None:
         "single_run": single,
         "command": "python benchmarks/sim_sweep.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "machine": args.machine or None,
+        "date": time.strftime("%Y-%m-%d"),
     }
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

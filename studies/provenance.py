@@ -28,3 +28,19 @@ def git_revision() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def measured_on(record: dict, path: Path) -> str:
+    """The date a benchmark's JSON `record` was measured: its "date" field (written by the benchmarks since
+    they carry one), else the date of the commit that last changed `path` (when the file was committed,
+    so no later than the measurement's), else 'an unrecorded date'."""
+    if record.get("date"):
+        return str(record["date"])
+    try:
+        path = Path(path).resolve()
+        out = subprocess.run(["git", "log", "-1", "--format=%ad", "--date=short", "--", path.name],
+                             cwd=path.parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return "an unrecorded date"
+    day = out.stdout.strip() if out.returncode == 0 else ""
+    return f"{day} (committed)" if day else "an unrecorded date"

@@ -1,6 +1,10 @@
 """README paragraphs generated from data, and the rule that no other README number is typed.
 
-Three blocks are made here (each between its markers, by studies.files.write_marked_block):
+Four blocks are made here (each between its markers, by studies.files.write_marked_block):
+- `answer`: the project's answer, first on the page: what the simulator says under the tuned recipe (from
+  docs/CLAIMS.json), what the real transformer says (the preregistered tiny-LM study, read from its committed
+  store through isocompute.reports.tiny_study.measure) and which mechanism (docs/CLAIMS.json's mechanism
+  study and docs/GROUP_STD.json), each sentence linking its document and worded from the numbers;
 - `claims-summary`: the science paragraph, from docs/CLAIMS.json, the numbers `isocompute report claims`
   writes next to docs/CLAIMS.md (`summary_of(outcomes)`); without that file, or with one that predates the
   tuned recipe, the paragraph names no number;
@@ -8,7 +12,7 @@ Three blocks are made here (each between its markers, by studies.files.write_mar
   n*(C) under the tuned recipe; "grows with compute" only where that verdict is reproduced);
 - `llm-rollout`: the vLLM vs transformers rollout throughput, from the benchmark JSONs of
   `benchmarks/llm_rollout.py` in docs/llm_study/.
-`isocompute report readme` rewrites all three in README.md. `stray_numbers(text)` lists the decimal numbers of
+`isocompute report readme` rewrites all four in README.md. `stray_numbers(text)` lists the decimal numbers of
 a README outside code, inline code and marked blocks; tests/studies/test_readme_numbers.py requires none.
 """
 
@@ -19,10 +23,17 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS_BEGIN, CLAIMS_END = "<!-- claims-summary:begin -->", "<!-- claims-summary:end -->"
 ROLLOUT_MARK = "<!-- llm-rollout -->"
 CLAIMS_JSON = Path("docs/CLAIMS.json")
+GROUPSTD_JSON = Path("docs/GROUP_STD.json")
+"""The group-std report's verdicts by KL coefficient (`isocompute report groupstd --docs`)."""
+TINY_STORE = Path("docs/tiny_study/store")
+"""The preregistered tiny-LM study's committed store (isocompute.reports.tiny_study_report.COMMITTED)."""
+ANSWER_BEGIN, ANSWER_END = "<!-- answer:begin -->", "<!-- answer:end -->"
 ROLLOUT_JSONS = (
     "docs/llm_study/benchmark_cpu_16x16_fp32.json",
     "docs/llm_study/benchmark_cpu_16x16_bf16.json",
@@ -122,6 +133,7 @@ def summary_of(plan, outcomes) -> dict:
     out = {"version": SUMMARY_VERSION, "plan": plan.name, "backend": plan.backend, "seeds": plan.seeds,
            "seed_sets": [b[0] for b in first.by_set] if first else [],
            "verdicts": {k: o.verdict for k, o in by.items()},
+           "zero": {k: o.zero for k, o in by.items()},
            "by_set": {k: [[b[0], b[1]] for b in o.by_set] for k, o in by.items()}}
     preset_lr = plan.preset_lr("interference")
     out["preset_lr"] = preset_lr
@@ -201,7 +213,8 @@ def claims_paragraph(summary: dict | None) -> str:
             "with its seed interval, and a verdict (on two disjoint seed sets, standing only where they "
             "agree).")
     tail = ("docs/MECHANISMS.md asks which simulator ingredient makes n*(C) rise under a per-n "
-            "tuned lr, docs/PREDICT.md scores a predictor of n*(C) from 5% pilots against its baselines, and "
+            "tuned lr, docs/PREDICT.md scores a predictor of n*(C) from pilots against its baselines where "
+            "the true n* rises and where it is flat, and "
             "docs/ALLOCATORS.md compares adaptive allocators with fixed n. Read the report for the rest, "
             "including what does not reproduce.")
     if not _current(summary):
@@ -357,10 +370,12 @@ def _demo_caption(d: dict) -> str:
 
 
 # --------------------------------------------------------------------------------------- llm-rollout block
-def rollout_paragraph(fp32: dict, bf16: dict) -> str:
-    """The vLLM vs transformers rollout sentence, from the two benchmark JSONs."""
+def rollout_paragraph(fp32: dict, bf16: dict, when: str = "an unrecorded date") -> str:
+    """The vLLM vs transformers rollout sentence, from the two benchmark JSONs, dated `when` (the date they
+    were measured: studies.provenance.measured_on)."""
     comp = fp32["prompts"] * fp32["n"]
-    return (f"`benchmarks/llm_rollout.py` on this 2-core CPU ({fp32['threads']} threads, 1-min load "
+    return (f"Measured on {when}, on the project's 2-core development CPU (not necessarily yours), by "
+            f"`benchmarks/llm_rollout.py` ({fp32['threads']} threads, 1-min load "
             f"{fp32['loadavg_1min']:.1f} and {bf16['loadavg_1min']:.1f}; {ROLLOUT_JSONS[0]} and "
             f"{ROLLOUT_JSONS[1]}): vLLM generated {fp32['vllm_tokens_per_s']:.0f} tokens/s against "
             f"{fp32['hf_tokens_per_s']:.0f} for transformers `generate` on the same {comp} completions of up "
@@ -374,9 +389,142 @@ def update(readme: Path = ROOT / "README.md", root: Path = ROOT) -> None:
     """Rewrite the generated blocks of README.md from their data files."""
     from studies.files import write_marked_block
 
-    cj = root / CLAIMS_JSON
-    summary = json.loads(cj.read_text()) if cj.exists() else None
+    summary = _json(root / CLAIMS_JSON)
+    write_marked_block(readme, ANSWER_BEGIN, ANSWER_END,
+                       answer_paragraph(summary, _json(root / GROUPSTD_JSON), tiny_measure(root)))
     write_marked_block(readme, CLAIMS_BEGIN, CLAIMS_END, claims_paragraph(summary))
     write_marked_block(readme, CAPTION_BEGIN, CAPTION_END, headline_caption(summary))
+    write_marked_block(readme, ROLLOUT_MARK, ROLLOUT_MARK, rollout_text(root))
+
+
+def _json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def rollout_text(root: Path = ROOT) -> str:
+    """The llm-rollout block from its JSONs, dated by the first (studies.provenance.measured_on)."""
+    from studies.provenance import measured_on
+
     fp32, bf16 = (json.loads((root / p).read_text()) for p in ROLLOUT_JSONS)
-    write_marked_block(readme, ROLLOUT_MARK, ROLLOUT_MARK, rollout_paragraph(fp32, bf16))
+    return rollout_paragraph(fp32, bf16, measured_on(fp32, root / ROLLOUT_JSONS[0]))
+
+
+# ------------------------------------------------------------------------------------------ answer block
+def tiny_measure(root: Path = ROOT) -> dict | None:
+    """The preregistered tiny-LM study as its report reads it (isocompute.reports.tiny_study.measure on the
+    committed store), or None without the store."""
+    store = root / TINY_STORE
+    if not (store / "manifest.json").exists():
+        return None
+    from isocompute.reports import tiny_study as ts
+
+    return ts.measure(ts.FULL, store)
+
+
+def simulator_answer(summary: dict | None) -> str:
+    """The simulator's answer: finding 1 under the tuned recipe, its key interval, the reading at margin 0
+    where it differs, and the untuned constant lr beside it; worded from the verdict."""
+    if not _current(summary):
+        return ("The simulator's answer is generated from docs/CLAIMS.json, which is missing or predates the "
+                "tuned recipe (`isocompute report claims --docs`).")
+    v, f1 = summary["verdicts"].get("f1", "n/a"), summary["f1"]
+    g = f1["recipe"]["gain"]
+    top = _budget((summary.get("headline") or {}).get("top", 2**22))
+    head = {"reproduced": "a larger n wins as compute grows: the paper's finding 1 (n*(C) grows with "
+                          "compute) is reproduced",
+            "not reproduced": "a larger n does not win: the paper's finding 1 (n*(C) grows with compute) is "
+                              "not reproduced"}.get(v, f"whether a larger n wins is not settled: the paper's "
+                                                     f"finding 1 (n*(C) grows with compute) reads '{v}'")
+    sets = summary.get("seed_sets") or []
+    on = f" on {len(sets)} disjoint seed sets" if len(sets) > 1 else ""
+    text = (f"In the simulator, under the paper's recipe with its learning rate tuned on held-out seeds, "
+            f"{head}{on} (the best large n minus the best small n at {top}: {_iv_text(g)})")
+    z = (summary.get("zero") or {}).get("f1")
+    if z and z != v:
+        text += f"; with no margin on that gain the verdict reads '{z}'"
+    pre = f1.get("preset")
+    if pre and pre.get("gain"):
+        text += (f"; at the simulator's untuned constant lr {pre['lr']:g} the same gain is "
+                 f"{_iv_text(pre['gain'])}, {_above(pre['gain'])}")
+    return text + " ([docs/CLAIMS.md](docs/CLAIMS.md))."
+
+
+def _iv_text(g: dict) -> str:
+    return f"{g['estimate']:+.4f} [{g['lo']:+.4f}, {g['hi']:+.4f}]"
+
+
+def tiny_answer(x: dict | None) -> str:
+    """The real transformer's answer, from the preregistered tiny-LM study's arm R (reported seeds): n* per
+    split, the stake at the top budget, the lag of the largest n behind the smallest (studies.fit.lag, as the
+    study reads it) and the preregistered verdict with why it stays open; worded from those numbers."""
+    if x is None:
+        return "The real transformer's answer needs the tiny-LM study's store (docs/tiny_study/store)."
+    parts, stakes, speed_only, verdicts, open_ = [], [], True, set(), False
+    for key, res in x["parts"].items():
+        a, part = res["arms"].get("R") or {}, res["part"]
+        v, stars = a.get("verdict"), a.get("stars") or []
+        if v is None or not stars:
+            continue
+        verdicts.add(v.outcome)
+        pts = [s.point for s in stars]
+        star = (f"n* = {pts[0]} at every budget to {_budget(part.readout[-1])}" if len(set(pts)) == 1
+                else "n* " + ", ".join(map(str, pts)))
+        st = v.numbers.get("stake") or {}
+        if st.get("n_large") is not None:
+            stakes.append(st)
+            star += (f", n = {st['n_large']} − n = {st['n_small']} = {st['mean']:+.3f} [{st['lo']:+.3f}, "
+                     f"{st['hi']:+.3f}] there")
+        pair = next((q for q in ((a.get("readings") or {}).get("lag") or {}).get("pairs", [])
+                     if q["n"] == max(part.ns)), None)
+        same = bool(pair) and pair["lag"].get("trend") == "constant" and (
+            (pair.get("ceiling") or {}).get("verdict") == "same")
+        if pair and pair["lag"].get("status") == "ok":
+            star += (f", n = {pair['n']} {'learns the same curve as' if same else 'trails'} n = "
+                     f"{pair['reference']}, {pair['lag']['lag']:.1f} octaves of compute later")
+        speed_only &= same
+        open_ |= not (v.numbers.get("p_small") and v.numbers.get("p_large"))
+        parts.append(f"{key}: {star}")
+    if not parts:
+        return "The real transformer's study has no verdict yet ([docs/TINY_STUDY.md](docs/TINY_STUDY.md))."
+    small = bool(stakes) and all(np.isfinite(s["hi"]) and s["hi"] < 0 for s in stakes)
+    head = ("small n wins at every budget so far" if small else
+            "large n does not win" if stakes and all(s["lo"] <= 0 for s in stakes) else
+            "the study's readings differ by split")
+    how = (" So far n changes how fast a run learns, not how high it rises." if speed_only else "")
+    rule = ", ".join(sorted(verdicts))
+    still = ", as the smallest and largest n were still rising at the top budget" if open_ else ""
+    return (f"On a real transformer (the shipped tiny LM in a preregistered study to 2^20 rollouts), {head}: "
+            + "; ".join(parts) + f".{how} Its preregistered rule reads {rule}{still} "
+            "([docs/TINY_STUDY.md](docs/TINY_STUDY.md)).")
+
+
+def mechanism_answer(summary: dict | None, gs: dict | None) -> str:
+    """Which mechanism: how many of the mechanism study's ingredients make n*(C) rise under a per-n tuned
+    lr (docs/CLAIMS.json), and the group-std rule at each KL coefficient (docs/GROUP_STD.json)."""
+    out = []
+    mech = (summary or {}).get("mechanisms")
+    if mech:
+        out.append(f"under a per-n tuned lr {len(mech['rises'])} of the {mech['of']} simulator ingredients "
+                   "tested make n*(C) rise ([docs/MECHANISMS.md](docs/MECHANISMS.md))")
+    if gs and gs.get("by_kl"):
+        main = f"{gs['kl']:g}" if gs.get("kl") is not None else None
+        by = gs["by_kl"]
+        c = (by.get(main) or {}).get("group")
+        at = "; ".join(f"{r['verdict']} at KL {k}" for k, r in by.items())
+        only = (main is not None and by[main]["verdict"] == "shown"
+                and all(r["verdict"] != "shown" for k, r in by.items() if k != main))
+        lead = (f"the gain of std-normalised advantages makes large n win only against a KL pull of "
+                f"coefficient {main}" if only else "the group-std rule reads")
+        gain = (f" (n = {c['n_large']} − n = {c['n_small']} = {c['diff']:+.3f} [{c['lo']:+.3f}, "
+                f"{c['hi']:+.3f}] there)" if only and c else "")
+        out.append(f"{lead}{gain}: {at} ([docs/GROUP_STD.md](docs/GROUP_STD.md))")
+    if not out:
+        return ""
+    return "Why: " + "; ".join(out) + "."
+
+
+def answer_paragraph(summary: dict | None, gs: dict | None, tiny: dict | None) -> str:
+    """README's first paragraph: the project's answer in three sentences (simulator, real transformer,
+    mechanism), each generated from its report's data and linking its document."""
+    return " ".join(p for p in ("**The answer so far.** " + simulator_answer(summary), tiny_answer(tiny),
+                                mechanism_answer(summary, gs)) if p)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 from studies.files import write_marked_block
@@ -48,9 +49,11 @@ def test_llm_step_line_comes_from_the_json_and_judges_its_targets():
 
 
 def test_readme_carries_the_generated_llm_step_line():
+    """The line a reader sees first names the machine and the date it was measured."""
     mod = _llm_step()
-    line = mod.readme_line(json.loads((ROOT / "docs" / "llm_study" / "llm_step.json").read_text()))
+    line = mod.readme_from(ROOT / "docs" / "llm_study" / "llm_step.json")
     assert f"{mod.MARK}\n{line}\n{mod.MARK}" in (ROOT / "README.md").read_text()
+    assert re.match(r"Measured on 20\d\d-\d\d-\d\d.*, on AMD EPYC", line)
 
 
 def _sim_sweep():
@@ -63,9 +66,10 @@ def _sim_sweep():
 def test_readme_carries_the_readable_sim_sweep_block():
     """One bullet per measurement, the command without its quoted --machine words (shown once, as prose)."""
     mod = _sim_sweep()
-    block = mod.readme_line(json.loads((ROOT / "docs" / "sim_sweep.json").read_text()))
+    block = mod.readme_from(ROOT / "docs" / "sim_sweep.json")
     assert f"{mod.MARK}\n{block}\n{mod.MARK}" in (ROOT / "README.md").read_text()
     lines = block.splitlines()
+    assert re.match(r"Simulator speed measured on 20\d\d-\d\d-\d\d.*, on Intel Xeon", lines[0])
     assert len(lines) >= 4 and all(line.startswith("- ") for line in lines[1:])
     assert max(map(len, lines)) < 300 and "'\"'\"'" not in block and "--machine" not in block
 

@@ -37,8 +37,8 @@ def test_readme_blocks_are_generated_from_their_data():
     summary = json.loads(cj.read_text()) if cj.exists() else None
     assert f"{readme.CLAIMS_BEGIN}\n{readme.claims_paragraph(summary)}\n{readme.CLAIMS_END}" in text
     assert f"{readme.CAPTION_BEGIN}\n{readme.headline_caption(summary)}\n{readme.CAPTION_END}" in text
-    fp32, bf16 = (json.loads((ROOT / p).read_text()) for p in readme.ROLLOUT_JSONS)
-    assert f"{readme.ROLLOUT_MARK}\n{readme.rollout_paragraph(fp32, bf16)}\n{readme.ROLLOUT_MARK}" in text
+    assert f"{readme.ROLLOUT_MARK}\n{readme.rollout_text(ROOT)}\n{readme.ROLLOUT_MARK}" in text
+    assert readme.rollout_text(ROOT).startswith("Measured on 20")  # the date a reader sees first
 
 
 def _gain(est, lo, hi):
@@ -117,3 +117,72 @@ def test_a_summary_that_predates_the_recipe_is_quoted_without_numbers():
     old = {"plan": "full", "seeds": 8, "verdicts": {"f1": "partly"}, "f1": {"preset": {}}}
     for text in (readme.claims_paragraph(old), readme.claims_paragraph(None), readme.headline_caption(old)):
         assert not readme.stray_numbers(text.replace("lr 0.1", "")) and "grows with compute" not in text
+
+
+# ------------------------------------------------------------------------------------------ the answer
+def test_the_simulator_answer_is_worded_from_the_verdict_and_its_intervals():
+    s = _summary("not reproduced", _gain(0.0009, -0.0005, 0.0022))
+    a = readme.simulator_answer(s)
+    assert "a larger n does not win" in a and "not reproduced on 2 disjoint seed sets" in a
+    assert "+0.0009 [-0.0005, +0.0022]" in a and "untuned constant lr 0.1 the same gain is +0.0264" in a
+    assert "above 0" in a and "[docs/CLAIMS.md](docs/CLAIMS.md)" in a and "no margin" not in a
+    s["zero"] = {"f1": "inconclusive"}
+    assert "with no margin on that gain the verdict reads 'inconclusive'" in readme.simulator_answer(s)
+    yes = readme.simulator_answer(_summary("reproduced", _gain(0.02, 0.01, 0.03)))
+    assert "a larger n wins as compute grows" in yes and "does not win" not in yes
+    open_ = readme.simulator_answer(_summary("does not replicate", _gain(0.0, -0.01, 0.01)))
+    assert "not settled" in open_ and "reads 'does not replicate'" in open_
+    assert "missing" in readme.simulator_answer(None)
+
+
+def test_the_mechanism_answer_names_the_kl_the_group_std_gain_holds_at():
+    gs = {"verdict": "shown", "kl": 1.0, "by_kl": {
+        "0": {"verdict": "ruled out", "group": {"n_small": 2, "n_large": 128, "diff": -0.0005, "lo": -0.006,
+                                               "hi": 0.005}},
+        "0.1": {"verdict": "inconclusive", "group": {}},
+        "1": {"verdict": "shown", "group": {"n_small": 2, "n_large": 128, "diff": 0.2446, "lo": 0.2393,
+                                           "hi": 0.25}}}}
+    m = readme.mechanism_answer(_summary("not reproduced", _gain(0.0, -0.01, 0.01)), gs)
+    assert m.startswith("Why: under a per-n tuned lr 0 of the 7 simulator ingredients tested make")
+    assert "only against a KL pull of coefficient 1 (n = 128 − n = 2 = +0.245 [+0.239, +0.250] there)" in m
+    assert "ruled out at KL 0; inconclusive at KL 0.1; shown at KL 1" in m and "GROUP_STD.md" in m
+    gs["by_kl"]["0.1"]["verdict"] = "shown"  # shown at two KL coefficients: no "only"
+    assert "the group-std rule reads: " in readme.mechanism_answer(None, gs)
+    assert readme.mechanism_answer(None, None) == ""
+
+
+def _tiny_x(hi: float, trend: str = "constant") -> dict:
+    """A stand-in for isocompute.reports.tiny_study.measure: one part whose arm R has n* = 4 throughout."""
+    from types import SimpleNamespace as NS
+
+    part = NS(ns=(4, 16, 64), readout=(2**12, 2**20))
+    stake = {"n_large": 16, "n_small": 4, "mean": hi - 0.01, "lo": hi - 0.02, "hi": hi}
+    v = NS(outcome="INCONCLUSIVE", numbers={"stake": stake, "p_small": False, "p_large": True})
+    pair = {"n": 64, "reference": 4, "lag": {"status": "ok", "lag": 2.26, "trend": trend},
+            "ceiling": {"verdict": "same"}}
+    arm = {"verdict": v, "stars": [NS(point=4), NS(point=4)], "readings": {"lag": {"pairs": [pair]}}}
+    return {"parts": {"easy": {"part": part, "arms": {"R": arm}}}}
+
+
+def test_the_tiny_answer_says_small_n_wins_only_where_the_stake_is_below_zero():
+    a = readme.tiny_answer(_tiny_x(-0.003))
+    assert "small n wins at every budget so far: easy: n* = 4 at every budget to 2^20" in a
+    assert "n = 16 − n = 4 = -0.013 [-0.023, -0.003] there" in a
+    assert "n = 64 learns the same curve as n = 4, 2.3 octaves of compute later" in a
+    assert "not how high it rises" in a and "reads INCONCLUSIVE, as the smallest and largest n" in a
+    b = readme.tiny_answer(_tiny_x(0.01, trend="grows"))
+    assert "small n wins" not in b and "large n does not win" in b and "n = 64 trails n = 4" in b
+    assert "not how high" not in b and "tiny_study/store" in readme.tiny_answer(None)
+
+
+def test_readme_opens_with_the_generated_answer():
+    """The answer block is the first thing after the one-line description, and it is the generator's."""
+    text = (ROOT / "README.md").read_text()
+    summary = json.loads((ROOT / readme.CLAIMS_JSON).read_text())
+    gj = ROOT / readme.GROUPSTD_JSON
+    gs = json.loads(gj.read_text()) if gj.exists() else None
+    block = readme.answer_paragraph(summary, gs, readme.tiny_measure(ROOT))
+    assert f"{readme.ANSWER_BEGIN}\n{block}\n{readme.ANSWER_END}" in text
+    lines = text.splitlines()
+    assert lines[0] == "# isocompute" and lines[4] == readme.ANSWER_BEGIN
+    assert all(link in block for link in ("docs/CLAIMS.md", "docs/TINY_STUDY.md", "docs/MECHANISMS.md"))

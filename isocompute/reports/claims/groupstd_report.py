@@ -487,6 +487,31 @@ def link_block(x: dict, cmd: str, out: Path, link: Path) -> str:
     return "\n".join(lines)
 
 
+SUMMARY_JSON = Path("docs/GROUP_STD.json")
+"""The numbers README's answer quotes of the committed report (`isocompute report groupstd --docs` writes it
+beside docs/GROUP_STD.md; isocompute.reports.readme reads it)."""
+
+
+def summary(x: dict) -> dict:
+    """The JSON of the verdicts: the declared one with its KL coefficient, and the rule at every KL
+    coefficient with both scale arms, each with the two arms' top-budget contrasts (largest minus smallest
+    n, 95% t-interval)."""
+    from isocompute.reports.claims.groupstd import kl_pairs
+
+    pairs = kl_pairs(all_arms(x["size"]))
+
+    def c(key: str) -> dict:
+        t = x["arms"][key]["top"]
+        return {k: t[k] for k in ("n_small", "n_large", "diff", "lo", "hi")}
+
+    out = {"size": x["size"].name, "verdict": (x.get("verdict") or ("n/a", ""))[0], "kl": x.get("kl"),
+           "by_kl": {}}
+    for kl, (v, _) in (x.get("by_kl") or {}).items():
+        g, z = pairs[kl]
+        out["by_kl"][f"{kl:g}"] = {"verdict": v, "group": c(g), "none": c(z)}
+    return out
+
+
 README_MARKERS = ("<!-- groupstd-sim:begin -->", "<!-- groupstd-sim:end -->")
 """README.md's generated line of the simulator experiment (the README rule: numbers only inside such
 blocks)."""
@@ -567,5 +592,6 @@ def write_figure(x: dict, path: Path) -> None:
     atomic_save_figure(fig, path, dpi=110)
 
 
-__all__ = ["LINK_BEGIN", "LINK_END", "README_MARKERS", "TINY_QUOTED", "TINY_SOURCE", "kl_lines", "link_block",
-           "readme_line", "render", "tiny_lm_paragraph", "w_lines", "write_figure"]
+__all__ = ["LINK_BEGIN", "LINK_END", "README_MARKERS", "SUMMARY_JSON", "TINY_QUOTED", "TINY_SOURCE",
+           "kl_lines", "link_block", "readme_line", "render", "summary", "tiny_lm_paragraph", "w_lines",
+           "write_figure"]

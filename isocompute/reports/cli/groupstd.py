@@ -3,6 +3,7 @@ groupstd_report (its report, figure and marked blocks)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -12,9 +13,11 @@ from isocompute.reports.claims.groupstd_report import (
     LINK_BEGIN,
     LINK_END,
     README_MARKERS,
+    SUMMARY_JSON,
     link_block,
     readme_line,
     render,
+    summary,
     write_figure,
 )
 from isocompute.reports.cli.destinations import docs_option, docs_path
@@ -103,7 +106,9 @@ def groupstd(
     atomic_write_text(out, render(x, cmd, fig, out))
     if link is not None:
         write_marked_block(link, LINK_BEGIN, LINK_END, link_block(x, cmd, out, link))
-    if to_docs and Path("README.md").is_file():  # the science section's line, from the same data
-        write_marked_block(Path("README.md"), *README_MARKERS, readme_line(x, cmd, out))
+    if to_docs:  # the numbers README's answer quotes, and the science section's line, from the same data
+        atomic_write_text(SUMMARY_JSON, json.dumps(summary(x), indent=1) + "\n")
+        if Path("README.md").is_file():
+            write_marked_block(Path("README.md"), *README_MARKERS, readme_line(x, cmd, out))
     click.echo(f"verdict: {x['verdict'][0] if 'verdict' in x else 'n/a'}")
     click.echo(f"wrote {out}")

@@ -10,7 +10,7 @@ from isocompute.reports.readme import update
 
 @click.command("readme")
 def readme() -> None:
-    """Regenerate README.md's claims-summary paragraph, headline caption and llm-rollout paragraph from
-    docs/CLAIMS.json and the rollout benchmark JSONs."""
+    """Regenerate README.md's answer, claims-summary paragraph, headline caption and llm-rollout paragraph
+    from docs/CLAIMS.json, docs/GROUP_STD.json, the tiny-LM study's store and the rollout benchmark JSONs."""
     update()
-    click.echo("README.md: claims-summary, headline-caption and llm-rollout blocks regenerated")
+    click.echo("README.md: answer, claims-summary, headline-caption and llm-rollout blocks regenerated")
