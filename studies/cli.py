@@ -204,7 +204,7 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
     """Run a STUDY (n-vs-m, fixed-batch, joint or allocators) over seeds into a results directory."""
     from studies.executors import run_sweep
     from studies.files import check_output_dir
-    from studies.io import check_same_experiment
+    from studies.io import other_experiment
     from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
@@ -228,7 +228,8 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
 
         check_ray_address(address)  # unreachable, or the token refused: one line before --out exists
     check_output_dir(out_dir)
-    check_same_experiment(out_dir, configs)
+    if mixed := other_experiment(out_dir, configs):
+        click.echo(f"warning: {mixed}", err=True)
     with echo_warnings(), ResultStore(out_dir, study=study) as store:
         before = sum(store.is_finished(c.run_id) for c in {c.run_id: c for c in configs}.values())
         try:

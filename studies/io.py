@@ -394,23 +394,25 @@ def differences_text(values: dict[str, set[str]]) -> str:
                      for k, v in differ.items())
 
 
-def check_same_experiment(root: str | Path, configs: list) -> None:
-    """StudiesError (one line) when results directory `root` holds runs of another experiment than
+def other_experiment(root: str | Path, configs: list) -> str | None:
+    """What to warn about, in one line, when results directory `root` holds runs of another experiment than
     `configs` (RunConfigs about to be swept into it): runs whose configurations differ from the new ones in
-    more than the swept fields (POOLABLE) would be mixed into one store that `fit` then refuses. A
-    directory without a readable manifest, or with the same experiment (a resumed or extended sweep), is
-    accepted."""
+    more than the swept fields (POOLABLE), which `fit` then reads apart only with --where (or compares with
+    --by). None for a directory without a readable manifest or with the same experiment (a resumed or
+    extended sweep). A warning, not a refusal: a store may hold several experiments on purpose (a study's
+    lr grid)."""
     manifest = read_manifest(Path(root)) if Path(root).is_dir() else None
     old = {rid: e["config"] for rid, e in ((manifest or {}).get("runs") or {}).items()
            if isinstance(e.get("config"), dict)}
     if not old:
-        return
+        return None
     new = {c.run_id: c.to_dict() for c in configs}
     shown = differences_text(config_values({**old, **new}, set(POOLABLE)))
-    if shown:
-        raise StudiesError(f"{root} holds {len(old)} run(s) of another experiment (they differ from this "
-                           f"sweep in {shown}); sweep into another --out, then compare the two with "
-                           "`fit DIR1 DIR2 --by FIELD`")
+    if not shown:
+        return None
+    return (f"{root} holds {len(old)} run(s) of another experiment (they differ from this sweep in {shown}); "
+            "fit will read them apart only with --where FIELD=VALUE (or compare them with --by FIELD): "
+            "Ctrl-C now and choose another --out if that is not what you meant")
 
 
 def check_given_once(paths: Iterable[str | Path]) -> None:

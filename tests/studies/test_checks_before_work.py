@@ -1,7 +1,8 @@
 """What a command refuses (one line, exit 2) or warns about before any work, and words that say what they
 count: the same runs given twice to fit, conflicting duplicate rows in a table, a sweep into a folder that
-holds another experiment, a step that would not fit in memory; "too few record-breaking points", an expected
-regret only with its interval (never from 2 seeds), the logs fit reads, --lm small, the README's reports."""
+holds another experiment (a warning), a step that would not fit in memory; "too few record-breaking points",
+an expected regret only with its interval (never from 2 seeds), the logs fit reads, --lm small, the README's
+reports."""
 
 from __future__ import annotations
 
@@ -94,18 +95,22 @@ def test_conflicting_duplicate_rows_are_refused_and_exact_repeats_dropped_with_a
 
 
 # ------------------------------------------------------------------------- a folder of another experiment
-def test_a_sweep_into_a_folder_holding_another_experiment_is_refused_before_any_run(runs, tmp_path):
+def test_a_sweep_into_a_folder_holding_another_experiment_is_warned_about_before_any_run(runs, tmp_path):
+    """A warning, not a refusal (a store may hold several experiments on purpose; fit reads them apart with
+    --where), said before the first run so that Ctrl-C costs nothing; an extended sweep gets none."""
     out = tmp_path / "a"
     shutil.copytree(runs, out)
-    before = sorted(p.name for p in (out / "runs").iterdir())
-    manifest = (out / "manifest.json").read_text()
     r = sweep(out, "--lr", "0.5")
-    assert one_line_error(r, "holds 6 run(s) of another experiment", "lr:", "another --out"), r.output
-    assert sorted(p.name for p in (out / "runs").iterdir()) == before
-    assert (out / "manifest.json").read_text() == manifest
-    # the same experiment, grown: more seeds and another n, is a resumed sweep
-    r = sweep(out, seeds=3, n="2,4,8,16")
-    assert r.exit_code == 0 and "6 already finished" in r.stdout, r.output
+    assert r.exit_code == 0 and r.stderr.count("\n") == 1, r.output
+    said = (f"warning: {out} holds 6 run(s) of another experiment (they differ from this sweep in lr: 0.5 "
+            "vs unset (the backend's default)); fit will read them apart only with --where")
+    assert r.stderr.startswith(said), r.stderr
+    assert one_line_error(invoke("fit", out), "differ in lr")
+    assert invoke("fit", out, "--where", "lr=0.5").exit_code == 0
+    grown = tmp_path / "b"
+    shutil.copytree(runs, grown)
+    r = sweep(grown, seeds=3, n="2,4,8,16")  # the same experiment, more seeds and another n: a resumed sweep
+    assert r.exit_code == 0 and r.stderr == "" and "6 already finished" in r.stdout, r.output
 
 
 # ------------------------------------------------------------------------------------------ memory

@@ -21,7 +21,7 @@ def invoke(*args):
 
 
 def test_run_options_agree_with_runconfig_fields():
-    opts = {p.name for p in run.params} - {"as_json", "out", "progress"}
+    opts = {p.name for p in run.params} - {"as_json", "out", "progress", "quiet"}
     assert opts == {f.name for f in dataclasses.fields(RunConfig)}
     helps = RunConfig.field_help()
     for p in run.params:
