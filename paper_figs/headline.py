@@ -18,7 +18,7 @@ from paper_figs import analysis as an
 from paper_figs import plots, style
 from paper_figs.catalog import HEADLINE_INTERFERENCE, HEADLINE_TABULAR
 from paper_figs.specs import FigureSpec
-from studies.presets import DEMO_ROLES
+from studies.presets import DEMO_ROLES, preset_lr
 
 PRESET_COLORS = {"tabular": "0.35", "interference": "#e8710a"}
 METRICS = {role: metric for role, metric, _ in DEMO_ROLES}
@@ -53,8 +53,10 @@ def make(tables):
         f"n*(C) where determined (+ sigmoid fit where a trend), {r}" for r in PRESET_COLORS
     ]
     style.outside_legend(fig, handles, labels, where="bottom")
+    lr = preset_lr("sim", "interference")
     style.title(
-        fig, "", "Tabular vs interference policy: frontiers and n*(C) (easy, bp = 32; cf. paper Fig. 6-7)"
+        fig, "", f"Tabular vs interference policy: frontiers and n*(C) at the untuned constant lr {lr:g} "
+        "(easy, bp = 32; cf. paper Fig. 6-7; under the tuned recipe: docs/CLAIMS.md)"
     )
     return fig
 

@@ -627,11 +627,12 @@ def predict(results_dir: Path | None, budget: int, n_grid: list[int], bp: int, p
 @click.option("--jobs", type=int, default=None, help="Local worker processes (default: the number of cores).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress bars on stderr.")
 def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: bool) -> None:
-    """Main job: an n-vs-m study (bp = 32, n = 2..256) with the tabular and interference presets,
-    printing each n*(C) table and writing each frontier figure."""
+    """Main job: an n-vs-m study (bp = 32, n = 2..256) with the tabular and interference presets at the
+    simulator's untuned constant lr, printing each n*(C) table and writing each frontier figure, then what
+    the claims report finds under the paper's tuned recipe (docs/CLAIMS.json)."""
     from studies.executors import run_sweep
     from studies.files import check_output_dir, jsonable
-    from studies.presets import DEMO_BASE, DEMO_ROLES, presets_for
+    from studies.presets import CLAIMS_JSON, DEMO_BASE, DEMO_ROLES, demo_contrast, preset_lr, presets_for
     from studies.store import ResultStore
     from studies.sweeps import build_sweep
 
@@ -656,7 +657,9 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
             report = fit_report(table, metric=metric, by="n", model=model)
         except ValueError as e:
             raise StudiesError(f"cannot fit {where}: {e}") from None
-        click.echo(f"\n== {model} ({len(configs)} runs, {metric}): {claim}")
+        lr = preset_lr("sim", model)
+        click.echo(f"\n== {model} ({len(configs)} runs, {metric}) at the simulator's constant lr {lr:g}, "
+                   f"untuned: {claim}")
         print_fit_report(jsonable(report), click.echo, every=4)
         try:
             plot_frontier = import_attr("studies.fit.plots", "plot_frontier")
@@ -666,6 +669,12 @@ def demo(out_dir: Path, seeds: int, budget: int, jobs: int | None, progress: boo
         plot_frontier(table, metric, "n", where / "frontier.png", model=model,
                       title=f"demo: {model} preset, {metric} ({len(configs)} runs)")
         click.echo(f"figure: {where / 'frontier.png'}")
+    import json
+
+    summary = json.loads(CLAIMS_JSON.read_text()) if CLAIMS_JSON.exists() else None
+    click.echo("")
+    for line in demo_contrast(summary):
+        click.echo(line)
 
 
 COMMANDS = (run, sweep, fit, plot, plan, predict, demo)

@@ -16,6 +16,7 @@ The committed tiny-LM store (docs/tiny_study/store) is keyed by the tiny role's 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -57,12 +58,46 @@ backend on the shipped tiny LM (`--lm tiny`) at its own defaults (llm_backend.co
 
 DEMO_ROLES: tuple[tuple[str, str, str], ...] = (
     # tabular validation problems never move (no shared parameters), so claim 1 is read on training problems
-    ("tabular", "train_mean", "many small steps should win: n* stays at the smallest n (docs/PAPER.md 5.1)"),
+    ("tabular", "train_mean", "the theory's claim: many small steps win, n* stays at the smallest n "
+                              "(docs/PAPER.md 5.1)"),
     ("interference", "val_mean",
-     "interference should move n* up with C, then saturate (docs/PAPER.md finding 1)"),
+     "the paper's finding 1: with interference n* grows with C, then saturates (docs/PAPER.md); whether it "
+     "does under the paper's tuned recipe is the claims report's question (printed at the end)"),
 )
 """(role, metric, claim) of `isocompute demo` and the headline figure (paper_figs/headline.py): the
-simulator's two roles of the theory's claim 1, each read on the reward where the claim lives."""
+simulator's two roles of the theory's claim 1, each read on the reward where the claim lives. The claims are
+the paper's, stated as claims: the demo runs at the untuned constant lr and prints what the claims report
+finds under the tuned recipe beside it (`demo_contrast`)."""
+
+CLAIMS_JSON = Path(__file__).resolve().parents[1] / "docs" / "CLAIMS.json"
+"""The numbers `isocompute report claims --docs` writes beside docs/CLAIMS.md (its layout:
+isocompute.reports.readme.summary_of), which `demo_contrast` quotes."""
+
+
+def demo_contrast(summary: dict | None) -> list[str]:
+    """What `isocompute demo` prints after its constant-lr rows: finding 1 as the claims report reads it
+    under the paper's tuned recipe, and at the same constant lr, from its JSON `summary` (None: where to find
+    it). Every number and verdict is the report's."""
+    def iv(g: dict | None) -> str:
+        return "n/a" if not g else f"{g['estimate']:+.4f} [{g['lo']:+.4f}, {g['hi']:+.4f}]"
+
+    f1 = (summary or {}).get("f1")
+    if not f1 or "recipe" not in f1:
+        return ["The tuned recipe beside this constant lr: docs/CLAIMS.md (`isocompute report claims --docs` "
+                "writes it and docs/CLAIMS.json)."]
+    rec, pre = f1["recipe"], f1.get("preset") or {}
+    sets = " and ".join(f"seeds {s}" for s in summary.get("seed_sets") or []) or "its seeds"
+    top = (summary.get("headline") or {}).get("top")
+    budget = f"2^{int(top).bit_length() - 1}" if top else "its top budget"
+    out = [f"== the same question under the paper's recipe (claims report, docs/CLAIMS.md, finding 1; "
+           f"{sets}, budgets to {budget}):",
+           f"  paper's recipe (sqrt lr rule, base lr {rec['base_lr']:g} tuned on held-out seeds, KL + "
+           f"entropy): {summary['verdicts'].get('f1', 'n/a')}; best large n minus best small n at {budget} "
+           f"{iv(rec.get('gain'))}"]
+    if pre:
+        out.append(f"  constant lr {pre['lr']:g}, as in this demo (a sensitivity row, not a verdict): the "
+                   f"same gain {iv(pre.get('gain'))}")
+    return out
 
 DEMO_BASE: dict[str, int] = {"d": 512, "d_val": 256, "n_evals": 24}
 """RunConfig fields of `isocompute demo`'s runs beyond the role's (bp 32, easy, n 2..256): the headline

@@ -223,6 +223,22 @@ def test_demo_smoke_on_a_tiny_budget(tmp_path):
         assert len(man["runs"]) == 8 and {e["status"] for e in man["runs"].values()} == {"done"}
         assert (out / model / "frontier.png").read_bytes()[:4] == b"\x89PNG"
     assert r.stdout.count("compute-optimal n*(C)") == 2
+    # each row names its lr, and the tuned recipe's result stands beside them (the claims report's)
+    assert r.stdout.count("at the simulator's constant lr 0.1, untuned") == 2
+    assert "== the same question under the paper's recipe (claims report" in r.stdout
+    assert "should" not in r.stdout
+
+
+def test_the_demo_contrast_quotes_the_claims_report():
+    from studies.presets import CLAIMS_JSON, demo_contrast
+
+    summary = json.loads(CLAIMS_JSON.read_text())
+    lines = demo_contrast(summary)
+    g = summary["f1"]["recipe"]["gain"]
+    assert f"{summary['verdicts']['f1']}; best large n minus best small n at 2^22 {g['estimate']:+.4f}" \
+        in lines[1]
+    assert lines[2].startswith(f"  constant lr {summary['f1']['preset']['lr']:g}, as in this demo")
+    assert demo_contrast(None)[0].startswith("The tuned recipe beside this constant lr: docs/CLAIMS.md")
 
 
 def test_fit_on_a_results_directory_names_left_out_diverged_runs(tmp_path):
