@@ -62,12 +62,14 @@ def llm() -> None:
 )
 @click.option("--force", is_flag=True, help="Convert again even if the folder exists.")
 def prepare(cache_dir: str | None, force: bool) -> None:
+    from isocompute.contract.progress import Progress
     from llm_backend.model import ModelError, cache_root
     from llm_backend.model import prepare as do_prepare
 
     _writable_dir(cache_dir if cache_dir is not None else cache_root(), "--cache-dir")
     try:
-        path = do_prepare(cache_dir, force=force)
+        with Progress("llm prepare: converting the packaged SmolLM2 GGUF to a Hugging Face folder", 0):
+            path = do_prepare(cache_dir, force=force)  # tens of seconds the first time: a line every ~10 s
     except ModelError as e:
         _fail(str(e))
     click.echo(str(path))
@@ -78,8 +80,9 @@ def prepare(cache_dir: str | None, force: bool) -> None:
 )
 @click.option("--model", default=None, help="Local HF causal-LM folder (default: the prepared SmolLM2).")
 @click.option("--lm", default=None,
-              help="tiny or small (the shipped tiny LMs, their own task family: llm_backend/tiny/tasks.py; "
-                   "--digits/--terms/--operations then unused), smollm2, or a folder (as --model).")
+              help="tiny (shipped) or small (once `isocompute llm pretrain --lm small` made it): the tiny "
+                   "LMs, with their own task family (llm_backend/tiny/tasks.py; --digits, --terms and "
+                   "--operations then unused); smollm2, or a folder (as --model).")
 @click.option("--cache-dir", default=None, help="Cache root of the prepared model and default --out.")
 @click.option("--out", default=None,
               help="Output folder of the splits (default <cache>/splits; a tiny LM: <cache>/splits/<lm>, a "

@@ -59,7 +59,8 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-    """The progress of one job: `total` units (`unit`: "step", "run"), `done` of them done, and a running
+    """The progress of one job: `total` units (`unit`: "step", "run"; 0: a phase that counts nothing, whose
+    line says only how long it has taken), `done` of them done, and a running
     count (`count`: "rollouts", `amount` of it before the job), told by `update` and drawn on `stream`
     (default: the process's stderr when the job starts). `enabled=False` draws nothing (--quiet). Use it
     as a context manager, or call `close`: the heartbeat thread stops there.
@@ -122,8 +123,8 @@ class Progress:
     def line(self) -> str:
         """The status as one line: label, units, count, rate, notes, elapsed and (once measured) ETA."""
         now = time.monotonic()
-        parts = [f"{self.unit} {self.done}/{self.total}" if self.unit != "run" else
-                 f"{self.done}/{self.total} runs"]
+        parts = [] if self.total <= 0 else [f"{self.unit} {self.done}/{self.total}" if self.unit != "run" else
+                                            f"{self.done}/{self.total} runs"]
         t, done, amount = self._anchor or (now, self.done, self.amount)
         since = now - t  # the rate and the ETA are measured from the first unit done (compiles and warm-up
         # before it say nothing of the pace), so neither is shown before a second measurement
@@ -135,7 +136,7 @@ class Progress:
         tail = duration(now - self.t0)
         if since > 0 and self.done > done and self.done < self.total:
             tail += f", ETA {duration(since / (self.done - done) * (self.total - self.done))}"
-        return f"{self.label}: {', '.join(parts)} ({tail})"
+        return f"{self.label}: {', '.join(parts)} ({tail})" if parts else f"{self.label} ({tail})"
 
     def _status(self) -> str:
         if not self.tty:
