@@ -113,12 +113,21 @@ def test_common_ceiling_finds_the_budget_where_every_n_is_within_the_margin():
     low = ceiling.common_ceiling(_curves({2: 0.80, 64: 0.85}, {2: 2.0**10, 64: 2.0**12}), 2.0**20)
     assert low["budget"] is None and low["reach"][2] is None
     assert low["gap"][2] == pytest.approx(0.05, abs=1e-3)
-    assert "no common ceiling by 2^20 (n = 2 is 0.050 below the best" in ceiling.note("r", low)
+    said = ceiling.note("r", low)
+    assert "not every n within ±0.01 of the best by 2^20 (n = 2 is 0.050 below the best" in said
+    assert low["arms"] is None and "arms" not in ceiling.note("r", low)
+    # the largest n lags, but the best small n (2) and the best large n (32) both reach the ceiling by 2^14:
+    # the top-budget rule's two arms read the ceiling they share
+    curves = _curves({2: 0.85, 32: 0.85, 512: 0.80}, {2: 2.0**10, 32: 2.0**11, 512: 2.0**12})
+    lag = ceiling.common_ceiling(curves, 2.0**20)
+    assert lag["budget"] is None and lag["arms"] == 2.0**14
+    assert "the arms of the top-budget rule, both by 2^14" in ceiling.note("r", lag)
+    assert "reads the ceiling they share" in ceiling.section_note({"r": lag})
 
 
 def test_sections_that_read_the_same_ceiling_are_grouped():
     def c(v, budget=2.0**18):
-        return {"ceiling": v, "budget": budget}
+        return {"ceiling": v, "budget": budget, "arms": budget}
 
     by = {"f1": {"recipe": c(0.852)}, "f3": {"B": c(0.848)}, "f8": {"dual": c(0.70)},
           "f10": {"t": c(0.855)}, "f11": {"ppo": c(0.85), "cispo": c(0.70, None)}, "theory": {"t": c(1.0)}}
@@ -172,7 +181,13 @@ def test_lag_summary_sorts_the_pairs_by_what_they_say():
                                      pair(8, "slower", "constant", "same"),
                                      pair(64, "slower", "grows", "lower"), pair(512, u, u, u)]}
     text = nstar.lag_summary(lag)
-    assert "each n against n = 2" in text and "a constant lag (speed, not ceiling, over the rewards both " \
-        "reach): n = 8;" in text and "the same curve: n = 4;" in text
-    assert "(a ceiling, if it lasts): n = 64;" in text and "differs: n = 64; of 4 pairs" in text
+    assert "each n against n = 2, 4 pairs" in text
+    assert "a constant lag (speed, not ceiling, over the rewards both reach): n = 8;" in text
+    assert "the same curve: n = 4;" in text and "(a lower ceiling, if it lasts): n = 64;" in text
+    assert "not told apart: n = 512" in text and "val at matched train reward differs for n = 64" in text
+    lag["pairs"][2]["lag"]["trend"] = "shrinks"
+    lag["pairs"][2]["ceiling"]["verdict"] = "same"
+    text = nstar.lag_summary(lag)
+    assert "(it catches up and may rise higher): n = 64" in text and "lower ceiling" not in text
+    assert "the same or not told apart for every pair" in text
     assert nstar.lag_summary({"status": "fewer than two n with data", "pairs": []}).endswith("with data")

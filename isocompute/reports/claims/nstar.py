@@ -318,26 +318,34 @@ def record_final_text(x: dict, contrast: dict) -> str:
 
 
 def lag_summary(lag: dict) -> str:
-    """What the speed-or-ceiling readout (studies.fit.lag) says over all pairs, in one clause: how many n
-    against the reference differ in speed only, how many in val at matched train reward, how many the seeds
-    cannot tell."""
+    """What the speed-or-ceiling readout (studies.fit.lag) says over all pairs, in one clause: which n
+    against the reference differ in speed only (a constant lag), which fall further behind toward the top
+    (a lower ceiling, if it lasts), which catch up (they may rise higher), which have the same curve, and
+    whether val at matched train reward differs anywhere."""
     pairs = [q for q in lag.get("pairs") or [] if q["lag"].get("status") == "ok"]
     if not pairs:
         return f"speed or ceiling: {lag.get('status') or 'no pair with overlapping rewards'}"
-    speed = [q for q in pairs
-             if q["lag"]["speed"] in ("slower", "faster") and q["lag"]["trend"] == "constant"]
-    ceil = [q for q in pairs if (q.get("ceiling") or {}).get("verdict") in ("higher", "lower")]
-    trend = [q for q in pairs if q["lag"]["trend"] in ("grows", "shrinks")]
-    same = [q for q in pairs if q["lag"]["speed"] == "same" and q["lag"]["trend"] == "constant"]
-    ref = lag.get("reference")
 
     def ns(qs):
-        return ", ".join(str(q["n"]) for q in qs) or "none"
+        return ", ".join(str(q["n"]) for q in qs)
 
-    return (f"speed or ceiling (studies.fit.lag, each n against n = {ref}): a constant lag (speed, not "
-            f"ceiling, over the rewards both reach): n = {ns(speed)}; the same curve: n = {ns(same)}; a lag "
-            f"that grows or shrinks toward the top (a ceiling, if it lasts): n = {ns(trend)}; val at matched "
-            f"train reward differs: n = {ns(ceil)}; of {len(pairs)} pairs")
+    groups = (
+        ("a constant lag (speed, not ceiling, over the rewards both reach)",
+         [q for q in pairs if q["lag"]["speed"] in ("slower", "faster") and q["lag"]["trend"] == "constant"]),
+        ("the same curve",
+         [q for q in pairs if q["lag"]["speed"] == "same" and q["lag"]["trend"] == "constant"]),
+        ("a lag that grows toward the top (a lower ceiling, if it lasts)",
+         [q for q in pairs if q["lag"]["trend"] == "grows"]),
+        ("a lag that shrinks toward the top (it catches up and may rise higher)",
+         [q for q in pairs if q["lag"]["trend"] == "shrinks"]),
+        ("speed and ceiling not told apart", [q for q in pairs if q["lag"]["trend"] == "undetermined"]),
+    )
+    ceil = [q for q in pairs if (q.get("ceiling") or {}).get("verdict") in ("higher", "lower")]
+    said = "; ".join(f"{what}: n = {ns(qs)}" for what, qs in groups if qs)
+    val = (f"val at matched train reward differs for n = {ns(ceil)}" if ceil else
+           "val at matched train reward the same or not told apart for every pair")
+    return (f"speed or ceiling (studies.fit.lag, each n against n = {lag.get('reference')}, {len(pairs)} "
+            f"pairs): {said}; {val}")
 
 
 ROLE_METRIC = {role: metric for role, metric, _ in DEMO_ROLES}

@@ -145,7 +145,8 @@ def run_seed_set(
         for v in (verdict, zero):
             if v not in VERDICTS:
                 raise RuntimeError(f"section {s.key} gave verdict {v!r}, not one of {VERDICTS}")
-        ceil = ({label: common_ceiling(tables[st.name], st.budget, metric)
+        ceil = ({label: common_ceiling(tables[st.name], st.budget, metric, small_max=plan.small_max,
+                                       large_min=plan.large_min)
                  for label, (st, metric) in s.ceiling(plan).items()} if s.ceiling else None)
         outcomes.append(Outcome(s, s.setup(plan), nums, verdict, reason,
                                 ((plan.seeds_text(), verdict, reason),), zero,
