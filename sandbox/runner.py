@@ -25,8 +25,10 @@ Column meanings beyond docs/DESIGN.md's vocabulary:
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -244,7 +246,8 @@ def run(config: SimConfig, progress: bool = False, threads: int | None = None) -
     (`_eval_threads`; grpo._run_full, a fixed partition of the work); the table is the same bit for bit
     whatever the count. Default: numba's thread count (NUMBA_NUM_THREADS) when the load leaves a core idle
     (`_idle_core`), else 1. progress=True: its progress on stderr (isocompute.contract.progress, read from
-    the step counter and the rows the kernels fill in place, so the run itself is unchanged)."""
+    the step counter and the rows the kernels fill in place, so the run itself is unchanged). The kernels
+    run on a thread of their own while this one waits (`_awaited`: Ctrl-C is taken at once)."""
     if not isinstance(config, SimConfig):
         raise TypeError(f"run() expects a SimConfig, got {type(config).__name__}")
     threads = _threads(threads) if threads is not None or _idle_core() else 1
@@ -257,9 +260,42 @@ def run(config: SimConfig, progress: bool = False, threads: int | None = None) -
     args = (*rstate.policy.args(), *_kernel_args(rstate), config.snapshots, ev)
     with Progress(f"sim {config.model}/{config.dataset} n={config.n}", config.steps, "step", "rollouts",
                   enabled=progress, poll=lambda: _polled(rstate, ev, stats, res)):
-        grpo._run_full(*args, 0, ev.size, prev_acc, p_train, p_val, stats, res,
-                       eval_threads=_eval_threads(config, threads))
+        _awaited(lambda: grpo._run_full(*args, 0, ev.size, prev_acc, p_train, p_val, stats, res,
+                                        eval_threads=_eval_threads(config, threads)))
     return _result(config, rstate, ev, p_train, p_val, stats, res, time.perf_counter() - t0)
+
+
+WAIT_S = 0.1
+"""How often a thread that waits for a run wakes (`_take`): Ctrl-C is taken within this."""
+
+
+def _take(results: queue.SimpleQueue):
+    """The next item of `results`, waited for in slices of WAIT_S so that a signal's handler runs in this
+    thread meanwhile (a plain blocking get would hold Ctrl-C until the run ends)."""
+    while True:
+        try:
+            return results.get(timeout=WAIT_S)
+        except queue.Empty:
+            continue
+
+
+def _awaited(fn: Callable[[], object]) -> object:
+    """fn() on a daemon thread while this thread waits (`_take`): the compiled calls of a run (minutes
+    between two evaluation points at large budgets) never delay Ctrl-C, which this thread takes at once; a
+    process that exits on it leaves the call. Its exception is raised here."""
+    out: queue.SimpleQueue = queue.SimpleQueue()
+
+    def call() -> None:
+        try:
+            out.put((fn(), None))
+        except BaseException as e:  # noqa: BLE001 - raised in the waiting thread
+            out.put((None, e))
+
+    threading.Thread(target=call, name="sim run", daemon=True).start()
+    value, error = _take(out)
+    if error is not None:
+        raise error
+    return value
 
 
 def _polled(rstate: RunState, ev: np.ndarray, stats: np.ndarray, res: np.ndarray) -> dict:
@@ -332,30 +368,25 @@ def _cost(config: SimConfig) -> float:
         4.0 * c.n_evals * (c.d + c.d_val)
 
 
-def _split(costs: list[float], threads: int) -> list[list[int]]:
-    """Longest-processing-time-first split of runs over threads: the runs of each thread, in order."""
-    loads = [0.0] * threads
-    lanes: list[list[int]] = [[] for _ in range(threads)]
-    for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-        t = min(range(threads), key=lambda t: (loads[t], t))
-        lanes[t].append(i)
-        loads[t] += costs[i]
-    return lanes
-
-
 @one_blas_thread
-def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimResult]:
+def run_many(configs: list[SimConfig], threads: int | None = None,
+             on_result: Callable[[int, SimResult], None] | None = None) -> list[SimResult]:
     """Run many configs in this process on `threads` threads (default: numba's thread count,
     NUMBA_NUM_THREADS; at most the number of runs).
 
-    Each run is `grpo._run_full` on its own state, called from a thread of a pool (its kernels release the
-    GIL, so the threads run on separate cores); the runs share nothing, so every result equals `run(config)`
-    bit for bit whatever the thread count (tests/sandbox/test_sim_batch.py). Results come back in the order
-    of `configs`; `info["seconds"]` is the wall time shared out by cost. Python threads rather than a
-    numba prange: a `parallel=True` kernel cost ~60% of the first run's compile and bought
-    nothing here. With more threads than runs, each run also evaluates on threads of its own beside its
-    training (as `run` with threads > 1, and with the default only when the load leaves a core idle; the
-    same tables).
+    The runs are handed out one at a time, the most expensive first (`_cost`), to daemon threads; each is
+    `grpo._run_full` on its own state (its kernels release the GIL, so the threads run on separate cores),
+    and the runs share nothing, so every result equals `run(config)` bit for bit whatever the thread count
+    (tests/sandbox/test_sim_batch.py). The calling thread only waits (`_take`) and hands each
+    result to `on_result(index into configs, result)` as it finishes (a sweep stores it then), so Ctrl-C is
+    taken at once and whatever finished before is had; the threads are not waited for after an exception
+    (a process that exits on it leaves them). A run that raises raises here, the others stop taking runs.
+    Results come back in the order of `configs`; `info["seconds"]` is each run's own wall time. Python
+    threads rather than a numba prange: a `parallel=True` kernel cost ~60% of the first run's compile and
+    bought nothing here. With more threads than runs, each run also evaluates on threads of its own beside
+    its training (as `run` with threads > 1, and with the default only when the load leaves a core idle;
+    the same tables). OpenBLAS's thread count is process-wide: this call's `one_blas_thread` holds it at one
+    for every run, set and restored by the calling thread.
     """
     configs = list(configs)
     for c in configs:
@@ -367,31 +398,46 @@ def run_many(configs: list[SimConfig], threads: int | None = None) -> list[SimRe
     threads = _threads(threads)
     spare = threads // len(configs) if not auto or _idle_core() else 1  # per run; beyond 1: evaluation
     threads = min(threads, len(configs))
-    t0 = time.perf_counter()
     for c in {c.allocator == "fixed": c for c in configs}.values():
         notice_if_cold(c)
-    states = [prepare(c) for c in configs]
-    bufs = [_buffers(c) for c in configs]
-    res = [np.zeros(3, dtype=np.int64) for _ in configs]
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for r in sorted(range(len(configs)), key=lambda i: (-_cost(configs[i]), i)):
+        todo.put(r)
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
 
-    def one(r: int) -> None:
-        rstate, (ev, p_train, p_val, stats) = states[r], bufs[r]
-        c = rstate.config
+    def one(r: int) -> SimResult:
+        c = configs[r]
+        t0 = time.perf_counter()
+        rstate = prepare(c)
+        ev, p_train, p_val, stats = _buffers(c)
+        res = np.zeros(3, dtype=np.int64)
         grpo._run_full(*rstate.policy.args(), *_kernel_args(rstate), c.snapshots, ev, 0, ev.size,
-                       rstate.acc.copy(), p_train, p_val, stats, res[r], eval_threads=_eval_threads(c, spare))
+                       rstate.acc.copy(), p_train, p_val, stats, res, eval_threads=_eval_threads(c, spare))
+        return _result(c, rstate, ev, p_train, p_val, stats, res, time.perf_counter() - t0)
 
-    def lane(runs: list[int]) -> None:  # OpenBLAS's thread count is process-wide: one_blas_thread holds it
-        for r in runs:
-            one(r)
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                r = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((r, one(r), None))
+            except BaseException as e:  # noqa: BLE001 - raised in the calling thread
+                done.put((r, None, e))
 
-    lanes = _split([_cost(c) for c in configs], threads)
-    if threads == 1:
-        lane(lanes[0])
-    else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            for f in [pool.submit(lane, runs) for runs in lanes]:
-                f.result()
-    wall = time.perf_counter() - t0
-    costs = np.array([_cost(c) for c in configs])
-    return [_result(c, s, b[0], b[1], b[2], b[3], r, wall * costs[i] / costs.sum())
-            for i, (c, s, b, r) in enumerate(zip(configs, states, bufs, res, strict=True))]
+    for i in range(threads):
+        threading.Thread(target=worker, name=f"run_many {i}", daemon=True).start()
+    out: list[SimResult | None] = [None] * len(configs)
+    try:
+        for _ in configs:
+            r, result, error = _take(done)
+            if error is not None:
+                raise error
+            out[r] = result
+            if on_result is not None:
+                on_result(r, result)
+    finally:
+        stop.set()  # after an exception (a failed run, Ctrl-C) no thread takes another run
+    return out

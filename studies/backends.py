@@ -8,6 +8,7 @@ Adding a backend is one entry in BACKENDS (the LLM issue adds "llm").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -54,10 +55,10 @@ class Adapter(Protocol):
         """Whether a Ray task for `cfg` must reserve a GPU."""
 
     # Optional: `cpus(cfg) -> int | None`, the CPUs a Ray task for `cfg` reserves (None: all of a node's);
-    # one where an adapter lacks it (studies.executors.ray_task_options). `off_main_thread = True`: its runs
-    # may run on a thread other than the main one (studies.executors.wait_for: Ctrl-C then never waits for a
-    # long compiled call). `step_bytes(cfg) -> int`: about the memory one step holds (checked against the
-    # machine's before a run, studies.cli_kit.checks.check_memory).
+    # one where an adapter lacks it (studies.executors.ray_task_options). `step_bytes(cfg) -> int`: about
+    # the memory one step holds (checked against the machine's before a run, studies.cli_kit.checks).
+    # `run_many(cfgs, threads, on_result)`: many runs in this process, each output to on_result(i, output,
+    # seconds) as it ends (studies.executors).
 
 
 def engine_kwargs(cfg: RunConfig, engine_fields: dict[str, Any], backend: str,
@@ -95,8 +96,6 @@ class SimAdapter:
     """The Numba simulator (sandbox/). Backend options: any other SimConfig field (K, dim, share...)."""
 
     name = "sim"
-    off_main_thread = True
-    """Its runs are Numba calls that release the GIL, safe on any thread (as the local executor's threads)."""
 
     def sim_config(self, cfg: RunConfig):
         from sandbox.config import ConfigError, SimConfig
@@ -120,13 +119,23 @@ class SimAdapter:
 
         return self._output(cfg, sandbox.run(self.sim_config(cfg), progress=progress))
 
-    def run_many(self, cfgs: list[RunConfig], threads: int | None = None) -> list[RunOutput]:
-        """Many configs in this process on `threads` numba threads (sandbox.run_many); each output equals
-        `run(cfg)`'s."""
+    def run_many(self, cfgs: list[RunConfig], threads: int | None = None,
+                 on_result: Callable[[int, RunOutput, float], None] | None = None) -> list[RunOutput]:
+        """Many configs in this process on `threads` threads, handed out one at a time (sandbox.run_many);
+        each output equals `run(cfg)`'s and goes to `on_result(index, output, wall seconds)` as soon as its
+        run ends."""
         import sandbox
 
-        results = sandbox.run_many([self.sim_config(c) for c in cfgs], threads=threads)
-        return [self._output(cfg, res) for cfg, res in zip(cfgs, results, strict=True)]
+        sims = [self.sim_config(c) for c in cfgs]
+        outs: list[RunOutput | None] = [None] * len(cfgs)
+
+        def done(i: int, res) -> None:
+            outs[i] = self._output(cfgs[i], res)
+            if on_result is not None:
+                on_result(i, outs[i], float(res.info["seconds"]))
+
+        sandbox.run_many(sims, threads=threads, on_result=done)
+        return outs
 
     def _output(self, cfg: RunConfig, res) -> RunOutput:
         run_id = cfg.run_id

@@ -130,7 +130,6 @@ def run_summary(cfg: RunConfig, out: Any, wall_s: float) -> dict[str, Any]:
 def run(as_json: bool, out: Path | None, progress: bool, quiet: bool, **kw: Any) -> None:
     """Train one configuration to its budget and summarise it."""
     from studies.backends import get_backend
-    from studies.executors import wait_for
     from studies.files import TABLE_SUFFIXES, check_output_file
     from studies.io import save_table
 
@@ -142,10 +141,7 @@ def run(as_json: bool, out: Path | None, progress: bool, quiet: bool, **kw: Any)
     if out is not None:  # before the run, so an unwritable --out never costs the work
         check_output_file(out, suffixes=TABLE_SUFFIXES, kind="table")
     t0 = time.perf_counter()
-    if getattr(adapter, "off_main_thread", False):  # Ctrl-C never waits for a compiled call
-        result = wait_for(adapter.run, cfg, progress=progress and not quiet)
-    else:
-        result = adapter.run(cfg, progress=progress and not quiet)
+    result = adapter.run(cfg, progress=progress and not quiet)
     summary = run_summary(cfg, result, time.perf_counter() - t0)
     if out is not None:
         save_table(result.table, out)

@@ -11,17 +11,14 @@ import ctypes
 import logging
 import multiprocessing as mp
 import os
-import queue
 import signal
 import socket
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
 
 from isocompute.contract.progress import Progress
 from isocompute.contract.status import DIVERGED
@@ -68,8 +65,8 @@ def _worker_init() -> None:
 
 
 def _cost_order(tasks: list[tuple[Adapter, RunConfig]]) -> list[tuple[Adapter, RunConfig]]:
-    """Tasks the most expensive first (steps x bp), runs of one adapter and policy layout together (the order
-    never changes a result, only the wall time: the longest runs do not start last)."""
+    """Tasks of one adapter and policy layout together, the most expensive first within them (steps x bp;
+    the order never changes a result, only the wall time: the longest runs do not start last)."""
     def cost(task):
         cfg = task[1]
         return cfg.budget // max(cfg.n, 1)
@@ -77,76 +74,35 @@ def _cost_order(tasks: list[tuple[Adapter, RunConfig]]) -> list[tuple[Adapter, R
     return sorted(tasks, key=lambda t: (t[0].name, str(t[1].model), -cost(t), t[1].run_id))
 
 
-WAIT_S = 0.1
-"""How often a waiting main thread wakes (an interrupt acts within this, whatever the workers are doing)."""
-
-
 def _run_threaded(tasks: list[tuple[Adapter, RunConfig]], threads: int,
                   on_result: Callable[[Result], None]) -> None:
-    """Batching adapters (`run_many(cfgs, threads)`, the simulator): `threads` threads of this process take
-    the runs one at a time (the most expensive first) and this thread stores each result as it arrives, so
-    a sweep interrupted at any moment keeps every run that finished before (the compiled kernels release the
-    GIL: the threads use separate cores). The workers are daemon threads and this thread only waits for
-    their results: Ctrl-C or SIGTERM acts at once, and the command line leaves without waiting for the runs
-    in flight (they are lost, as with any killed sweep; a rerun resumes). A run that raises is recorded as
-    failed with its traceback, and the others go on."""
-    todo = queue.SimpleQueue()
-    for task in _cost_order(tasks):
-        todo.put(task)
-    done: queue.SimpleQueue = queue.SimpleQueue()
-    stop = threading.Event()
+    """Batching adapters (`run_many(cfgs, threads, on_result)`, the simulator): the runs of each adapter and
+    policy layout on `threads` threads of this process, handed out one at a time, and each result stored
+    as it arrives, so a sweep interrupted at any moment keeps every run that finished before (this thread
+    only waits: Ctrl-C acts at once, and the command line leaves the runs in flight). If the batch raises
+    (a config that fails), the runs it had not finished go one at a time, so the failing one gets its own
+    traceback and the others still finish."""
+    order = _cost_order(tasks)
+    groups: list[list[tuple[Adapter, RunConfig]]] = []
+    for task in order:
+        if groups and groups[-1][0][0] is task[0] and groups[-1][0][1].model == task[1].model:
+            groups[-1].append(task)
+        else:
+            groups.append([task])
+    for group in groups:
+        adapter, cfgs = group[0][0], [cfg for _, cfg in group]
+        stored: set[int] = set()
 
-    def worker() -> None:
-        while not stop.is_set():
-            try:
-                adapter, cfg = todo.get_nowait()
-            except queue.Empty:
-                return
-            t0 = time.perf_counter()
-            try:
-                out = adapter.run_many([cfg], threads=1)[0]
-            except Exception:  # noqa: BLE001 - recorded as a failed run, the sweep goes on
-                done.put((cfg.run_id, None, traceback.format_exc(), time.perf_counter() - t0))
-                continue
-            done.put((cfg.run_id, out, None, time.perf_counter() - t0))
+        def store(i: int, out: RunOutput, seconds: float, cfgs=cfgs, stored=stored) -> None:
+            stored.add(i)
+            on_result((cfgs[i].run_id, out, None, seconds))
 
-    workers = [threading.Thread(target=worker, name=f"sweep worker {i}", daemon=True)
-               for i in range(max(1, min(threads, len(tasks))))]
-    for w in workers:
-        w.start()
-    try:
-        for _ in range(len(tasks)):
-            on_result(_next(done))
-    finally:
-        stop.set()  # an interrupt or a store error: the workers take no further run
-
-
-def _next(results: queue.SimpleQueue) -> Result:
-    """The next result, waiting in short slices so that a signal's handler runs in this thread meanwhile."""
-    while True:
         try:
-            return results.get(timeout=WAIT_S)
-        except queue.Empty:
-            continue
-
-
-def wait_for(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-    """fn(*args, **kw) on a daemon thread while this thread waits for it: a long compiled call (one simulator
-    run of minutes between two evaluation points) then never delays Ctrl-C, which this thread takes at once
-    (the command line leaves without waiting for the call). Its exception is raised here."""
-    out: queue.SimpleQueue = queue.SimpleQueue()
-
-    def call() -> None:
-        try:
-            out.put((True, fn(*args, **kw)))
-        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
-            out.put((False, e))
-
-    threading.Thread(target=call, name="run", daemon=True).start()
-    ok, value = _next(out)
-    if not ok:
-        raise value
-    return value
+            adapter.run_many(cfgs, threads=threads, on_result=store)
+        except Exception:  # noqa: BLE001 - the rest retried one by one below
+            for i, cfg in enumerate(cfgs):
+                if i not in stored:
+                    on_result(execute_one(adapter, cfg))
 
 
 def _run_local(tasks: list[tuple[Adapter, RunConfig]], jobs: int,

@@ -85,7 +85,7 @@ def test_a_terminal_gets_a_bar_rewritten_in_place_and_lines_above_it():
 
 def test_quiet_silences_a_run_and_json_keeps_one_object_on_stdout(monkeypatch):
     monkeypatch.setenv("ISOCOMPUTE_PROGRESS_EVERY", "0.01")
-    loud = CliRunner().invoke(main, ["run", "--budget", "2^16", "--json"])
+    loud = CliRunner().invoke(main, ["run", "--budget", "2^21", "--json"])  # ~1 s: many heartbeats
     assert loud.exit_code == 0 and loud.stdout.count("\n") == 1 and loud.stdout.startswith("{")
     lines = [s for s in loud.stderr.splitlines() if not s.startswith("compiling simulator kernels")]
     assert lines and all(s.startswith("sim tabular/easy n=8: step ") for s in lines), loud.stderr

@@ -1,5 +1,5 @@
-"""The local executor batches simulator runs into sandbox.run_many; the store holds the same files
-as with one run at a time."""
+"""The local executor hands simulator runs to sandbox.run_many (one batch per policy layout, the runs taken
+one at a time by its threads); the store holds the same files as with one run at a time."""
 
 import pandas as pd
 
@@ -20,8 +20,8 @@ def test_batched_sweep_writes_the_same_store_as_one_run_at_a_time(tmp_path, monk
     assert s.done == len(cfgs) and not s.failed
     calls = []
     real = SimAdapter.run_many
-    monkeypatch.setattr(SimAdapter, "run_many", lambda self, c, threads=None: calls.append(len(c)) or real(
-        self, c, threads))
+    monkeypatch.setattr(SimAdapter, "run_many", lambda self, c, threads=None, **kw:
+                        calls.append(len(c)) or real(self, c, threads, **kw))
     with ResultStore(tmp_path / "batched2") as st:
         run_sweep(cfgs, st, jobs=2, progress=False)
     assert sum(calls) == len(cfgs) and len(calls) >= 2  # one batch per model at least
