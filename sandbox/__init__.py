@@ -1,7 +1,8 @@
 """Numba GRPO simulators for compute-optimal allocation of RL sampling compute (numpy + numba only).
 
-Public entry points: `run(config) -> SimResult`, `run_many(configs, threads) -> list[SimResult]` (many runs
-on numba threads, each equal to `run` alone), `SimConfig`, `ConfigError`; diagnostics from inside a run
+Public entry points: `run(config) -> SimResult`, `run_many(configs, threads, on_result) -> list[SimResult]`
+(many runs on threads of the process, each equal to `run` alone and handed to on_result as it ends),
+`SimConfig`, `ConfigError`; diagnostics from inside a run
 (`train_snapshots`, `pass1_of`, `metrics_of`, `gradient_pieces`, sandbox/diagnostics.py); closed forms in
 `sandbox.theory`.
 """
