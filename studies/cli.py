@@ -227,7 +227,7 @@ def sweep(study: str, out_dir: Path, n: list[int], bp: list[int] | None, batch: 
     if mixed := other_experiment(out_dir, configs):
         click.echo(f"warning: {mixed}", err=True)
     with echo_warnings(), ResultStore(out_dir, study=study) as store:
-        before = sum(store.is_finished(c.run_id) for c in {c.run_id: c for c in configs}.values())
+        before = 0 if force else sum(store.is_finished(r) for r in {c.run_id for c in configs})
         try:
             s = run_sweep(configs, store, executor=executor, jobs=jobs, address=address, force=force,
                           progress=progress and not quiet, desc=study, ship_code=ship_code)
