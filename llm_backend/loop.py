@@ -103,6 +103,20 @@ def run(cfg: LLMConfig, progress: bool = False, stop_after: int | None = None, e
     return res
 
 
+def step_bytes(cfg: LLMConfig) -> int:
+    """About how much memory one step of `cfg` holds beyond the process's own: rollouts of its first draw
+    (bp x n) x tokens per rollout (the longest training prompt, in characters: never fewer than its tokens,
+    plus a chat template's for a Hugging Face model, plus max_new_tokens) x memory.HELD_BYTES_PER_TOKEN.
+    Checked against the machine's memory before a run starts (studies.cli_kit.checks.check_memory)."""
+    from llm_backend.memory import HELD_BYTES_PER_TOKEN
+
+    train, _ = load_problems(cfg)
+    prompt = max((len(p.question) for p in train), default=0)
+    if not cfg.family.is_tiny:
+        prompt += len(tasks.SYSTEM_PROMPT) + 32  # the chat template's system prompt and role markers
+    return int(cfg.bp * cfg.n * (prompt + cfg.max_new_tokens) * HELD_BYTES_PER_TOKEN)
+
+
 @contextlib.contextmanager
 def _frozen_heap():
     """Python's cyclic garbage collector told to skip the objects alive when the run starts (gc.freeze),

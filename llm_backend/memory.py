@@ -1,5 +1,6 @@
-"""Memory: what one step of a run holds (`step_bytes`, checked against the machine before a run starts), and
-the process's heap policy for the tiny-LM engines: freed blocks stay in the heap for the next allocation.
+"""Memory: what one step of a run holds per token (HELD_BYTES_PER_TOKEN, for llm_backend.loop.step_bytes,
+checked against the machine before a run starts), and the process's heap policy for the tiny-LM engines:
+freed blocks stay in the heap for the next allocation.
 
 Why: glibc's malloc serves blocks above its mmap threshold (128 KiB at start, raised adaptively up to
 32 MiB) with fresh mmap pages and returns them to the kernel on free, and memory at the top of the heap
@@ -49,17 +50,3 @@ token beyond the process's own; rounded up. What the engines hold per generation
 trainer per microbatch (activations, x layers) is bounded by their chunking, not by the step's size, and is
 left out."""
 
-
-def step_bytes(cfg) -> int:
-    """About how much memory one step of `cfg` (an LLMConfig) holds beyond the process's own: rollouts of its
-    first draw (bp x n) x tokens per rollout (the longest training prompt, in characters: never fewer than
-    its tokens, plus a chat template's for a Hugging Face model, plus max_new_tokens) x HELD_BYTES_PER_TOKEN.
-    Reads the problems (llm_backend.problems)."""
-    from llm_backend.problems import load_problems
-    from llm_backend.tasks import SYSTEM_PROMPT
-
-    train, _ = load_problems(cfg)
-    prompt = max((len(p.question) for p in train), default=0)
-    if not cfg.family.is_tiny:
-        prompt += len(SYSTEM_PROMPT) + 32  # the chat template's system prompt and role markers
-    return int(cfg.bp * cfg.n * (prompt + cfg.max_new_tokens) * HELD_BYTES_PER_TOKEN)

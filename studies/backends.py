@@ -227,9 +227,9 @@ class LLMAdapter:
         return cfg.device.startswith("cuda")
 
     def step_bytes(self, cfg: RunConfig) -> int:
-        """About the memory one step of `cfg` holds (llm_backend.memory.step_bytes), for the checks made
+        """About the memory one step of `cfg` holds (llm_backend.loop.step_bytes), for the checks made
         before a run starts (studies.cli_kit.checks.check_memory)."""
-        from llm_backend.memory import step_bytes
+        from llm_backend.loop import step_bytes
 
         return step_bytes(self.llm_config(cfg))
 
