@@ -118,7 +118,13 @@ def outcome_lines(x: dict) -> list[str]:
         if p:
             lo, hi = p["record_small"]
             hit = lo <= v.small_record <= hi
-            line += (f" Predicted: smallest n's record {lo:.3f}-{hi:.3f} ({'inside' if hit else 'outside'}), "
+            seen = {c.n: c.mean for c in v.contrasts}
+            cons = "; ".join(
+                f"n = {n} {a:+.3f} to {b:+.3f} (observed {seen[n]:+.4f}: "
+                f"{'inside' if a <= seen[n] <= b else 'outside'})"
+                for n, (a, b) in p["contrasts"].items() if n in seen)
+            line += (f" Predicted before the runs: the smallest n's record {lo:.3f} to {hi:.3f} (observed "
+                     f"{v.small_record:.3f}: {'inside' if hit else 'outside'}); contrasts {cons}; "
                      f"outcome odds {', '.join(f'{o} {q:.0%}' for o, q in p['outcome'].items())}.")
         if a.get("first") is not None and a["extra"] is not None and x["plan"].arm(key).extra_seeds:
             line += (f" The first seeds read {a['first'].outcome}; extra seeds "
