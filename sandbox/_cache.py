@@ -4,43 +4,23 @@ Numba's `cache=True` keys a kernel's cache on its own source file only: after an
 or sandbox/rng.py, the cached kernels of sandbox/kernels/ would keep running the old inlined code. At import
 we hash every sandbox source file and the allocator rule book the kernels compile
 (isocompute/contract/allocrules.py) and, when the hash changed, delete the package's cached kernels (*.nbi,
-*.nbc) so that they recompile. Only the default cache location (sandbox/__pycache__) is managed; with
-NUMBA_CACHE_DIR set, clear that directory yourself after editing the sandbox.
+*.nbc) so that they recompile (isocompute.contract.cache.invalidate_stale_numba, shared with the tiny LM's
+kernels).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
 
 from isocompute.contract import allocrules
-
-_STAMP = "sandbox-sources.sha1"
+from isocompute.contract.cache import invalidate_stale_numba
 
 
 def invalidate_stale_kernels() -> None:
-    """Delete this package's Numba cache files if any sandbox source changed since they were written."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return
-    pkg = Path(__file__).resolve().parent
-    digest = hashlib.sha1()
-    for src in sorted(pkg.rglob("*.py")):  # sandbox/kernels/ too
-        digest.update(str(src.relative_to(pkg)).encode())
-        digest.update(src.read_bytes())
-    digest.update(Path(allocrules.__file__).read_bytes())
-    key = digest.hexdigest()
-    cache = pkg / "__pycache__"
-    stamp = cache / _STAMP
-    try:
-        if stamp.is_file() and stamp.read_text().strip() == key:
-            return
-        cache.mkdir(exist_ok=True)
-        for f in list(pkg.rglob("__pycache__/*.nbi")) + list(pkg.rglob("__pycache__/*.nbc")):
-            f.unlink(missing_ok=True)
-        stamp.write_text(key + "\n")
-    except OSError:  # read-only install: Numba then caches elsewhere (or not at all); nothing to manage here
-        return
+    """Delete this package's Numba cache files if any sandbox source or the allocator rule book changed
+    since they were written (isocompute.contract.cache.invalidate_stale_numba)."""
+    invalidate_stale_numba(Path(__file__).resolve().parent, "sandbox-sources.sha1",
+                           (Path(allocrules.__file__),))
 
 
 COMPILE_SECONDS = (15, 45)

@@ -7,6 +7,8 @@ scratch on digit arithmetic, with everything that exists only for them.
 - `pretrain`: pretraining from scratch (`isocompute llm pretrain`);
 - `sampler`: the `kv` rollout engine, batched KV-cache sampling;
 - `kernel`: the sampler's draws (prefill, decoding steps, Gumbel-max draws) as one Numba-compiled call.
+- `train_kernel`: a packed training microbatch's forward and backward as two Numba-compiled calls;
+- `weights`: the weights as both kernels read them (stacked per layer) and the rotary tables, cached once.
 
 The rest of llm_backend (trainer, loop, evaluation, allocators) is shared with the Hugging Face LMs; where the
 two families differ, it reads `llm_backend.family.ModelFamily`, decided once per config. Importing this

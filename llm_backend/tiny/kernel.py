@@ -38,11 +38,17 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
 from llvmlite import binding as llvm
 from numba import njit, types
+
+from isocompute.contract.cache import invalidate_stale_numba
+
+# train_kernel.py inlines this module's jitted helpers: a cache keyed on one file goes stale on an edit here
+invalidate_stale_numba(Path(__file__).resolve().parent, "tiny-sources.sha1")
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals `held_interrupts` holds back: Ctrl-C and a polite kill."""

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from llm_backend.tiny.weights import rope_tables
+
 
 @dataclass(frozen=True)
 class TinyConfig:
@@ -120,21 +122,6 @@ def residual_mm(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> torch.Tens
     if x.dtype == torch.float32:
         return torch.addmm(x, h, w.t())
     return x + torch.mm(h, w.t())
-
-
-def rope_tables(cfg: TinyConfig, positions: torch.Tensor, dtype=torch.float32):
-    """cos and signed sin, each of shape positions.shape + (head_dim,): Llama's default rotary embedding (Su
-    et al. 2021), inv_freq = theta^(-2i/d) duplicated over both halves as transformers' LlamaRotaryEmbedding;
-    the first half of the sin table is negated for `rotate`. Computed on the positions' device (cpu or
-    cuda)."""
-    hd = cfg.head_dim
-    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64, device=positions.device).float()
-                                    / hd))
-    freqs = positions.float()[..., None] * inv
-    emb = torch.cat((freqs, freqs), dim=-1)
-    sin = emb.sin()
-    sin[..., : hd // 2].neg_()
-    return emb.cos().to(dtype), sin.to(dtype)
 
 
 def additive_mask(allowed: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
@@ -318,8 +305,7 @@ class TinyLM(nn.Module):
             return None
         from llm_backend.tiny import train_kernel
 
-        return train_kernel.packed_logprobs(self, mb, T, temperature, with_entropy, entropy_grad,
-                                            rope_tables)
+        return train_kernel.packed_logprobs(self, mb, T, temperature, with_entropy, entropy_grad)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head

@@ -127,12 +127,10 @@ class KVEngine:
         self.model, self.tok, self.device = model, tokenizer, device
         self.chunk_rows = chunk_rows
         self._caches: dict = {}  # _finite_caches
-        self._rope = None  # _kernel_weights
         retain_freed_memory()  # its per-call caches reuse freed heap memory instead of faulting in new pages
 
     def sync_weights(self, model) -> float:
         self.model = model
-        self._rope = None
         return 0.0
 
     def close(self) -> None:
@@ -231,29 +229,13 @@ class KVEngine:
         """The weights as kernel.decode reads them, C-contiguous float32 numpy arrays in torch's (out, in)
         layout: per layer stacked ln1, W_qkv, W_o, ln2, W_gate_up, W_down; then the embedding (the tied
         head), the final norm and the rotary tables by position (cos, signed sin, (max positions, hd))."""
-        from llm_backend.tiny import kernel
+        from llm_backend.tiny import kernel, weights
 
-        m, cfg = self.model.model, self.model.config
+        cfg = self.model.config
         if not cfg.tie_word_embeddings:
             raise ValueError("the compiled decoder reads the head as the embedding (tied weights)")
-
-        def stack(ts):
-            return torch.stack(ts).numpy()
-
-        ls = m.layers
-        if self._rope is None:  # a function of the config alone
-            self._rope = [t.numpy() for t in rope_tables(cfg, torch.arange(cfg.max_position_embeddings))]
-        cos, sin = self._rope
-        out = dict(
-            ln1=stack([x.input_layernorm.weight for x in ls]),
-            wqkv=stack([torch.cat([x.self_attn.q_proj.weight, x.self_attn.k_proj.weight,
-                                   x.self_attn.v_proj.weight]) for x in ls]),
-            wo=stack([x.self_attn.o_proj.weight for x in ls]),
-            ln2=stack([x.post_attention_layernorm.weight for x in ls]),
-            wgu=stack([torch.cat([x.mlp.gate_proj.weight, x.mlp.up_proj.weight]) for x in ls]),
-            wd=stack([x.mlp.down_proj.weight for x in ls]),
-            emb=m.embed_tokens.weight.detach().numpy(), norm_w=m.norm.weight.detach().numpy(), cos=cos,
-            sin=sin)
+        out = weights.stacked(self.model)
+        out["cos"], out["sin"] = weights.rope(cfg)
         for key in ("wqkv", "wo", "wgu", "wd", "emb"):  # sgemm's operands: aligned as kernel.ALIGN says
             a = out[key]
             if a.ctypes.data % kernel.ALIGN or (a.ndim == 3 and a[0].nbytes % kernel.ALIGN):

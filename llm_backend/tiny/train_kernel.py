@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from numba import njit
 
+from llm_backend.tiny import weights
 from llm_backend.tiny.kernel import ALIGN, _exp, _gemm, _matrix, _rotate, call_compiled
 
 
@@ -407,27 +408,6 @@ def plan(mb) -> dict | None:
     return out
 
 
-def stacked_weights(model) -> dict:
-    """The weights as kernel.decode and `forward` read them: C-contiguous float32 numpy arrays in torch's
-    (out, in) layout, per layer stacked ln1, W_qkv (q, k, v), W_o, ln2, W_gate_up, W_down; the embedding (the
-    tied head) and the final norm (torch tensors' memory where no copy is needed: read, never written)."""
-    m = model.model
-
-    def stack(ts):
-        return torch.stack([t.detach() for t in ts]).numpy()
-
-    ls = m.layers
-    return dict(
-        ln1=stack([x.input_layernorm.weight for x in ls]),
-        wqkv=stack([torch.cat([x.self_attn.q_proj.weight, x.self_attn.k_proj.weight,
-                               x.self_attn.v_proj.weight]).detach() for x in ls]),
-        wo=stack([x.self_attn.o_proj.weight for x in ls]),
-        ln2=stack([x.post_attention_layernorm.weight for x in ls]),
-        wgu=stack([torch.cat([x.mlp.gate_proj.weight, x.mlp.up_proj.weight]).detach() for x in ls]),
-        wd=stack([x.mlp.down_proj.weight for x in ls]),
-        emb=m.embed_tokens.weight.detach().numpy(), norm_w=m.norm.weight.detach().numpy())
-
-
 def parameters(model) -> list:
     """The parameters `PackedForward` takes and returns gradients for, in `backward`'s order flattened: the
     embedding (the tied head), the final norm, then per layer ln1, q, k, v, o, ln2, gate, up, down."""
@@ -444,13 +424,13 @@ class PackedForward(torch.autograd.Function):
     """(lp, ent) of a planned microbatch from `forward`; the backward is `backward` (module docstring)."""
 
     @staticmethod
-    def forward(ctx, model, pl, temperature, tables, *params):
+    def forward(ctx, model, pl, temperature, *params):
         cfg = model.config
-        w = stacked_weights(model)
+        w = weights.stacked(model)
         args = (w["emb"], w["ln1"], w["wqkv"], w["wo"], w["ln2"], w["wgu"], w["wd"], w["norm_w"], pl["ids"],
                 pl["pos"], pl["spans"], pl["src"], pl["tgt"], np.float32(temperature),
                 cfg.num_attention_heads, cfg.num_key_value_heads)
-        cos, sin = _rope(cfg, tables)
+        cos, sin = weights.rope(cfg)
         # a signal never lands inside the compiled call (kernel.held_interrupts)
         lp, ent, saved = call_compiled(forward, *args, np.float32(cfg.rms_norm_eps), cos, sin)
         ctx.state = (args, cos, sin, saved, cfg)
@@ -471,18 +451,7 @@ class PackedForward(torch.autograd.Function):
         for i in range(dln1.shape[0]):
             out += [dln1[i], dwqkv[i, :qd], dwqkv[i, qd:qd + kd], dwqkv[i, qd + kd:], dwo[i], dln2[i],
                     dwgu[i, :inter], dwgu[i, inter:], dwd[i]]
-        return (None, None, None, None, *(torch.from_numpy(np.ascontiguousarray(a)) for a in out))
-
-
-_ROPE: dict = {}
-
-
-def _rope(cfg, tables):
-    """The rotary tables by position (cos, signed sin, (max positions, hd)) of a config, made once by
-    `tables` (model.rope_tables, passed in: the model module calls this one)."""
-    if cfg not in _ROPE:
-        _ROPE[cfg] = tuple(t.numpy() for t in tables(cfg, torch.arange(cfg.max_position_embeddings)))
-    return _ROPE[cfg]
+        return (None, None, None, *(torch.from_numpy(np.ascontiguousarray(a)) for a in out))
 
 
 def serves(model) -> bool:
@@ -496,13 +465,13 @@ def serves(model) -> bool:
             and all(w * 4 % ALIGN == 0 for w in widths))
 
 
-def packed_logprobs(model, mb, T: int, temperature: float, with_entropy: bool, entropy_grad: bool, tables):
+def packed_logprobs(model, mb, T: int, temperature: float, with_entropy: bool, entropy_grad: bool):
     """What packed.micro_logprobs returns, by `forward` / `backward` (None where they do not serve: the
-    torch path then runs); tables: model.rope_tables."""
+    torch path then runs)."""
     pl = plan(mb) if serves(model) else None
     if pl is None:
         return None
-    lp, ent = PackedForward.apply(model, pl, float(temperature), tables, *parameters(model))
+    lp, ent = PackedForward.apply(model, pl, float(temperature), *parameters(model))
     s = mb.seqs.shape[0]
     out = torch.zeros((s, T), dtype=lp.dtype).index_put((mb.tok_row, mb.tok_t), lp)
     if not with_entropy:
