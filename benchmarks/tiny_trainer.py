@@ -2,7 +2,7 @@
 
 Training batches at n = 4, 16, 64 (bp 16 Easy training problems, the shipped tiny LM's draws and rewards, the
 packed layout a run builds), one torch thread: `--rounds` rounds each of one `trainer.backward` (the policy's
-log-probs, the GRPO loss, the backward pass) with TinyLM.trainer "torch" and one with "compiled"
+log-probs, the GRPO loss, the backward pass) with LLMConfig.tiny_trainer "torch" and one with "compiled"
 (llm_backend/tiny/train_kernel.py), alternated in both orders, a new draw (seed) per round; `--kl` adds the
 reference model's forward (kl_coef 0.05, entropy_coef 0.001: the Easy recipe's terms). Prints the median
 milliseconds of each, their ratio, and the largest gradient difference of a parameter relative to its largest
@@ -18,6 +18,7 @@ import json
 import os
 import statistics
 import time
+from dataclasses import replace
 
 
 def _case(model, ref, tok, probs, n, rounds, kl):
@@ -26,7 +27,6 @@ def _case(model, ref, tok, probs, n, rounds, kl):
     from llm_backend import tasks
     from llm_backend.batch import Group, build_batch
     from llm_backend.config import config_for
-    from llm_backend.tiny.model import TinyLM
     from llm_backend.tiny.sampler import KVEngine
     from llm_backend.trainer import backward
 
@@ -44,14 +44,10 @@ def _case(model, ref, tok, probs, n, rounds, kl):
         batch = build_batch(cfg, groups, tok.pad_token_id)
         grads = {}
         for who in ("torch", "compiled") if r % 2 else ("compiled", "torch"):
-            old, TinyLM.trainer = TinyLM.trainer, who
-            try:
-                model.zero_grad(set_to_none=False)
-                t = time.perf_counter()
-                backward(model, batch, cfg, ref if kl else None)
-                dt = time.perf_counter() - t
-            finally:
-                TinyLM.trainer = old
+            model.zero_grad(set_to_none=False)
+            t = time.perf_counter()
+            backward(model, batch, replace(cfg, tiny_trainer=who), ref if kl else None)
+            dt = time.perf_counter() - t
             grads[who] = {k: p.grad.clone() for k, p in model.named_parameters()}
             if r:
                 times[who].append(dt)

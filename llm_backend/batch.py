@@ -33,8 +33,10 @@ class Chunk(Protocol):
     rows: slice | torch.Tensor
     cols: slice
 
-    def logprobs(self, model, temperature: float, with_entropy: bool = False, entropy_grad: bool = True):
-        """(logp, entropy or None), each (s, t): the log-probs of the chunk's tokens under logits / T."""
+    def logprobs(self, model, temperature: float, with_entropy: bool = False, entropy_grad: bool = True,
+                 compiled: bool = True):
+        """(logp, entropy or None), each (s, t): the log-probs of the chunk's tokens under logits / T;
+        compiled: a tiny LM's packed chunk runs its compiled trainer (LLMConfig.tiny_trainer)."""
 
 
 class TrainBatch(Protocol):
@@ -117,7 +119,8 @@ class PaddedChunk:
     cols: slice
     dtype: str
 
-    def logprobs(self, model, temperature: float, with_entropy: bool = False, entropy_grad: bool = True):
+    def logprobs(self, model, temperature: float, with_entropy: bool = False, entropy_grad: bool = True,
+                 compiled: bool = True):
         with autocast(str(self.input_ids.device), self.dtype):
             return token_logprobs(model, self.input_ids, self.attention_mask, temperature, with_entropy,
                                   entropy_grad)

@@ -88,6 +88,8 @@ def config_key(cfg: LLMConfig) -> dict:
         del d["allocator"]
     if d.get("warmup_steps") == 0:  # likewise for the warm-up
         del d["warmup_steps"]
+    if d.get("tiny_trainer") == "compiled":  # likewise for the trainer (compiled before it was an option)
+        del d["tiny_trainer"]
     for k in (
         "checkpoint_dir",
         "checkpoint_every",

@@ -20,6 +20,8 @@ __all__ = ["ADV_STD", "CPU_DTYPE", "DATASETS", "LOSS_AGG", "OBJECTIVES", "SCALE_
 
 LOSS_AGG = ("token_mean", "seq_mean")
 TRAIN_LAYOUTS = ("packed", "padded")
+TINY_TRAINERS = ("compiled", "torch")
+"""Values of LLMConfig.tiny_trainer."""
 DATASETS = (*options.DATASETS, "arith")
 """The calibrated difficulty presets and `arith` (uncalibrated generated arithmetic, for tests)."""
 
@@ -86,6 +88,13 @@ class LLMConfig(EngineConfig):
     """packed: tokens per packed row (attention is dense within a row, so its cost grows with this)."""
     micro_tokens: int = 2048
     """packed: tokens per forward/backward microbatch (memory only; the update is the same)."""
+    tiny_trainer: str = "compiled"
+    """packed layout on a tiny LM: who computes a microbatch's log-probs and their gradients (TINY_TRAINERS):
+    "compiled", llm_backend/tiny/train_kernel.py's two Numba calls where they serve (float32 on the CPU), or
+    "torch", the module's forward and autograd always (the floats of the tests that pin the trainer's bits).
+    Why compiled: at the study's sizes the eager forward's and backward's fixed cost per op is most of a step
+    (benchmarks/tiny_lm.py); the two differ by float32 round-off (tests/llm_backend/
+    test_tiny_train_kernel.py). Other models ignore it."""
     gpu_memory_utilization: float = 0.35
     """vLLM: share of (CPU or GPU) memory it reserves; 0.2 leaves no KV cache on this machine."""
     max_model_len: int = 512
@@ -261,6 +270,7 @@ def validate(c: LLMConfig) -> None:
     check_options(c)
     check_choice("loss_agg", c.loss_agg, LOSS_AGG)
     check_choice("train_layout", c.train_layout, TRAIN_LAYOUTS)
+    check_choice("tiny_trainer", c.tiny_trainer, TINY_TRAINERS)
     if c.dataset not in DATASETS and not c.dataset.endswith(".jsonl"):
         raise ConfigError(
             f"unknown dataset {c.dataset!r}; choose one of {', '.join(DATASETS)} or a .jsonl path"

@@ -60,8 +60,10 @@ class Micro:
     def rows(self) -> torch.Tensor:
         return self.seqs
 
-    def logprobs(self, model, temperature: float, with_entropy: bool = False, entropy_grad: bool = True):
-        return micro_logprobs(model, self, self.width, temperature, with_entropy, entropy_grad)
+    def logprobs(self, model, temperature: float, with_entropy: bool = False, entropy_grad: bool = True,
+                 compiled: bool = True):
+        return micro_logprobs(model, self, self.width, temperature, with_entropy, entropy_grad,
+                              compiled=compiled)
 
 
 @dataclass
@@ -261,14 +263,15 @@ def _build(pb: PackedBatch, rows: list[list[tuple[list[int], list[int]]]]) -> Mi
 
 
 def micro_logprobs(model, mb: Micro, T: int, temperature: float = 1.0, with_entropy: bool = False,
-                   entropy_grad: bool = True, vocab_chunk: int = 0):
+                   entropy_grad: bool = True, vocab_chunk: int = 0, compiled: bool = True):
     """Log-probs (s, T) of the completion tokens of a microbatch (and the entropy there), completion-aligned.
 
     Only the body runs over the packed rows; the head and the float32 log-softmax run on the N hidden
     states that predict completion tokens. A model with its own `packed_logprobs` (TinyLM: compiled forward
-    and backward) computes it where that returns a result.
+    and backward) computes it where that returns a result, unless compiled is False
+    (LLMConfig.tiny_trainer "torch").
     """
-    own = getattr(model, "packed_logprobs", None)
+    own = getattr(model, "packed_logprobs", None) if compiled else None
     if own is not None and not vocab_chunk and (got := own(mb, T, temperature, with_entropy,
                                                             entropy_grad)) is not None:
         return got

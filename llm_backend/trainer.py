@@ -29,7 +29,7 @@ def old_logprobs(model, batch: TrainBatch, cfg) -> torch.Tensor:
     chunks = batch.chunks(0, batch.num_sequences)
     with torch.inference_mode():
         for chunk in chunks:
-            lp, _ = chunk.logprobs(model, cfg.temperature)
+            lp, _ = chunk.logprobs(model, cfg.temperature, compiled=cfg.tiny_trainer == "compiled")
             out[chunk.rows, chunk.cols] = lp.float()
     return out
 
@@ -49,15 +49,16 @@ def backward(model, batch: TrainBatch, cfg, ref_model=None, rows: slice | None =
     tokens = float(mask[lo:hi].sum())
     norm = max(tokens, 1.0) if cfg.loss_agg == "token_mean" else float(hi - lo)
     agg = {"loss": 0.0, "tokens": tokens, **{k: 0.0 for k in STAT_KEYS}}
+    compiled = cfg.tiny_trainer == "compiled"
     for chunk in batch.chunks(lo, hi):
         cell = (chunk.rows, chunk.cols)
         ref = None
         if ref_model is not None:  # the policy's precision, so rounding alone puts no floor under the KL
             with torch.inference_mode():  # no autograd bookkeeping; grpo_loss saves nothing of `ref`
-                ref, _ = chunk.logprobs(ref_model, cfg.temperature)
+                ref, _ = chunk.logprobs(ref_model, cfg.temperature, compiled=compiled)
         # entropy is a logged metric even when entropy_coef == 0
         logp, ent = chunk.logprobs(model, cfg.temperature, with_entropy=True,
-                                   entropy_grad=bool(cfg.entropy_coef))
+                                   entropy_grad=bool(cfg.entropy_coef), compiled=compiled)
         loss, st = grpo_loss(
             logp, batch.engine_logp[cell], batch.adv[chunk.rows], mask[cell], ref_logp=ref, entropy=ent,
             kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, tis_cap=cfg.tis_cap, loss_agg=cfg.loss_agg,

@@ -273,14 +273,6 @@ class _LastTables:
 _TABLES = _LastTables()
 
 
-TRAINERS = ("compiled", "torch")
-"""Who runs a packed training microbatch's forward and backward (`TinyLM.trainer`): "compiled" (the default),
-llm_backend/tiny/train_kernel.py's two Numba calls, where it serves (float32 on the CPU); "torch", this
-module's forward and autograd always (the floats of the tests that pin the trainer's bits). Why: at the
-study's sizes the eager forward's and backward's fixed cost per op is most of a step
-(benchmarks/tiny_lm.py)."""
-
-
 class TinyLM(nn.Module):
     """LlamaForCausalLM in plain torch (module docstring); the head is tied to the embedding."""
 
@@ -292,17 +284,12 @@ class TinyLM(nn.Module):
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    trainer = "compiled"
-    """Who computes the packed training layout's log-probs and their gradients (TRAINERS)."""
-
     def get_decoder(self) -> Body:
         return self.model
 
     def packed_logprobs(self, mb, T: int, temperature: float, with_entropy: bool, entropy_grad: bool):
-        """packed.micro_logprobs by llm_backend/tiny/train_kernel.py (trainer "compiled", where it serves),
-        else None (the torch path)."""
-        if self.trainer != "compiled":
-            return None
+        """packed.micro_logprobs by llm_backend/tiny/train_kernel.py where it serves, else None (the torch
+        path); packed.micro_logprobs asks only under LLMConfig.tiny_trainer "compiled"."""
         from llm_backend.tiny import train_kernel
 
         return train_kernel.packed_logprobs(self, mb, T, temperature, with_entropy, entropy_grad)

@@ -51,7 +51,7 @@ class Cfg:
 
     def __init__(self, **kw):
         self.temperature, self.kl_coef, self.entropy_coef, self.tis_cap = 0.7, 0.1, 0.01, 2.0
-        self.loss_agg = "token_mean"
+        self.loss_agg, self.tiny_trainer = "token_mean", "compiled"
         self.objective, self.clip_eps, self.ppo_epochs, self.minibatches = "pg", 0.2, 1, 1
         self.n, self.max_grad_norm = 2, 1.0
         self.__dict__.update(kw)

@@ -86,18 +86,19 @@ def _run_new(program: str) -> None:
     tests/llm_backend/test_tiny_train_kernel.py bounds it)."""
     import os
 
-    from llm_backend.tiny.model import TinyLM
+    from llm_backend import config
     from llm_backend.tiny.sampler import KVEngine
 
     cwd, threads = os.getcwd(), torch.get_num_threads()
-    attention, trainer = KVEngine.attention, TinyLM.trainer
-    KVEngine.attention, TinyLM.trainer = "sdpa", "torch"
+    attention, make = KVEngine.attention, config.config_for
+    KVEngine.attention = "sdpa"
+    config.config_for = lambda model=None, **kw: make(model, **kw, tiny_trainer="torch")
     try:
         exec(compile(program, "<new runs>", "exec"), {"__name__": "new_runs"})
     finally:
         os.chdir(cwd)
         torch.set_num_threads(threads)
-        KVEngine.attention, TinyLM.trainer = attention, trainer
+        KVEngine.attention, config.config_for = attention, make
 
 
 def _same(a_path, b_path) -> None:

@@ -1,7 +1,7 @@
 """The compiled training forward and backward of the tiny LM (llm_backend/tiny/train_kernel.py) against the
-torch path (packed.micro_logprobs with TinyLM.trainer "torch"): log-probs, entropies and every parameter's
-gradient on real packed batches, the gradient against finite differences, the fall-back where the kernel does
-not serve, determinism, and a whole short run against the torch path's."""
+torch path (packed.micro_logprobs with compiled=False, LLMConfig.tiny_trainer "torch"): log-probs, entropies
+and every parameter's gradient on real packed batches, the gradient against finite differences, the
+fall-back where the kernel does not serve, determinism, and a whole short run against the torch path's."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from llm_backend.model import load_model, load_tokenizer, resolve_model  # noqa:
 from llm_backend.packed import make_packed_batch, micro_logprobs  # noqa: E402
 from llm_backend.problems import load_problems  # noqa: E402
 from llm_backend.tiny import train_kernel  # noqa: E402
-from llm_backend.tiny.model import SIZES, TinyLM, init_model  # noqa: E402
+from llm_backend.tiny.model import SIZES, init_model  # noqa: E402
 from llm_backend.tiny.sampler import KVEngine  # noqa: E402
 
 LOGP_ATOL = 5e-5
@@ -56,11 +56,8 @@ def _batch(model, tok, prompts, n, seed, **kw):
 def _both(model, mb, T, temperature, trainer, weights):
     """(lp, ent, grads) of sum(w_lp * lp + w_ent * ent) under `trainer`."""
     model.zero_grad(set_to_none=True)
-    old, TinyLM.trainer = TinyLM.trainer, trainer
-    try:
-        lp, ent = micro_logprobs(model, mb, T, temperature, with_entropy=True, entropy_grad=True)
-    finally:
-        TinyLM.trainer = old
+    lp, ent = micro_logprobs(model, mb, T, temperature, with_entropy=True, entropy_grad=True,
+                             compiled=trainer == "compiled")
     ((lp * weights[0]).sum() + (ent * weights[1]).sum()).backward()
     grads = {k: p.grad.clone() for k, p in model.named_parameters()}
     return lp.detach(), ent.detach(), grads
@@ -189,11 +186,7 @@ def test_a_run_trains_as_the_torch_paths_run(tmp_path):
               entropy_coef=0.01, lr=1e-3)
     runs = {}
     for trainer in ("compiled", "torch"):
-        old, TinyLM.trainer = TinyLM.trainer, trainer
-        try:
-            runs[trainer] = run(config_for("tiny", **kw))
-        finally:
-            TinyLM.trainer = old
+        runs[trainer] = run(config_for("tiny", **kw, tiny_trainer=trainer))
     a, b = runs["compiled"], runs["torch"]
     assert [s["reward"] for s in a.steps] == [s["reward"] for s in b.steps]
     assert [s["tokens"] for s in a.steps] == [s["tokens"] for s in b.steps]

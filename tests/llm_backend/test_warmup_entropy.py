@@ -118,7 +118,7 @@ def _tiny_batch():
 
 
 class _Cfg:
-    temperature, kl_coef, tis_cap, loss_agg = 1.0, 0.0, 0.0, "token_mean"
+    temperature, kl_coef, tis_cap, loss_agg, tiny_trainer = 1.0, 0.0, 0.0, "token_mean", "compiled"
     objective, clip_eps, ppo_epochs, minibatches, n, max_grad_norm = "pg", 0.2, 1, 1, 2, 0.0
 
     def __init__(self, entropy_coef):
