@@ -207,7 +207,8 @@ def test_degenerate_fits_are_said_first_and_leave_no_n_star_fit_or_verdict(tmp_p
     r = invoke("fit", path)
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("every per-n sigmoid fit(s) degenerate") and "too few record-breaking points" in lines[0]
+    assert lines[0].startswith("every per-n sigmoid fit(s) degenerate")
+    assert "too few record-breaking points" in lines[0]
     assert not any(ln.startswith(("log2 n*", "extrapolation")) for ln in lines)
     assert len([ln for ln in lines if ln[:12].strip() and ln.split()[0][0].isdigit()]) <= 3 * 2
     rep = json.loads(invoke("fit", path, "--json").stdout)
