@@ -563,7 +563,10 @@ def write_figure(x: dict, path: Path) -> None:
         iv = r["stars_ci"] or [(None, None)] * len(bs)
         lo = np.array([np.nan if v[0] is None else v[0] for v in iv], dtype=float)
         hi = np.array([np.nan if v[1] is None else v[1] for v in iv], dtype=float)
-        ax[1].errorbar(bs, s, yerr=[s - lo, hi - s], marker="o", capsize=3, label=a)
+        # the bootstrap's percentile interval of n* need not hold the point n* (a refit on resampled seeds
+        # can put every resample above or below it): the bar then ends at the point
+        ax[1].errorbar(bs, s, yerr=[np.maximum(s - lo, 0), np.maximum(hi - s, 0)], marker="o", capsize=3,
+                       label=a)
         c = [row["extreme"] for row in r["rows"]]
         d = np.array([v["diff"] for v in c])
         h = np.array([v["ci"] for v in c])
