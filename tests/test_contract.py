@@ -215,8 +215,10 @@ def test_store_statuses_of_engine_results():
     assert status.FINISHED == (status.DONE, status.DIVERGED)
 
 
-STDLIB_LOADED = ("__future__", "dataclasses", "math", "os", "pathlib", "hashlib")
-"""hashlib: imported only inside cache.invalidate_stale_numba, when an engine loads its kernels."""
+STDLIB_LOADED = ("__future__", "dataclasses", "math", "os", "pathlib", "sys", "time", "threading", "typing",
+                 "collections", "hashlib")
+"""Modules the interpreter has loaded at start-up anyway, and hashlib, imported only inside
+cache.invalidate_stale_numba when an engine loads its kernels."""
 
 
 def test_contract_is_pure_python():
