@@ -52,7 +52,7 @@ def test_the_tiny_lm_quick_experiment_end_to_end(tmp_path):
                                         "--out", str(out), "--jobs", "2"])
     assert res.exit_code == 0, res.output
     md = out.read_text()
-    assert "Tiny LM (llm backend): n vs m" in md and "Verdict (n vs m, the study's rule)" in md
+    assert "Tiny LM (llm backend): n vs m" in md and "Verdict (n vs m, the study's rule, read at KL" in md
     assert "lm = tiny" in md and "AdamW base-lr grid 0.0003, 0.001 at B_ref = 64 under the sqrt rule" in md
     reading = md.split("## Reading")[1].split("\n## ")[0]
     assert "- group + KL 0.1: top-budget record reward n=2:" in reading and "- none + KL 0.1:" in reading

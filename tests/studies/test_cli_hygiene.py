@@ -142,11 +142,12 @@ def test_groupstd_aims_at_results_by_default_and_docs_only_with_docs(cwd, monkey
         raise StudiesError("stopped before the runs")
 
     monkeypatch.setattr(groupstd, "build", stop)
-    for backend, name in (("sim", "full"), ("llm", "llm")):
-        aimed.clear()
-        r = invoke("groupstd", "--backend", backend, "--results", "res")
-        assert one_line_error(r) and "stopped before the runs" in r.stderr
-        assert aimed == [Path(f"results/GROUP_STD-{name}.md"), Path(f"results/GROUP_STD-{name}.png")]
+    r = invoke("groupstd", "--backend", "sim", "--results", "res")
+    assert one_line_error(r) and "stopped before the runs" in r.stderr
+    assert aimed == [Path("results/GROUP_STD-full.md"), Path("results/GROUP_STD-full.png")]
+    aimed.clear()  # the full tiny-LM study's runs were never committed: refused before anything is aimed at
+    r = invoke("groupstd", "--backend", "llm", "--results", "res")
+    assert one_line_error(r) and "never committed" in r.stderr and aimed == []
     (cwd / "docs" / "MECHANISMS.md").write_text("# mechanisms\n")
     aimed.clear()
     r = invoke("groupstd", "--results", "res", "--docs")

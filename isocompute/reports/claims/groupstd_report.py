@@ -254,7 +254,7 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path = Path("docs/GROUP_STD
            "ran)." if size.staged else ""),
         "",
         f"Rule (fixed before the runs; the verdict reads it on `{g_arm}` and `{z_arm}`, the other KL "
-        "coefficients beside it): shown if `{g_arm}` has a top-budget contrast (largest − smallest "
+        f"coefficients beside it): shown if `{g_arm}` has a top-budget contrast (largest − smallest "
         f"n) with CI above 0 and n*(C) rising >= {RISE:g}x (last / first), while `{z_arm}` is flat (CI "
         f"containing 0 or below); ruled out if the `{g_arm}` contrast's upper bound is below "
         f"+{RULED_OUT_BELOW:g}; otherwise inconclusive.",
