@@ -538,8 +538,10 @@ def arm_readout(runs: ArmRuns) -> dict:
 
 def drift(runs: ArmRuns, stage1_root: Path) -> dict | None:
     """Engine drift since stage 1: for every (n, seed) that both stage 1's arm R (same recipe, base lr, seeds)
-    and this arm ran, the record reward at 2^20 here minus there, paired (mean, 95% t-interval), beside the
-    seed-to-seed SD of stage 1's records at 2^20. None without a common run."""
+    and this arm ran, the validation reward of the evaluation at exactly 2^20 rollouts (both schedules have
+    one) here minus there, paired (mean, 95% t-interval), beside the seed-to-seed SD of stage 1's values
+    there (its reported seeds, per n, averaged). Not the record: a record is a maximum over evaluation
+    points, and stage 2 evaluates more often, which alone lifts it. None without a common run."""
     from isocompute.reports import tiny_study as ts
     from isocompute.reports.claims.judge import t_interval
 
@@ -551,17 +553,20 @@ def drift(runs: ArmRuns, stage1_root: Path) -> dict | None:
     common = [(n, s) for n, s in keys_new if old.done((n, s, STAGE1_LR))]
     if not common:
         return None
-    b = [2**20]
-    new = ts.record_rewards(runs.table(common), b, keys=("n", "seed"))
-    was = ts.record_rewards(old.table([(n, s, STAGE1_LR) for n, s in common]), b, keys=("n", "seed"))
-    m = new.merge(was, on=["n", "seed"], suffixes=("_new", "_old"))
-    diff = (m["reward_new"] - m["reward_old"]).to_numpy(dtype=float)
-    several = len(was) > len(set(was["n"]))
-    sd = float(was.groupby("n")["reward"].std(ddof=1).mean()) if several else float("nan")
+    at = 2**20
+
+    def val_at(t: pd.DataFrame) -> pd.DataFrame:
+        return t.loc[t["compute"] == at, ["n", "seed", "val_mean"]]
+
+    new = val_at(runs.table(common))
+    was_all = val_at(old.table([(n, s, STAGE1_LR) for n in runs.arm.ns for s in part.report_seeds]))
+    m = new.merge(was_all, on=["n", "seed"], suffixes=("_new", "_old"))
+    diff = (m["val_mean_new"] - m["val_mean_old"]).to_numpy(dtype=float)
+    sd = float(was_all.groupby("n")["val_mean"].std(ddof=1).mean()) if len(was_all) > 1 else float("nan")
     iv = t_interval(diff)
     return {"pairs": len(diff), "mean": iv.estimate, "lo": iv.lo, "hi": iv.hi,
-            "max_abs": float(np.max(np.abs(diff))), "seed_sd": sd,
-            "identical": int(np.sum(np.abs(diff) < 1e-12))}
+            "max_abs": float(np.max(np.abs(diff))) if len(diff) else float("nan"), "seed_sd": sd,
+            "identical": int(np.sum(np.abs(diff) < 1e-12)), "at": at}
 
 
 def measure(plan: Plan, root: Path, stage1_root: Path | None = None) -> dict:

@@ -185,9 +185,10 @@ def drift_lines(x: dict) -> list[str]:
         return out + ["No Easy run of stage 2 shares a (n, seed) with stage 1's finished arm-R runs yet.", ""]
     return out + [
         f"Easy's runs here against stage 1's arm-R runs of the same n, seed and base lr (the recipe is the "
-        f"same; only the evaluation points differ): record reward at 2^20, here minus there, over "
-        f"{d['pairs']} pair(s): {d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], largest "
-        f"{d['max_abs']:.4f}, {d['identical']} identical; the seed-to-seed SD of stage 1's records at 2^20 "
+        f"same; only the evaluation points differ): validation avg@k of the evaluation at exactly "
+        f"{bt(d['at'])} rollouts (not the record, which more evaluation points alone lift), here minus "
+        f"there, over {d['pairs']} pair(s): {d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], largest "
+        f"{d['max_abs']:.4f}, {d['identical']} identical; the seed-to-seed SD of stage 1's values there "
         f"is {_f(d['seed_sd'], 4)}.", ""]
 
 
