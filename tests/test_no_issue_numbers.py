@@ -117,9 +117,11 @@ def _helps() -> list[tuple[str, str]]:
         if isinstance(cmd, click.Group):
             for name in cmd.list_commands(ctx):
                 sub = cmd.get_command(ctx, name)
-                walk(sub, f"{path} {name}", click.Context(sub, parent=ctx, info_name=name))
+                walk(sub, f"{path} {name}", sub.make_context(name, [], parent=ctx, resilient_parsing=True))
 
-    walk(main, "isocompute", click.Context(main, info_name="isocompute"))
+    # make_context, not Context(...): it applies each command's context settings (the -h alias), which
+    # click caches with the help option on first use
+    walk(main, "isocompute", main.make_context("isocompute", [], resilient_parsing=True))
     return out
 
 
