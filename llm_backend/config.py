@@ -245,9 +245,9 @@ TINY_DEFAULTS = {
 """Defaults of a run on a tiny LM (--lm tiny / small) where the caller set nothing: the kv engine, sampling at
 temperature 1 (the distribution the model learned, which the calibration measured), answers of at most 9
 characters + EOS (llm_backend/tiny/tasks.py), the base lr 1e-4 at B_ref = 64 under the sqrt rule that tuning
-on held-out seeds chose for every n at 2^14 and 2^16 rollouts (docs/GROUP_STD_TINY.md; the earlier default
-3e-4 collapsed n = 64, docs/tiny_lm/README.md), 256 validation problems (an evaluation costs milliseconds),
-float32 on every CPU (the matmuls are too small for bf16 to pay even with AMX), for `--option
+on held-out seeds chose for every n at 2^14 and 2^16 rollouts (docs/GROUP_STD.md, "Tiny LM"; the earlier
+default 3e-4 collapsed n = 64, docs/tiny_lm/README.md), 256 validation problems (an evaluation costs
+milliseconds), float32 on every CPU (the matmuls are too small for bf16 to pay even with AMX), for `--option
 engine=vllm`, vLLM's context at the model's 64 positions (tiny.model.TinyConfig.max_position_embeddings;
 tested equal), and packed rows of 64 tokens: a group is a prompt of ~7 tokens and completions of ~3, so long
 rows are mostly masked-out attention (at n = 16, bp = 16 the update took 2.3x longer with rows of 512;
