@@ -29,13 +29,8 @@ NAMES = ("Makefile",)
 SKIP = ("/runs/",)
 """Result stores' run files: data, not text a user reads."""
 
-REMAINING: set[str] = {
-    "docs/TINY_STUDY.md",
-    "isocompute/reports/tiny_study.py",
-    "isocompute/reports/tiny_study_report.py",
-}
-"""Files that still cite the tracker, left to the engineer who owns them (the tiny-LM study's declaration,
-its report generator and the page it writes); a file that no longer cites it must leave this set too."""
+REMAINING: set[str] = set()
+"""Files allowed to cite the tracker: none (a file added here must leave once it no longer cites it)."""
 
 
 def read_files(root: Path) -> list[str]:

@@ -44,7 +44,7 @@ from studies.presets import presets_for
 # ---------------------------------------------------------------------------------------------- the recipe
 LR_CENTRE = 1e-4
 """Centre of the base-lr grid: the base lr the earlier tiny-LM study's tuning seeds chose for every n at 2^14
-and 2^16 (docs/GROUP_STD_TINY.md), now the tiny LM's default."""
+and 2^16 (docs/GROUP_STD.md, "Tiny LM"), now the tiny LM's default."""
 LR_STEP = 10**0.25
 """Ratio between neighbouring grid points (1.78x: four points per decade)."""
 GRID_K = (-1, 0, 1)
@@ -92,7 +92,8 @@ RULE_TEXT = (
     "small n means the budget is too small: reported, with the extrapolated crossing if the fits give one). "
     '"Survives lr tuning" = REPRODUCED in R and E.'
 )
-"""The issue's rule, verbatim but for the budgets and n of the part it is read on (`rule_text`)."""
+"""The rule as declared before the runs, verbatim but for the budgets and n of the part it is read on
+(`rule_text`)."""
 
 
 def lr_point(k: int, centre: float = LR_CENTRE) -> float:

@@ -123,7 +123,7 @@ def design_lines(plan: ts.Plan) -> list[str]:
         "gradient, so it acts against collapse only; paired with KL as the paper requires.",
         f"- **lr grid**: {lr_grid_text()}, 1.78x (10^(1/4)) apart, centred on the base lr the earlier "
         "tiny-LM "
-        "study chose for every n (docs/GROUP_STD_TINY.md). An optimum on a grid edge adds the next point "
+        "study chose for every n (docs/GROUP_STD.md#tiny-lm). An optimum on a grid edge adds the next point "
         "outward on the tuning seeds before anything is reported (`extra_grid_point`), at most "
         f"{plan.max_extra} point(s) each way (then the arm is inconclusive: open edge).",
         "- **Arm R**: one base lr for every n and budget, the argmax over lrs of the mean over n of the "
@@ -152,8 +152,8 @@ def design_lines(plan: ts.Plan) -> list[str]:
         "matched compute with its shares at 0 and 1 (finding 5); the zero-variance group share per n; the "
         "train - val gap per n; the frontier against wall time; the chosen lrs per arm.",
         "",
-        "Details the issue left open or that differ from its text, each with its reason, fixed before the "
-        "first run:",
+        "Details the study's brief left open or that differ from its text, each with its reason, fixed "
+        "before the first run:",
         "",
         "- An edge optimum within half a validation problem (0.5 / d_val) of the next lr inward adds no "
         "point "
@@ -529,7 +529,7 @@ def render(x: dict, cmd: str, fig: Path | None, out: Path, elapsed: float) -> st
         "here is typed by hand: the design is the declaration (isocompute/reports/tiny_study.py), every "
         "number "
         f"comes from the store ({done} finished run(s) counted over the stages). The question: "
-        'docs/PAPER.md "The question"; why this study: the earlier tiny-LM study (docs/GROUP_STD_TINY.md) '
+        'docs/PAPER.md "The question"; why this study: the earlier tiny-LM study (docs/GROUP_STD.md#tiny-lm) '
         'gave '
         "n = 32 at most 128 steps, the paper's low-compute regime.",
     ]
