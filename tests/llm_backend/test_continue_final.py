@@ -15,12 +15,18 @@ BASE = dict(dataset="easy", n=4, bp=4, seed=3, d_val=8, k=2, kl_coef=0.01, entro
             warmup_steps=10, eval_from=64, evals_per_octave=2)
 
 
-def test_continuation_matches_the_longer_run(tmp_path):
-    short = run(config_for("tiny", budget=512, keep_final=True, **BASE))
-    folder = tmp_path / "final"
+def kept(budget: int, folder):
+    """A run of BASE to `budget` and its kept final state written to `folder`."""
+    res = run(config_for("tiny", budget=budget, keep_final=True, **BASE))
     folder.mkdir()
-    for name, data in short.final.items():
+    for name, data in res.final.items():
         (folder / name).write_bytes(data)
+    return res
+
+
+def test_continuation_matches_the_longer_run(tmp_path):
+    folder = tmp_path / "final"
+    short = kept(512, folder)
     cont = run(config_for("tiny", budget=1024, continue_from=str(folder), **BASE))
     full = run(config_for("tiny", budget=1024, **BASE))
     for col in ("compute", "m", "val_mean", "train_mean", "tokens"):
@@ -32,11 +38,8 @@ def test_continuation_matches_the_longer_run(tmp_path):
 
 
 def test_continuation_refuses_another_config(tmp_path):
-    short = run(config_for("tiny", budget=256, keep_final=True, **BASE))
     folder = tmp_path / "final"
-    folder.mkdir()
-    for name, data in short.final.items():
-        (folder / name).write_bytes(data)
+    kept(256, folder)
     with pytest.raises(ConfigError, match="another run's final state"):
         run(config_for("tiny", budget=512, continue_from=str(folder), **{**BASE, "seed": 4}))
     with pytest.raises(ConfigError, match="eval_from"):
